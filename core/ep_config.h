@@ -1,0 +1,153 @@
+/* ep_config: one resolved training configuration, parsed from Megatron-LM flag names.
+ *
+ * Both epsim and epref take the same flags (DESIGN.md, "Interfaces"). Flags that Megatron has are
+ * spelled as Megatron spells them; project flags (routing, THD, padding, world layout) are marked
+ * "project" in --help. The flag table lives in config_flags.c; validation in config_validate.c.
+ */
+#ifndef EP_CONFIG_H
+#define EP_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define EP_MAX_PATTERN 1024 /* characters of --hybrid-override-pattern */
+#define EP_MAX_LAYERS 512
+#define EP_ERRLEN 512
+
+typedef enum { EP_DISPATCHER_ALLTOALL, EP_DISPATCHER_ALLGATHER, EP_DISPATCHER_FLEX } ep_dispatcher_type;
+typedef enum { EP_FLEX_DEEPEP, EP_FLEX_HYBRIDEP } ep_flex_backend;
+/* The backend that actually moves tokens, resolved from type + flex backend. */
+typedef enum { EP_BACKEND_ALLTOALL, EP_BACKEND_ALLGATHER, EP_BACKEND_DEEPEP, EP_BACKEND_HYBRIDEP } ep_backend;
+
+typedef enum { EP_PAD_NONE, EP_PAD_HOST, EP_PAD_DEVICE } ep_pad_mode;
+typedef enum { EP_ROUTE_UNIFORM, EP_ROUTE_ZIPF, EP_ROUTE_GROUP_LIMITED } ep_route_dist;
+typedef enum { EP_SEQLEN_FIXED, EP_SEQLEN_UNIFORM, EP_SEQLEN_LOGNORMAL } ep_seqlen_dist;
+typedef enum { EP_OUTER_NO_SHARD, EP_OUTER_OPTIM } ep_outer_strategy;
+/* Megatron FSDP --data-parallel-sharding-strategy */
+typedef enum {
+    EP_SHARD_NO_SHARD,
+    EP_SHARD_OPTIM,
+    EP_SHARD_OPTIM_GRADS,
+    EP_SHARD_OPTIM_GRADS_PARAMS
+} ep_shard_strategy;
+typedef enum { EP_FP8_NONE, EP_FP8_E4M3, EP_FP8_HYBRID } ep_fp8_format;
+typedef enum { EP_FP8_RECIPE_DELAYED, EP_FP8_RECIPE_TENSORWISE, EP_FP8_RECIPE_BLOCKWISE, EP_FP8_RECIPE_MXFP8 } ep_fp8_recipe;
+typedef enum { EP_SCORE_SOFTMAX, EP_SCORE_SIGMOID } ep_score_func;
+
+typedef struct {
+    /* --- model --- */
+    int num_layers;               /* --num-layers (decoder layers, MTP excluded) */
+    int hidden_size;              /* --hidden-size */
+    int ffn_hidden_size;          /* --ffn-hidden-size (dense MLP) */
+    int num_attention_heads;      /* --num-attention-heads */
+    int num_query_groups;         /* --num-query-groups (GQA; 0 = heads) */
+    int kv_channels;              /* --kv-channels (head dim; 0 = hidden/heads) */
+    int multi_latent_attention;   /* --multi-latent-attention */
+    int q_lora_rank;              /* --q-lora-rank (0 = none) */
+    int kv_lora_rank;             /* --kv-lora-rank */
+    int qk_head_dim;              /* --qk-head-dim */
+    int qk_pos_emb_head_dim;      /* --qk-pos-emb-head-dim */
+    int v_head_dim;               /* --v-head-dim */
+    int seq_length;               /* --seq-length */
+    int micro_batch_size;         /* --micro-batch-size */
+    int global_batch_size;        /* --global-batch-size */
+    int vocab_size;               /* --padded-vocab-size / --vocab-size */
+    int swiglu;                   /* --swiglu (gated MLP, 3 weight matrices) */
+    int num_experts;              /* --num-experts (0 = dense model) */
+    int moe_router_topk;          /* --moe-router-topk */
+    int moe_ffn_hidden_size;      /* --moe-ffn-hidden-size */
+    int moe_shared_expert_intermediate_size; /* --moe-shared-expert-intermediate-size */
+    int moe_router_num_groups;    /* --moe-router-num-groups */
+    int moe_router_group_topk;    /* --moe-router-group-topk */
+    ep_score_func moe_router_score_function; /* --moe-router-score-function */
+    char moe_layer_freq[256];     /* --moe-layer-freq: N or ([0]*a+[1]*b) */
+    int moe_layer_is_moe[EP_MAX_LAYERS]; /* resolved from moe_layer_freq (or the pattern) */
+    int mtp_num_layers;           /* --mtp-num-layers */
+    char hybrid_override_pattern[EP_MAX_PATTERN]; /* --hybrid-override-pattern ("" = GPT) */
+    int mamba_state_dim;          /* --mamba-state-dim */
+    int mamba_head_dim;           /* --mamba-head-dim */
+    int mamba_num_heads;          /* --mamba-num-heads (0 = derived) */
+
+    /* --- parallel --- */
+    int world_size;               /* project --world-size (0 = derived: TP*CP*PP*DP) */
+    int tensor_model_parallel_size;   /* --tensor-model-parallel-size */
+    int pipeline_model_parallel_size; /* --pipeline-model-parallel-size */
+    int virtual_pipeline_model_parallel_size; /* --num-virtual-stages-per-pipeline-rank (1 = none) */
+    int expert_model_parallel_size;   /* --expert-model-parallel-size */
+    int expert_tensor_parallel_size;  /* --expert-tensor-parallel-size (0 = TP) */
+    int context_parallel_size;        /* --context-parallel-size */
+    int data_parallel_size;           /* project --data-parallel-size (0 = derived) */
+    int use_distributed_optimizer;    /* --use-distributed-optimizer */
+    int use_megatron_fsdp;            /* --use-megatron-fsdp */
+    ep_shard_strategy data_parallel_sharding_strategy; /* --data-parallel-sharding-strategy */
+    int num_distributed_optimizer_instances; /* --num-distributed-optimizer-instances (HSDP N) */
+    ep_outer_strategy outer_dp_sharding_strategy; /* --outer-dp-sharding-strategy */
+    int overlap_grad_reduce;          /* --overlap-grad-reduce */
+    int overlap_param_gather;         /* --overlap-param-gather */
+    int gpus_per_node;                /* project --gpus-per-node (epsim: from the topology) */
+    int ddp_bucket_size;              /* --ddp-bucket-size in parameters (0 = one per layer) */
+
+    /* --- MoE dispatch --- */
+    ep_dispatcher_type moe_token_dispatcher_type; /* --moe-token-dispatcher-type */
+    ep_flex_backend moe_flex_dispatcher_backend;  /* --moe-flex-dispatcher-backend */
+    int moe_permute_fusion;             /* --moe-permute-fusion */
+    int moe_hybridep_permute_fusion;    /* --moe-hybridep-fuse-permute (PR 4073) */
+    int moe_hybridep_num_blocks_permute;/* --moe-hybridep-num-blocks-permute (extra SMs) */
+    int moe_hybridep_num_sms;           /* --moe-hybridep-num-sms */
+    int moe_deepep_num_sms;             /* --moe-deepep-num-sms */
+    int moe_router_padding_for_quantization; /* --moe-router-padding-for-quantization */
+    ep_fp8_format fp8_format;           /* --fp8-format */
+    ep_fp8_recipe fp8_recipe;           /* --fp8-recipe */
+    int overlap_moe_expert_parallel_comm; /* --overlap-moe-expert-parallel-comm */
+    int delay_wgrad_compute;            /* --delay-wgrad-compute */
+    int moe_expert_capacity_permute_budget; /* project --moe-permute-budget rows (0 = exact, syncs) */
+
+    /* --- sequence packing (THD) --- */
+    int sequence_packing;               /* --sequence-packing (THD format) */
+    ep_seqlen_dist seqlen_dist;         /* project --seqlen-dist fixed|uniform|lognormal */
+    int seqlen_mean;                    /* project --seqlen-mean (tokens) */
+    int seqlen_min;                     /* project --seqlen-min */
+
+    /* --- project: routing, padding --- */
+    ep_route_dist route_dist;           /* project --routing uniform|zipf|group-limited */
+    double route_zipf_s;                /* project --routing-zipf-s (skew exponent) */
+    uint64_t seed;                      /* project --seed */
+    ep_pad_mode pad_mode;               /* project --moe-pad-mode none|host|device */
+    int pad_multiple;                   /* project --moe-pad-multiple (0 = from fp8 recipe) */
+    int train_iters;                    /* --train-iters (iterations simulated / run) */
+} ep_config;
+
+/* Defaults: a small GPT-MoE that fits anywhere (documented in --help). */
+void ep_config_defaults(ep_config *cfg);
+
+/* Parses argv (flags, "--flag value" or "--flag=value", and @file argument files with # comments).
+ * Positional arguments that are not flags are returned through *positional (argv pointers, at most
+ * max_positional); unknown flags are an error unless `pass_unknown` is non-NULL, in which case
+ * the flag and its value are appended there (used by programs that add flags of their own).
+ * Returns 0, or -1 with a one-line message in err. Does not validate: call ep_config_validate. */
+typedef struct {
+    int count;
+    const char *items[64];
+} ep_arglist;
+int ep_config_parse(ep_config *cfg, int argc, char **argv, ep_arglist *positional,
+                    ep_arglist *pass_unknown, char err[EP_ERRLEN]);
+
+/* Cross-flag checks (world size, EP layout, HSDP, overlap, pattern grammar) and derived fields
+ * (data_parallel_size, world_size, expert_tensor_parallel_size, moe_layer_is_moe, pad_multiple).
+ * Returns 0, or -1 with one line naming the flags in err. */
+int ep_config_validate(ep_config *cfg, char err[EP_ERRLEN]);
+
+/* Resolved dispatcher backend. */
+ep_backend ep_config_backend(const ep_config *cfg);
+const char *ep_backend_name(ep_backend b);
+
+/* Number of microbatches per iteration per DP rank: global / (micro * DP). */
+int ep_config_num_microbatches(const ep_config *cfg);
+
+/* Writes every resolved setting as a JSON object (no trailing newline), for summaries/metadata. */
+void ep_config_write_json(const ep_config *cfg, FILE *f);
+
+/* Prints every flag with its default and one line of help. */
+void ep_config_print_help(FILE *f);
+
+#endif

@@ -1,0 +1,43 @@
+/* ep_layers: the logical layers of a model, from --hybrid-override-pattern or plain GPT flags.
+ *
+ * Grammar (FIELD_NOTES section 3): symbols M (Mamba), * (attention), D (DS-attention), G (GDN),
+ * - (dense MLP), E (MoE); | marks a pipeline-stage boundary; / separates the MTP layers' pattern.
+ * A bracket group [..] is one logical layer, e.g. [*E], M[M*]-; groups do not nest, are not empty,
+ * and E or - may appear only as the last symbol of a group. Outside brackets, each symbol is one layer.
+ */
+#ifndef EP_LAYERS_H
+#define EP_LAYERS_H
+
+#include "ep_config.h"
+
+#define EP_MAX_BLOCKS 8 /* symbols in one logical layer */
+
+typedef struct {
+    char blocks[EP_MAX_BLOCKS + 1]; /* symbols in order, NUL-terminated, e.g. "*E", "M", "-" */
+    int nblocks;
+    int is_moe;   /* last block is E */
+    int is_mtp;   /* a multi-token-prediction layer (after the decoder) */
+    int pp_stage; /* stage from | markers, -1 when the pattern has none */
+} ep_layer;
+
+typedef struct {
+    int num_layers;   /* decoder layers */
+    int num_mtp;      /* MTP layers, appended after the decoder layers */
+    int has_stage_marks;
+    ep_layer layers[EP_MAX_LAYERS];
+} ep_layer_plan;
+
+/* Parses a hybrid pattern. Returns 0, or -1 with one line naming the flag and the position. */
+int ep_pattern_parse(const char *pattern, ep_layer_plan *out, char err[EP_ERRLEN]);
+
+/* Builds the plan for a config: the pattern if set, else GPT layers "*E" / "*-" following
+ * --moe-layer-freq, plus --mtp-num-layers MTP layers (each "*E" or "*-" like the last layer). */
+int ep_layer_plan_build(const ep_config *cfg, ep_layer_plan *out, char err[EP_ERRLEN]);
+
+/* Layers [first, first+count) held by pipeline stage `stage` of `pp` stages, model chunk `chunk` of
+ * `vpp` (Megatron's interleaved assignment: chunk c of stage s holds the (c*pp+s)-th slice). MTP layers
+ * belong to the last stage's last chunk. */
+void ep_layer_range(const ep_layer_plan *plan, int pp, int vpp, int stage, int chunk, int *first,
+                    int *count);
+
+#endif
