@@ -7,6 +7,7 @@
 #ifndef EP_CONFIG_H
 #define EP_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -115,6 +116,11 @@ typedef struct {
     ep_pad_mode pad_mode;               /* project --moe-pad-mode none|host|device */
     int pad_multiple;                   /* project --moe-pad-multiple (0 = from fp8 recipe) */
     int train_iters;                    /* --train-iters (iterations simulated / run) */
+
+    /* --- added after the first draft (kept at the end so existing code is unaffected) --- */
+    int group_query_attention;          /* --group-query-attention (needs --num-query-groups) */
+    int num_layers_per_virtual_pipeline_stage; /* older Megatron spelling of VPP; converted by
+                                                  ep_config_validate (0 = not given) */
 } ep_config;
 
 /* Defaults: a small GPT-MoE that fits anywhere (documented in --help). */
@@ -131,6 +137,11 @@ typedef struct {
 } ep_arglist;
 int ep_config_parse(ep_config *cfg, int argc, char **argv, ep_arglist *positional,
                     ep_arglist *pass_unknown, char err[EP_ERRLEN]);
+
+/* Parses argument-file text held in memory (whitespace-separated tokens, # comments, nested @file
+ * resolved against the current directory). Unknown flags and positional arguments are errors.
+ * Returns 0, or -1 with a one-line message in err. */
+int ep_config_parse_text(ep_config *cfg, const char *text, char err[EP_ERRLEN]);
 
 /* Cross-flag checks (world size, EP layout, HSDP, overlap, pattern grammar) and derived fields
  * (data_parallel_size, world_size, expert_tensor_parallel_size, moe_layer_is_moe, pad_multiple).
@@ -149,5 +160,48 @@ void ep_config_write_json(const ep_config *cfg, FILE *f);
 
 /* Prints every flag with its default and one line of help. */
 void ep_config_print_help(FILE *f);
+
+/* The flag table (config_flags.c): one row per flag, shared by parsing, --help and JSON. */
+typedef enum {
+    EP_FLAG_INT,
+    EP_FLAG_BOOL,
+    EP_FLAG_DOUBLE,
+    EP_FLAG_U64,
+    EP_FLAG_STRING,
+    EP_FLAG_ENUM,
+    EP_FLAG_ALIAS /* another spelling of `alias_of`; converted values are noted in help */
+} ep_flag_type;
+
+typedef enum {
+    EP_FLAG_GROUP_MODEL,
+    EP_FLAG_GROUP_PARALLEL,
+    EP_FLAG_GROUP_MOE,
+    EP_FLAG_GROUP_THD,
+    EP_FLAG_GROUP_PROJECT,
+    EP_FLAG_NUM_GROUPS
+} ep_flag_group;
+
+typedef struct {
+    const char *name;            /* without the leading dashes, e.g. "num-layers" */
+    ep_flag_type type;
+    size_t offset;               /* of the field in ep_config */
+    size_t size;                 /* EP_FLAG_STRING: capacity of the char array */
+    const char *def;             /* default, as text ("" for an empty string) */
+    const char *const *choices;  /* EP_FLAG_ENUM: names indexed by enum value, NULL-terminated */
+    const char *alias_of;        /* EP_FLAG_ALIAS: the flag this one stands for */
+    ep_flag_group group;
+    int project;                 /* 1: a project flag that Megatron-LM does not have */
+    const char *help;            /* one line */
+} ep_flag;
+
+/* The table and its length. */
+const ep_flag *ep_config_flags(int *count);
+/* The row for a flag name (without dashes, aliases resolved), or NULL. */
+const ep_flag *ep_config_find_flag(const char *name);
+/* Sets one flag by name from text, as the command line would ("true"/"false" for booleans).
+ * Returns 0, or -1 with a one-line message naming the flag. */
+int ep_config_set(ep_config *cfg, const char *name, const char *value, char err[EP_ERRLEN]);
+/* Writes a flag's current value as text into buf (enum names, 0/1 for booleans). */
+void ep_config_format_value(const ep_config *cfg, const ep_flag *f, char *buf, size_t n);
 
 #endif

@@ -34,9 +34,16 @@ int ep_pattern_parse(const char *pattern, ep_layer_plan *out, char err[EP_ERRLEN
  * --moe-layer-freq, plus --mtp-num-layers MTP layers (each "*E" or "*-" like the last layer). */
 int ep_layer_plan_build(const ep_config *cfg, ep_layer_plan *out, char err[EP_ERRLEN]);
 
+/* Resolves --moe-layer-freq into is_moe[0..num_layers): an integer N (layer i is MoE when
+ * i % N == 0, as Megatron counts), a list "[1,0,1,...]", or a sum of repeated lists
+ * "([0]*3+[1]*58)" (surrounding quotes and parentheses are ignored). The list length must equal
+ * num_layers. Returns 0, or -1 with one line naming the flag. */
+int ep_moe_layer_freq_parse(const char *freq, int num_layers, int *is_moe, char err[EP_ERRLEN]);
+
 /* Layers [first, first+count) held by pipeline stage `stage` of `pp` stages, model chunk `chunk` of
  * `vpp` (Megatron's interleaved assignment: chunk c of stage s holds the (c*pp+s)-th slice). MTP layers
- * belong to the last stage's last chunk. */
+ * belong to the last stage's last chunk. With | marks in the pattern, stage `stage` holds the layers
+ * between its marks (vpp must be 1, as ep_config_validate requires). */
 void ep_layer_range(const ep_layer_plan *plan, int pp, int vpp, int stage, int chunk, int *first,
                     int *count);
 

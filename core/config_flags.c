@@ -1,0 +1,414 @@
+/* config_flags: the table of every configuration flag and the conversion of flag text to fields.
+ *
+ * One row per flag: Megatron-LM spelling (megatron/training/arguments.py), type, field, default,
+ * help. Parsing, defaults, --help and the JSON dump all walk this table, so a flag exists in one
+ * place only. Project flags (no Megatron equivalent) carry project = 1.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ep_config.h"
+
+/* Enum fields are written through an int pointer. */
+_Static_assert(sizeof(ep_dispatcher_type) == sizeof(int), "enum size");
+_Static_assert(sizeof(ep_fp8_recipe) == sizeof(int), "enum size");
+
+static const char *const k_dispatcher[] = {"alltoall", "allgather", "flex", NULL};
+static const char *const k_flex[] = {"deepep", "hybridep", NULL};
+static const char *const k_pad[] = {"none", "host", "device", NULL};
+static const char *const k_route[] = {"uniform", "zipf", "group-limited", NULL};
+static const char *const k_seqlen[] = {"fixed", "uniform", "lognormal", NULL};
+static const char *const k_outer[] = {"no_shard", "optim", NULL};
+static const char *const k_shard[] = {"no_shard", "optim", "optim_grads", "optim_grads_params",
+                                      NULL};
+static const char *const k_fp8[] = {"none", "e4m3", "hybrid", NULL};
+static const char *const k_recipe[] = {"delayed", "tensorwise", "blockwise", "mxfp8", NULL};
+static const char *const k_score[] = {"softmax", "sigmoid", NULL};
+
+#define OFF(field) offsetof(ep_config, field)
+#define FI(n, f, d, g, h)                                                                          \
+    { n, EP_FLAG_INT, OFF(f), 0, d, NULL, NULL, g, 0, h }
+#define FB(n, f, d, g, h)                                                                          \
+    { n, EP_FLAG_BOOL, OFF(f), 0, d, NULL, NULL, g, 0, h }
+#define FS(n, f, d, g, h)                                                                          \
+    { n, EP_FLAG_STRING, OFF(f), sizeof(((ep_config *)0)->f), d, NULL, NULL, g, 0, h }
+#define FE(n, f, c, d, g, h)                                                                       \
+    { n, EP_FLAG_ENUM, OFF(f), 0, d, c, NULL, g, 0, h }
+#define PI(n, f, d, g, h)                                                                          \
+    { n, EP_FLAG_INT, OFF(f), 0, d, NULL, NULL, g, 1, h }
+#define PD(n, f, d, g, h)                                                                          \
+    { n, EP_FLAG_DOUBLE, OFF(f), 0, d, NULL, NULL, g, 1, h }
+#define PU(n, f, d, g, h)                                                                          \
+    { n, EP_FLAG_U64, OFF(f), 0, d, NULL, NULL, g, 1, h }
+#define PE(n, f, c, d, g, h)                                                                       \
+    { n, EP_FLAG_ENUM, OFF(f), 0, d, c, NULL, g, 1, h }
+#define AL(n, target, g, h)                                                                        \
+    { n, EP_FLAG_ALIAS, 0, 0, "", NULL, target, g, 0, h }
+
+#define GM EP_FLAG_GROUP_MODEL
+#define GP EP_FLAG_GROUP_PARALLEL
+#define GE EP_FLAG_GROUP_MOE
+#define GT EP_FLAG_GROUP_THD
+#define GX EP_FLAG_GROUP_PROJECT
+
+/* The default model is a small GPT-MoE (4 layers, hidden 1024, 8 experts top-2) that fits on one
+ * GPU and simulates in a blink; presets in configs/ describe real models. */
+static const ep_flag k_flags[] = {
+    /* model */
+    FI("num-layers", num_layers, "4", GM, "decoder layers (MTP layers excluded)"),
+    FI("hidden-size", hidden_size, "1024", GM, "transformer hidden size"),
+    FI("ffn-hidden-size", ffn_hidden_size, "4096", GM, "dense MLP hidden size (0 = 4 x hidden)"),
+    FI("num-attention-heads", num_attention_heads, "16", GM, "attention heads"),
+    FB("group-query-attention", group_query_attention, "0", GM,
+       "grouped-query attention (with --num-query-groups)"),
+    FI("num-query-groups", num_query_groups, "0", GM, "query groups for GQA (0 = heads)"),
+    FI("kv-channels", kv_channels, "0", GM, "attention head dimension (0 = hidden / heads)"),
+    FB("multi-latent-attention", multi_latent_attention, "0", GM,
+       "multi-latent attention (DeepSeek MLA)"),
+    FI("q-lora-rank", q_lora_rank, "0", GM, "MLA query low-rank dimension (0 = no compression)"),
+    FI("kv-lora-rank", kv_lora_rank, "32", GM, "MLA key/value low-rank dimension"),
+    FI("qk-head-dim", qk_head_dim, "128", GM, "MLA query/key head dimension (no position part)"),
+    FI("qk-pos-emb-head-dim", qk_pos_emb_head_dim, "64", GM, "MLA rotary position head dimension"),
+    FI("v-head-dim", v_head_dim, "128", GM, "MLA value head dimension"),
+    FI("seq-length", seq_length, "2048", GM, "sequence length in tokens"),
+    FI("micro-batch-size", micro_batch_size, "1", GM, "sequences per microbatch"),
+    FI("global-batch-size", global_batch_size, "8", GM, "sequences per iteration (all DP ranks)"),
+    FI("padded-vocab-size", vocab_size, "32000", GM, "vocabulary size (already padded)"),
+    AL("vocab-size", "padded-vocab-size", GM, "same as --padded-vocab-size"),
+    FB("swiglu", swiglu, "1", GM, "gated SwiGLU MLP (three weight matrices)"),
+    FI("mtp-num-layers", mtp_num_layers, "0", GM, "multi-token-prediction layers"),
+    FS("hybrid-override-pattern", hybrid_override_pattern, "", GM,
+       "hybrid layer pattern: M * D G - E, [..] groups, | stages, / MTP (\"\" = GPT)"),
+    FI("mamba-state-dim", mamba_state_dim, "128", GM, "Mamba SSM state dimension"),
+    FI("mamba-head-dim", mamba_head_dim, "64", GM, "Mamba head dimension"),
+    FI("mamba-num-heads", mamba_num_heads, "0", GM, "Mamba heads (0 = 2 x hidden / head dim)"),
+
+    /* parallel layout */
+    FI("tensor-model-parallel-size", tensor_model_parallel_size, "1", GP, "tensor parallel (TP)"),
+    FI("pipeline-model-parallel-size", pipeline_model_parallel_size, "1", GP,
+       "pipeline stages (PP)"),
+    FI("num-virtual-stages-per-pipeline-rank", virtual_pipeline_model_parallel_size, "1", GP,
+       "model chunks per pipeline rank (VPP, interleaved 1F1B when > 1)"),
+    FI("num-layers-per-virtual-pipeline-stage", num_layers_per_virtual_pipeline_stage, "0", GP,
+       "older VPP spelling: layers per chunk, converted to chunks per rank"),
+    FI("expert-model-parallel-size", expert_model_parallel_size, "1", GP, "expert parallel (EP)"),
+    FI("expert-tensor-parallel-size", expert_tensor_parallel_size, "0", GP,
+       "tensor parallel inside experts (ETP, 0 = TP)"),
+    FI("context-parallel-size", context_parallel_size, "1", GP, "context parallel (CP)"),
+    PI("world-size", world_size, "0", GP, "GPUs in the job (0 = TP x CP x PP x DP)"),
+    PI("data-parallel-size", data_parallel_size, "0", GP,
+       "data parallel (0 = world / (TP x CP x PP), 1 when neither is given)"),
+    PI("gpus-per-node", gpus_per_node, "8", GP, "GPUs per node (epsim takes it from --topo)"),
+    FB("use-distributed-optimizer", use_distributed_optimizer, "0", GP,
+       "shard optimizer state over DP (ZeRO-1)"),
+    FB("use-megatron-fsdp", use_megatron_fsdp, "0", GP, "Megatron FSDP"),
+    FE("data-parallel-sharding-strategy", data_parallel_sharding_strategy, k_shard, "no_shard", GP,
+       "FSDP sharding inside the (inner) DP group"),
+    FI("num-distributed-optimizer-instances", num_distributed_optimizer_instances, "1", GP,
+       "optimizer replicas; > 1 with FSDP is HSDP with this many outer groups"),
+    FE("outer-dp-sharding-strategy", outer_dp_sharding_strategy, k_outer, "no_shard", GP,
+       "HSDP outer groups: no_shard all-reduces, optim reduce-scatters"),
+    FB("overlap-grad-reduce", overlap_grad_reduce, "0", GP,
+       "overlap gradient reduction with backward"),
+    FB("overlap-param-gather", overlap_param_gather, "0", GP,
+       "overlap parameter all-gather with forward"),
+    FI("ddp-bucket-size", ddp_bucket_size, "0", GP,
+       "gradient bucket size in parameters (0 = one bucket per layer)"),
+    FI("train-iters", train_iters, "1", GP, "iterations to simulate or run"),
+
+    /* MoE */
+    FI("num-experts", num_experts, "8", GE, "routed experts per MoE layer (0 = dense model)"),
+    FI("moe-router-topk", moe_router_topk, "2", GE, "experts chosen per token"),
+    FI("moe-ffn-hidden-size", moe_ffn_hidden_size, "1024", GE,
+       "expert MLP hidden size (0 = --ffn-hidden-size)"),
+    FI("moe-shared-expert-intermediate-size", moe_shared_expert_intermediate_size, "0", GE,
+       "shared-expert hidden size (0 = none)"),
+    FI("moe-router-num-groups", moe_router_num_groups, "0", GE,
+       "expert groups for group-limited routing (0 = none)"),
+    FI("moe-router-group-topk", moe_router_group_topk, "0", GE,
+       "groups chosen per token in group-limited routing"),
+    FE("moe-router-score-function", moe_router_score_function, k_score, "softmax", GE,
+       "router score function"),
+    FS("moe-layer-freq", moe_layer_freq, "1", GE,
+       "MoE layer placement: N (every Nth from layer 0), ([0]*3+[1]*58) or [1,0,...]"),
+    FE("moe-token-dispatcher-type", moe_token_dispatcher_type, k_dispatcher, "alltoall", GE,
+       "token dispatcher"),
+    FE("moe-flex-dispatcher-backend", moe_flex_dispatcher_backend, k_flex, "deepep", GE,
+       "backend of the flex dispatcher"),
+    FB("moe-permute-fusion", moe_permute_fusion, "0", GE, "fused permute/unpermute kernels"),
+    FB("moe-hybridep-fuse-permute", moe_hybridep_permute_fusion, "0", GE,
+       "fuse permute into hybridep dispatch and unpermute into combine (PR 4073)"),
+    FI("moe-hybridep-num-blocks-permute", moe_hybridep_num_blocks_permute, "16", GE,
+       "extra thread blocks (SMs) for the fused permute"),
+    FI("moe-hybridep-num-sms", moe_hybridep_num_sms, "16", GE, "SMs used by hybridep kernels"),
+    FI("moe-deepep-num-sms", moe_deepep_num_sms, "20", GE, "SMs used by DeepEP kernels (even)"),
+    FB("moe-router-padding-for-quantization", moe_router_padding_for_quantization, "0", GE,
+       "pad each expert's tokens to the fp8 multiple in the router (host side)"),
+    AL("moe-router-padding-for-fp8", "moe-router-padding-for-quantization", GE,
+       "older spelling of --moe-router-padding-for-quantization"),
+    FE("fp8-format", fp8_format, k_fp8, "none", GE, "fp8 format of expert GEMMs"),
+    FE("fp8-recipe", fp8_recipe, k_recipe, "delayed", GE,
+       "fp8 scaling recipe (sets the pad multiple: 16, mxfp8 32)"),
+    FB("overlap-moe-expert-parallel-comm", overlap_moe_expert_parallel_comm, "0", GE,
+       "EP overlap: combined 1F1B of one forward and one backward"),
+    FB("delay-wgrad-compute", delay_wgrad_compute, "0", GE,
+       "delay weight-gradient GEMMs to overlap dispatch/combine"),
+
+    /* THD */
+    FB("sequence-packing", sequence_packing, "0", GT,
+       "packed sequences (THD): ranks hold different token counts"),
+    PE("seqlen-dist", seqlen_dist, k_seqlen, "fixed", GT, "packed sequence length distribution"),
+    PI("seqlen-mean", seqlen_mean, "0", GT, "mean sequence length (0 = seq-length / 2)"),
+    PI("seqlen-min", seqlen_min, "16", GT, "shortest sequence"),
+
+    /* project */
+    PE("routing", route_dist, k_route, "uniform", GX, "token-to-expert routing distribution"),
+    PD("routing-zipf-s", route_zipf_s, "1.0", GX, "Zipf exponent of expert popularity"),
+    PU("seed", seed, "1234", GX, "seed of routing and sequence lengths"),
+    PE("moe-pad-mode", pad_mode, k_pad, "none", GX,
+       "expert row padding: host (a sync per layer) or device (inside hybridep permute)"),
+    PI("moe-pad-multiple", pad_multiple, "0", GX,
+       "rows per expert rounded to 1|16|32|64|128 (0 = from --fp8-recipe)"),
+    PI("moe-permute-budget", moe_expert_capacity_permute_budget, "0", GX,
+       "hybridep permuted-row budget, no host sync (0 = exact count, syncs)"),
+};
+
+const ep_flag *ep_config_flags(int *count) {
+    *count = (int)(sizeof k_flags / sizeof k_flags[0]);
+    return k_flags;
+}
+
+const ep_flag *ep_config_find_flag(const char *name) {
+    int n;
+    const ep_flag *t = ep_config_flags(&n);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(t[i].name, name) != 0) continue;
+        if (t[i].type == EP_FLAG_ALIAS) return ep_config_find_flag(t[i].alias_of);
+        return &t[i];
+    }
+    return NULL;
+}
+
+static int parse_bool(const char *v, int *out) {
+    static const char *const yes[] = {"1", "true", "yes", "on"};
+    static const char *const no[] = {"0", "false", "no", "off"};
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(v, yes[i]) == 0) return *out = 1, 0;
+        if (strcmp(v, no[i]) == 0) return *out = 0, 0;
+    }
+    return -1;
+}
+
+static void list_choices(const char *const *c, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; c[i] && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", c[i]);
+}
+
+int ep_config_set(ep_config *cfg, const char *name, const char *value, char err[EP_ERRLEN]) {
+    const ep_flag *f = ep_config_find_flag(name);
+    if (!f) {
+        snprintf(err, EP_ERRLEN, "unknown flag --%s", name);
+        return -1;
+    }
+    char *field = (char *)cfg + f->offset;
+    char *end = NULL;
+    errno = 0;
+    switch (f->type) {
+    case EP_FLAG_INT: {
+        long v = strtol(value, &end, 10);
+        if (!*value || *end || errno || v < INT_MIN || v > INT_MAX) {
+            snprintf(err, EP_ERRLEN, "--%s: '%.64s' is not an integer", f->name, value);
+            return -1;
+        }
+        *(int *)field = (int)v;
+        return 0;
+    }
+    case EP_FLAG_BOOL:
+        if (parse_bool(value, (int *)field) != 0) {
+            snprintf(err, EP_ERRLEN, "--%s: '%.64s' is not true or false", f->name, value);
+            return -1;
+        }
+        return 0;
+    case EP_FLAG_DOUBLE: {
+        double v = strtod(value, &end);
+        if (!*value || *end || errno || !isfinite(v)) {
+            snprintf(err, EP_ERRLEN, "--%s: '%.64s' is not a number", f->name, value);
+            return -1;
+        }
+        *(double *)field = v;
+        return 0;
+    }
+    case EP_FLAG_U64: {
+        unsigned long long v = strtoull(value, &end, 10);
+        if (!*value || *end || errno || strchr(value, '-')) {
+            snprintf(err, EP_ERRLEN, "--%s: '%.64s' is not a non-negative integer", f->name, value);
+            return -1;
+        }
+        *(uint64_t *)field = (uint64_t)v;
+        return 0;
+    }
+    case EP_FLAG_STRING:
+        if (strlen(value) >= f->size) {
+            snprintf(err, EP_ERRLEN, "--%s: value longer than %zu characters", f->name,
+                     f->size - 1);
+            return -1;
+        }
+        memcpy(field, value, strlen(value) + 1);
+        return 0;
+    case EP_FLAG_ENUM:
+        for (int i = 0; f->choices[i]; i++) {
+            if (strcmp(f->choices[i], value) == 0) {
+                *(int *)field = i;
+                return 0;
+            }
+        }
+        {
+            char list[256];
+            list_choices(f->choices, list, sizeof list);
+            snprintf(err, EP_ERRLEN, "--%s: '%.64s' is not one of %s", f->name, value, list);
+        }
+        return -1;
+    case EP_FLAG_ALIAS:
+        break; /* resolved by ep_config_find_flag */
+    }
+    snprintf(err, EP_ERRLEN, "--%s: internal flag table error", f->name);
+    return -1;
+}
+
+void ep_config_format_value(const ep_config *cfg, const ep_flag *f, char *buf, size_t n) {
+    const char *field = (const char *)cfg + f->offset;
+    switch (f->type) {
+    case EP_FLAG_INT:
+    case EP_FLAG_BOOL:
+        snprintf(buf, n, "%d", *(const int *)field);
+        return;
+    case EP_FLAG_DOUBLE:
+        snprintf(buf, n, "%.17g", *(const double *)field);
+        return;
+    case EP_FLAG_U64:
+        snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field);
+        return;
+    case EP_FLAG_STRING:
+        snprintf(buf, n, "%s", field);
+        return;
+    case EP_FLAG_ENUM: {
+        int v = *(const int *)field, k = 0;
+        while (f->choices[k])
+            k++;
+        snprintf(buf, n, "%s", v >= 0 && v < k ? f->choices[v] : "?");
+        return;
+    }
+    case EP_FLAG_ALIAS:
+        break;
+    }
+    if (n) buf[0] = 0;
+}
+
+static const char *const k_group_title[EP_FLAG_NUM_GROUPS] = {
+    "Model", "Parallel layout", "MoE and dispatch", "Sequence packing (THD)",
+    "Routing, padding and seed (project flags)"};
+
+static const char *metavar(const ep_flag *f, char *buf, size_t n) {
+    switch (f->type) {
+    case EP_FLAG_INT:
+    case EP_FLAG_U64:
+        return "N";
+    case EP_FLAG_DOUBLE:
+        return "X";
+    case EP_FLAG_STRING:
+        return "STR";
+    case EP_FLAG_ENUM: {
+        size_t used = 0;
+        buf[0] = 0;
+        for (int i = 0; f->choices[i] && used < n; i++)
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? "|" : "", f->choices[i]);
+        return buf;
+    }
+    case EP_FLAG_BOOL:
+    case EP_FLAG_ALIAS:
+        break;
+    }
+    return "";
+}
+
+void ep_config_print_help(FILE *f) {
+    int n;
+    const ep_flag *t = ep_config_flags(&n);
+    fprintf(f,
+            "Configuration flags (Megatron-LM names; [project] marks flags Megatron-LM does not "
+            "have).\n"
+            "Arguments: --flag VALUE or --flag=VALUE; on/off flags take no value and have a\n"
+            "--no-<flag> form; @FILE reads flags from an argument file (# comments, nesting).\n"
+            "Defaults describe a small GPT-MoE: 4 layers, hidden 1024, 16 heads, 8 experts top-2,\n"
+            "moe-ffn 1024, seq 2048, micro batch 1, global batch 8, one GPU.\n");
+    for (int g = 0; g < EP_FLAG_NUM_GROUPS; g++) {
+        fprintf(f, "\n%s:\n", k_group_title[g]);
+        for (int i = 0; i < n; i++) {
+            if ((int)t[i].group != g) continue;
+            char mv[128], left[192], def[64];
+            const char *m = metavar(&t[i], mv, sizeof mv);
+            snprintf(left, sizeof left, "--%s%s%s", t[i].name, *m ? " " : "", m);
+            if (t[i].type == EP_FLAG_ALIAS) {
+                fprintf(f, "  %-44s %s\n", left, t[i].help);
+                continue;
+            }
+            if (t[i].type == EP_FLAG_BOOL)
+                snprintf(def, sizeof def, "%s", strcmp(t[i].def, "1") == 0 ? "on" : "off");
+            else
+                snprintf(def, sizeof def, "%s", *t[i].def ? t[i].def : "\"\"");
+            fprintf(f, "  %-44s %s%s [default %s]\n", left, t[i].project ? "[project] " : "",
+                    t[i].help, def);
+        }
+    }
+}
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+void ep_config_write_json(const ep_config *cfg, FILE *f) {
+    int n;
+    const ep_flag *t = ep_config_flags(&n);
+    fputc('{', f);
+    int first = 1;
+    for (int i = 0; i < n; i++) {
+        if (t[i].type == EP_FLAG_ALIAS) continue;
+        char key[128], val[EP_MAX_PATTERN + 16];
+        size_t k = 0;
+        for (const char *p = t[i].name; *p && k + 1 < sizeof key; p++)
+            key[k++] = *p == '-' ? '_' : *p;
+        key[k] = 0;
+        fprintf(f, "%s\"%s\":", first ? "" : ",", key);
+        first = 0;
+        ep_config_format_value(cfg, &t[i], val, sizeof val);
+        if (t[i].type == EP_FLAG_STRING || t[i].type == EP_FLAG_ENUM)
+            json_string(f, val);
+        else if (t[i].type == EP_FLAG_BOOL)
+            fputs(*(const int *)((const char *)cfg + t[i].offset) ? "true" : "false", f);
+        else
+            fputs(val, f);
+    }
+    /* Settings derived by ep_config_validate that no single flag holds. */
+    fprintf(f, ",\"backend\":\"%s\",\"num_microbatches\":%d,\"moe_layers\":[",
+            ep_backend_name(ep_config_backend(cfg)), ep_config_num_microbatches(cfg));
+    int nl = cfg->num_layers < EP_MAX_LAYERS ? cfg->num_layers : EP_MAX_LAYERS;
+    for (int i = 0, w = 0; i < nl; i++)
+        if (cfg->moe_layer_is_moe[i] && cfg->num_experts > 0) fprintf(f, "%s%d", w++ ? "," : "", i);
+    fputs("]}", f);
+}

@@ -1,0 +1,413 @@
+/* config_validate: cross-flag checks and derived settings of a parsed configuration.
+ *
+ * Every rule returns one line that names the flags involved, so that the programs can print it and
+ * exit 2 (DESIGN.md, "Errors"). Most rules mirror Megatron-LM's own assertions
+ * (megatron/training/arguments.py); the rest keep the schedule generators' inputs well formed.
+ * Derived fields are written back so that a second call returns the same result.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ep_config.h"
+#include "ep_layers.h"
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        snprintf(err, EP_ERRLEN, __VA_ARGS__);                                                     \
+        return -1;                                                                                 \
+    } while (0)
+
+#define MAX_PARALLEL 65536     /* any one parallel size */
+#define MAX_WORLD    (1 << 20) /* GPUs */
+#define MAX_DIM      (1 << 24) /* model widths, lengths, batch sizes */
+
+typedef struct {
+    const char *flag;
+    int *value;
+    int min, max;
+} range_rule;
+
+static int check_ranges(ep_config *c, char err[EP_ERRLEN]) {
+    const range_rule rules[] = {
+        {"num-layers", &c->num_layers, 1, EP_MAX_LAYERS},
+        {"hidden-size", &c->hidden_size, 1, MAX_DIM},
+        {"ffn-hidden-size", &c->ffn_hidden_size, 0, MAX_DIM},
+        {"num-attention-heads", &c->num_attention_heads, 1, MAX_DIM},
+        {"num-query-groups", &c->num_query_groups, 0, MAX_DIM},
+        {"kv-channels", &c->kv_channels, 0, MAX_DIM},
+        {"q-lora-rank", &c->q_lora_rank, 0, MAX_DIM},
+        {"kv-lora-rank", &c->kv_lora_rank, 0, MAX_DIM},
+        {"qk-head-dim", &c->qk_head_dim, 0, MAX_DIM},
+        {"qk-pos-emb-head-dim", &c->qk_pos_emb_head_dim, 0, MAX_DIM},
+        {"v-head-dim", &c->v_head_dim, 0, MAX_DIM},
+        {"seq-length", &c->seq_length, 1, MAX_DIM},
+        {"micro-batch-size", &c->micro_batch_size, 1, MAX_DIM},
+        {"global-batch-size", &c->global_batch_size, 1, MAX_DIM},
+        {"padded-vocab-size", &c->vocab_size, 1, MAX_DIM},
+        {"num-experts", &c->num_experts, 0, MAX_DIM},
+        {"moe-router-topk", &c->moe_router_topk, 1, MAX_DIM},
+        {"moe-ffn-hidden-size", &c->moe_ffn_hidden_size, 0, MAX_DIM},
+        {"moe-shared-expert-intermediate-size", &c->moe_shared_expert_intermediate_size, 0,
+         MAX_DIM},
+        {"moe-router-num-groups", &c->moe_router_num_groups, 0, MAX_DIM},
+        {"moe-router-group-topk", &c->moe_router_group_topk, 0, MAX_DIM},
+        {"mtp-num-layers", &c->mtp_num_layers, 0, EP_MAX_LAYERS - 1},
+        {"mamba-state-dim", &c->mamba_state_dim, 1, MAX_DIM},
+        {"mamba-head-dim", &c->mamba_head_dim, 1, MAX_DIM},
+        {"mamba-num-heads", &c->mamba_num_heads, 0, MAX_DIM},
+        {"world-size", &c->world_size, 0, MAX_WORLD},
+        {"tensor-model-parallel-size", &c->tensor_model_parallel_size, 1, MAX_PARALLEL},
+        {"pipeline-model-parallel-size", &c->pipeline_model_parallel_size, 1, MAX_PARALLEL},
+        {"num-virtual-stages-per-pipeline-rank", &c->virtual_pipeline_model_parallel_size, 1,
+         MAX_PARALLEL},
+        {"num-layers-per-virtual-pipeline-stage", &c->num_layers_per_virtual_pipeline_stage, 0,
+         EP_MAX_LAYERS},
+        {"expert-model-parallel-size", &c->expert_model_parallel_size, 1, MAX_PARALLEL},
+        {"expert-tensor-parallel-size", &c->expert_tensor_parallel_size, 0, MAX_PARALLEL},
+        {"context-parallel-size", &c->context_parallel_size, 1, MAX_PARALLEL},
+        {"data-parallel-size", &c->data_parallel_size, 0, MAX_WORLD},
+        {"num-distributed-optimizer-instances", &c->num_distributed_optimizer_instances, 1,
+         MAX_PARALLEL},
+        {"gpus-per-node", &c->gpus_per_node, 1, MAX_PARALLEL},
+        {"ddp-bucket-size", &c->ddp_bucket_size, 0, 2147483647},
+        {"train-iters", &c->train_iters, 1, MAX_DIM},
+        {"moe-hybridep-num-blocks-permute", &c->moe_hybridep_num_blocks_permute, 0, 1024},
+        {"moe-hybridep-num-sms", &c->moe_hybridep_num_sms, 1, 1024},
+        {"moe-deepep-num-sms", &c->moe_deepep_num_sms, 1, 1024},
+        {"moe-pad-multiple", &c->pad_multiple, 0, 128},
+        {"moe-permute-budget", &c->moe_expert_capacity_permute_budget, 0, 2147483647},
+        {"seqlen-mean", &c->seqlen_mean, 0, MAX_DIM},
+        {"seqlen-min", &c->seqlen_min, 1, MAX_DIM},
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        int v = *rules[i].value;
+        if (v < rules[i].min || v > rules[i].max) {
+            if (rules[i].max >= 2147483647)
+                FAIL("--%s %d must be >= %d", rules[i].flag, v, rules[i].min);
+            FAIL("--%s %d is outside %d..%d", rules[i].flag, v, rules[i].min, rules[i].max);
+        }
+    }
+    return 0;
+}
+
+static int check_attention(ep_config *c, char err[EP_ERRLEN]) {
+    int tp = c->tensor_model_parallel_size;
+    if (c->ffn_hidden_size == 0) c->ffn_hidden_size = 4 * c->hidden_size;
+    if (c->kv_channels == 0) {
+        if (c->hidden_size % c->num_attention_heads != 0)
+            FAIL("--hidden-size %d is not divisible by --num-attention-heads %d (or set "
+                 "--kv-channels)",
+                 c->hidden_size, c->num_attention_heads);
+        c->kv_channels = c->hidden_size / c->num_attention_heads;
+    }
+    if (c->group_query_attention && c->num_query_groups == 0)
+        FAIL("--group-query-attention needs --num-query-groups");
+    if (c->num_query_groups == 0) c->num_query_groups = c->num_attention_heads;
+    if (c->num_attention_heads % c->num_query_groups != 0)
+        FAIL("--num-query-groups %d does not divide --num-attention-heads %d", c->num_query_groups,
+             c->num_attention_heads);
+    if (c->num_attention_heads % tp != 0)
+        FAIL("--tensor-model-parallel-size %d does not divide --num-attention-heads %d", tp,
+             c->num_attention_heads);
+    if (!c->multi_latent_attention && c->num_query_groups % tp != 0)
+        FAIL("--tensor-model-parallel-size %d does not divide --num-query-groups %d", tp,
+             c->num_query_groups);
+    if (c->multi_latent_attention) {
+        if (c->kv_lora_rank < 1) FAIL("--multi-latent-attention needs --kv-lora-rank >= 1");
+        if (c->qk_head_dim < 1) FAIL("--multi-latent-attention needs --qk-head-dim >= 1");
+        if (c->qk_pos_emb_head_dim < 1)
+            FAIL("--multi-latent-attention needs --qk-pos-emb-head-dim >= 1");
+        if (c->v_head_dim < 1) FAIL("--multi-latent-attention needs --v-head-dim >= 1");
+    }
+    int cp = c->context_parallel_size;
+    if (cp > 1 && c->seq_length % (2 * cp) != 0) /* CP splits each sequence into 2 x CP chunks */
+        FAIL("--seq-length %d is not divisible by 2 x --context-parallel-size %d", c->seq_length,
+             cp);
+    return 0;
+}
+
+static int check_world(ep_config *c, char err[EP_ERRLEN]) {
+    long long tp = c->tensor_model_parallel_size, cp = c->context_parallel_size,
+              pp = c->pipeline_model_parallel_size;
+    long long mp = tp * cp * pp;
+    if (c->data_parallel_size > 0 && c->world_size > 0) {
+        if (mp * c->data_parallel_size != c->world_size)
+            FAIL("--world-size %d does not equal --tensor-model-parallel-size x "
+                 "--context-parallel-size x --pipeline-model-parallel-size x --data-parallel-size "
+                 "(%lld x %lld x %lld x %d = %lld)",
+                 c->world_size, tp, cp, pp, c->data_parallel_size, mp * c->data_parallel_size);
+    } else if (c->world_size > 0) {
+        if (c->world_size % mp != 0)
+            FAIL("--world-size %d is not divisible by --tensor-model-parallel-size x "
+                 "--context-parallel-size x --pipeline-model-parallel-size (%lld)",
+                 c->world_size, mp);
+        c->data_parallel_size = (int)(c->world_size / mp);
+    } else {
+        if (c->data_parallel_size == 0) c->data_parallel_size = 1;
+        if (mp * c->data_parallel_size > MAX_WORLD)
+            FAIL("TP x CP x PP x --data-parallel-size = %lld exceeds %d GPUs",
+                 mp * c->data_parallel_size, MAX_WORLD);
+        c->world_size = (int)(mp * c->data_parallel_size);
+    }
+    return 0;
+}
+
+static int check_pipeline(ep_config *c, const ep_layer_plan *plan, char err[EP_ERRLEN]) {
+    int pp = c->pipeline_model_parallel_size, L = c->num_layers;
+    if (c->num_layers_per_virtual_pipeline_stage > 0) {
+        int n = c->num_layers_per_virtual_pipeline_stage;
+        if (c->virtual_pipeline_model_parallel_size != 1)
+            FAIL("--num-layers-per-virtual-pipeline-stage and "
+                 "--num-virtual-stages-per-pipeline-rank are mutually exclusive");
+        if (L % (pp * n) != 0)
+            FAIL("--num-layers %d is not divisible by --pipeline-model-parallel-size %d x "
+                 "--num-layers-per-virtual-pipeline-stage %d",
+                 L, pp, n);
+        c->virtual_pipeline_model_parallel_size = L / (pp * n);
+        c->num_layers_per_virtual_pipeline_stage = 0; /* converted; keeps validation idempotent */
+    }
+    int vpp = c->virtual_pipeline_model_parallel_size;
+    if (vpp > 1 && pp == 1)
+        FAIL("--num-virtual-stages-per-pipeline-rank %d needs --pipeline-model-parallel-size > 1",
+             vpp);
+    if (plan->has_stage_marks) {
+        int stages = plan->layers[plan->num_layers - 1].pp_stage + 1;
+        if (stages != pp)
+            FAIL("--hybrid-override-pattern has %d pipeline stages (| marks) but "
+                 "--pipeline-model-parallel-size is %d",
+                 stages, pp);
+        if (vpp != 1)
+            FAIL("--hybrid-override-pattern with | stage marks needs "
+                 "--num-virtual-stages-per-pipeline-rank 1 (got %d)",
+                 vpp);
+    } else if ((long long)pp * vpp > L || L % (pp * vpp) != 0) {
+        FAIL("--num-layers %d is not divisible by --pipeline-model-parallel-size %d x "
+             "--num-virtual-stages-per-pipeline-rank %d",
+             L, pp, vpp);
+    }
+    return 0;
+}
+
+/* Layer kinds: the hybrid pattern, or --moe-layer-freq for GPT models. */
+static int check_layers(ep_config *c, ep_layer_plan *plan, char err[EP_ERRLEN]) {
+    int L = c->num_layers;
+    if (L + c->mtp_num_layers > EP_MAX_LAYERS)
+        FAIL("--num-layers %d + --mtp-num-layers %d exceed %d layers", L, c->mtp_num_layers,
+             EP_MAX_LAYERS);
+    if (c->hybrid_override_pattern[0]) {
+        if (strcmp(c->moe_layer_freq, "1") != 0)
+            FAIL("--moe-layer-freq and --hybrid-override-pattern are mutually exclusive (the "
+                 "pattern's E layers are the MoE layers)");
+        if (ep_pattern_parse(c->hybrid_override_pattern, plan, err) != 0) return -1;
+        if (plan->num_layers != L)
+            FAIL("--hybrid-override-pattern has %d layers but --num-layers is %d", plan->num_layers,
+                 L);
+        if (plan->num_mtp > 0 && plan->num_mtp != c->mtp_num_layers)
+            FAIL("--hybrid-override-pattern has %d MTP layers (after /) but --mtp-num-layers is "
+                 "%d",
+                 plan->num_mtp, c->mtp_num_layers);
+        int moe = 0, mamba = 0;
+        for (int i = 0; i < plan->num_layers + plan->num_mtp; i++) {
+            moe += plan->layers[i].is_moe;
+            mamba += strchr(plan->layers[i].blocks, 'M') != NULL;
+        }
+        if (moe > 0 && c->num_experts == 0)
+            FAIL("--hybrid-override-pattern has E layers but --num-experts is 0");
+        if (mamba > 0) {
+            int tp = c->tensor_model_parallel_size;
+            if (c->mamba_num_heads == 0) {
+                if ((2 * c->hidden_size) % c->mamba_head_dim != 0)
+                    FAIL("--mamba-head-dim %d does not divide 2 x --hidden-size %d (or set "
+                         "--mamba-num-heads)",
+                         c->mamba_head_dim, c->hidden_size);
+                c->mamba_num_heads = 2 * c->hidden_size / c->mamba_head_dim;
+            }
+            if (c->mamba_num_heads % tp != 0)
+                FAIL("--tensor-model-parallel-size %d does not divide the %d Mamba heads "
+                     "(--mamba-num-heads)",
+                     tp, c->mamba_num_heads);
+        }
+        memset(c->moe_layer_is_moe, 0, sizeof c->moe_layer_is_moe);
+        for (int i = 0; i < L; i++)
+            c->moe_layer_is_moe[i] = plan->layers[i].is_moe;
+        return 0;
+    }
+    memset(c->moe_layer_is_moe, 0, sizeof c->moe_layer_is_moe);
+    if (c->num_experts > 0 &&
+        ep_moe_layer_freq_parse(c->moe_layer_freq, L, c->moe_layer_is_moe, err) != 0)
+        return -1;
+    return ep_layer_plan_build(c, plan, err);
+}
+
+static int check_moe(ep_config *c, long long *edp, char err[EP_ERRLEN]) {
+    int E = c->num_experts, ep = c->expert_model_parallel_size;
+    int tp = c->tensor_model_parallel_size;
+    if (c->expert_tensor_parallel_size == 0) c->expert_tensor_parallel_size = tp;
+    int etp = c->expert_tensor_parallel_size;
+    if (c->moe_ffn_hidden_size == 0) c->moe_ffn_hidden_size = c->ffn_hidden_size;
+    if (E == 0) {
+        if (ep > 1) FAIL("--expert-model-parallel-size %d needs --num-experts > 0", ep);
+    } else {
+        int k = c->moe_router_topk;
+        if (k > E) FAIL("--moe-router-topk %d exceeds --num-experts %d", k, E);
+        if (E % ep != 0)
+            FAIL("--expert-model-parallel-size %d does not divide --num-experts %d", ep, E);
+        if (c->moe_ffn_hidden_size % etp != 0)
+            FAIL("--expert-tensor-parallel-size %d does not divide --moe-ffn-hidden-size %d", etp,
+                 c->moe_ffn_hidden_size);
+        int ng = c->moe_router_num_groups, gk = c->moe_router_group_topk;
+        if (gk > 0 && ng == 0) FAIL("--moe-router-group-topk needs --moe-router-num-groups");
+        if (ng > 0) {
+            if (E % ng != 0)
+                FAIL("--moe-router-num-groups %d does not divide --num-experts %d", ng, E);
+            if (gk == 0) FAIL("--moe-router-num-groups needs --moe-router-group-topk");
+            if (gk > ng)
+                FAIL("--moe-router-group-topk %d exceeds --moe-router-num-groups %d", gk, ng);
+            if ((long long)gk * (E / ng) < k)
+                FAIL("--moe-router-topk %d exceeds the %d experts of --moe-router-group-topk %d "
+                     "groups",
+                     k, gk * (E / ng), gk);
+        }
+    }
+    /* Expert layout: world = ETP x EP x EDP x PP, so ETP x EP must divide the ranks of a stage. */
+    long long stage = (long long)tp * c->context_parallel_size * c->data_parallel_size;
+    if (stage % ((long long)etp * ep) != 0)
+        FAIL("--expert-model-parallel-size %d x --expert-tensor-parallel-size %d does not divide "
+             "TP x CP x DP = %lld ranks per pipeline stage",
+             ep, etp, stage);
+    *edp = stage / ((long long)etp * ep);
+    if (c->route_dist == EP_ROUTE_GROUP_LIMITED && (E == 0 || c->moe_router_num_groups == 0))
+        FAIL("--routing group-limited needs --num-experts and --moe-router-num-groups");
+    if (c->route_dist == EP_ROUTE_ZIPF && !(c->route_zipf_s > 0.0))
+        FAIL("--routing-zipf-s %g must be > 0 with --routing zipf", c->route_zipf_s);
+    return 0;
+}
+
+static int check_batch(ep_config *c, char err[EP_ERRLEN]) {
+    long long per = (long long)c->micro_batch_size * c->data_parallel_size;
+    if (c->global_batch_size % per != 0)
+        FAIL("--global-batch-size %d is not divisible by --micro-batch-size %d x "
+             "--data-parallel-size %d",
+             c->global_batch_size, c->micro_batch_size, c->data_parallel_size);
+    int nmb = (int)(c->global_batch_size / per), pp = c->pipeline_model_parallel_size;
+    if (c->virtual_pipeline_model_parallel_size > 1 && nmb % pp != 0)
+        FAIL("interleaved pipeline (--num-virtual-stages-per-pipeline-rank %d) needs the %d "
+             "microbatches (--global-batch-size / (--micro-batch-size x DP)) to be a multiple of "
+             "--pipeline-model-parallel-size %d",
+             c->virtual_pipeline_model_parallel_size, nmb, pp);
+    return 0;
+}
+
+static int check_data_parallel(ep_config *c, long long edp, char err[EP_ERRLEN]) {
+    int n = c->num_distributed_optimizer_instances, dp = c->data_parallel_size;
+    int fsdp = c->use_megatron_fsdp, distopt = c->use_distributed_optimizer;
+    if (n > 1) {
+        if (!fsdp && !distopt)
+            FAIL("--num-distributed-optimizer-instances %d needs --use-distributed-optimizer or "
+                 "--use-megatron-fsdp",
+                 n);
+        if (dp % n != 0)
+            FAIL("--num-distributed-optimizer-instances %d does not divide the data-parallel "
+                 "size %d (--data-parallel-size)",
+                 n, dp);
+        if (edp % n != 0)
+            FAIL("--num-distributed-optimizer-instances %d does not divide the expert "
+                 "data-parallel size %lld (TP x CP x DP / (--expert-model-parallel-size x "
+                 "--expert-tensor-parallel-size))",
+                 n, edp);
+    }
+    if (c->data_parallel_sharding_strategy != EP_SHARD_NO_SHARD && !fsdp)
+        FAIL("--data-parallel-sharding-strategy other than no_shard needs --use-megatron-fsdp");
+    if (c->outer_dp_sharding_strategy == EP_OUTER_OPTIM && (!fsdp || n < 2))
+        FAIL("--outer-dp-sharding-strategy optim needs --use-megatron-fsdp and "
+             "--num-distributed-optimizer-instances > 1");
+    if (c->overlap_param_gather && !fsdp && !distopt)
+        FAIL("--overlap-param-gather needs --use-distributed-optimizer or --use-megatron-fsdp");
+    if (c->overlap_param_gather && !c->overlap_grad_reduce)
+        FAIL("--overlap-param-gather needs --overlap-grad-reduce");
+    return 0;
+}
+
+static int check_dispatch(ep_config *c, char err[EP_ERRLEN]) {
+    ep_backend be = ep_config_backend(c);
+    int flex = c->moe_token_dispatcher_type == EP_DISPATCHER_FLEX;
+    if (!flex && c->moe_flex_dispatcher_backend == EP_FLEX_HYBRIDEP)
+        FAIL("--moe-flex-dispatcher-backend hybridep needs --moe-token-dispatcher-type flex");
+    if (c->moe_hybridep_permute_fusion) {
+        if (be != EP_BACKEND_HYBRIDEP)
+            FAIL("--moe-hybridep-fuse-permute needs --moe-token-dispatcher-type flex and "
+                 "--moe-flex-dispatcher-backend hybridep");
+        if (c->moe_hybridep_num_blocks_permute < 1)
+            FAIL("--moe-hybridep-fuse-permute needs --moe-hybridep-num-blocks-permute >= 1");
+    }
+    if (c->moe_deepep_num_sms % 2 != 0) /* DeepEP runs its channels on SM pairs */
+        FAIL("--moe-deepep-num-sms %d must be even", c->moe_deepep_num_sms);
+    if (c->overlap_moe_expert_parallel_comm) {
+        int pp = c->pipeline_model_parallel_size;
+        if (c->num_experts == 0 || c->expert_model_parallel_size < 2)
+            FAIL("--overlap-moe-expert-parallel-comm needs --expert-model-parallel-size > 1 (and "
+                 "--num-experts)");
+        if (be == EP_BACKEND_ALLGATHER)
+            FAIL("--overlap-moe-expert-parallel-comm needs --moe-token-dispatcher-type alltoall "
+                 "or flex");
+        if (pp > 1 && c->virtual_pipeline_model_parallel_size < 2)
+            FAIL("--overlap-moe-expert-parallel-comm with --pipeline-model-parallel-size %d needs "
+                 "--num-virtual-stages-per-pipeline-rank > 1",
+                 pp);
+        if (c->mtp_num_layers > 1)
+            FAIL("--overlap-moe-expert-parallel-comm supports at most one MTP layer "
+                 "(--mtp-num-layers %d)",
+                 c->mtp_num_layers);
+    }
+    if (c->delay_wgrad_compute && !c->overlap_moe_expert_parallel_comm)
+        FAIL("--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm");
+    if (c->sequence_packing && be == EP_BACKEND_ALLGATHER)
+        FAIL("--sequence-packing needs --moe-token-dispatcher-type alltoall or flex "
+             "(deepep/hybridep)");
+    if (c->seqlen_mean == 0) c->seqlen_mean = c->seq_length / 2 > 0 ? c->seq_length / 2 : 1;
+    if (c->seqlen_mean > c->seq_length)
+        FAIL("--seqlen-mean %d exceeds --seq-length %d", c->seqlen_mean, c->seq_length);
+    if (c->seqlen_min > c->seqlen_mean)
+        FAIL("--seqlen-min %d exceeds --seqlen-mean %d", c->seqlen_min, c->seqlen_mean);
+    if (c->moe_expert_capacity_permute_budget > 0 && be != EP_BACKEND_HYBRIDEP)
+        FAIL("--moe-permute-budget needs --moe-token-dispatcher-type flex and "
+             "--moe-flex-dispatcher-backend hybridep");
+    return 0;
+}
+
+/* Pad multiple: explicit, or from the fp8 recipe when padding is requested, or 1. */
+static int check_padding(ep_config *c, char err[EP_ERRLEN]) {
+    if (c->moe_router_padding_for_quantization) {
+        if (c->fp8_format == EP_FP8_NONE)
+            FAIL("--moe-router-padding-for-quantization needs --fp8-format");
+        if (c->pad_mode == EP_PAD_NONE) c->pad_mode = EP_PAD_HOST; /* router-map padding */
+    }
+    if (c->pad_mode == EP_PAD_DEVICE && ep_config_backend(c) != EP_BACKEND_HYBRIDEP)
+        FAIL("--moe-pad-mode device needs --moe-token-dispatcher-type flex and "
+             "--moe-flex-dispatcher-backend hybridep (padding inside its permute)");
+    int m = c->pad_multiple;
+    if (m != 0 && m != 1 && m != 16 && m != 32 && m != 64 && m != 128)
+        FAIL("--moe-pad-multiple %d must be one of 1, 16, 32, 64, 128", m);
+    if (c->pad_mode == EP_PAD_NONE) {
+        if (m > 1) FAIL("--moe-pad-multiple %d needs --moe-pad-mode host or device", m);
+        c->pad_multiple = 1;
+    } else if (m == 0) {
+        if (c->fp8_format == EP_FP8_NONE)
+            FAIL("--moe-pad-mode %s needs --fp8-format or --moe-pad-multiple",
+                 c->pad_mode == EP_PAD_HOST ? "host" : "device");
+        c->pad_multiple = c->fp8_recipe == EP_FP8_RECIPE_MXFP8 ? 32 : 16;
+    }
+    return 0;
+}
+
+int ep_config_validate(ep_config *cfg, char err[EP_ERRLEN]) {
+    ep_layer_plan plan;
+    long long edp = 1;
+    err[0] = 0;
+    if (check_ranges(cfg, err) || check_attention(cfg, err) || check_world(cfg, err) ||
+        check_layers(cfg, &plan, err) || check_pipeline(cfg, &plan, err) ||
+        check_moe(cfg, &edp, err) || check_batch(cfg, err) || check_data_parallel(cfg, edp, err) ||
+        check_dispatch(cfg, err) || check_padding(cfg, err))
+        return -1;
+    return 0;
+}
