@@ -37,11 +37,15 @@ typedef struct {
     int tp, cp, dp, pp, ep, etp, edp;
 } ep_coords;
 
-/* Coordinates of a global rank in the dense and the expert layout. */
+/* Coordinates of a global rank in the dense and the expert layout. Both structs receive every
+ * coordinate (tp, cp, dp, pp of the dense order and etp, ep, edp of the expert order); either
+ * pointer may be NULL. Needs a validated config (data_parallel_size resolved). */
 void ep_rank_coords(const ep_config *cfg, int rank, ep_coords *dense, ep_coords *expert);
 
 /* The members of `kind`'s group that contains `rank` (ascending group order). Writes at most
- * world_size ranks to out and returns the group size. */
+ * world_size ranks to out and returns the group size. EP_GROUP_P2P is not a layout group (the
+ * schedule pairs pipeline neighbours itself): it returns 0, as does a rank outside the world.
+ * With one optimizer instance, DP_INNER equals DP and DP_OUTER is the rank alone (same for EDP). */
 int ep_group_members(const ep_config *cfg, ep_group_kind kind, int rank, int *out);
 
 const char *ep_group_kind_name(ep_group_kind k);
