@@ -182,9 +182,9 @@ static int draw_in_group(const ep_route_table *t, ep_rng *rng, const token_scrat
     for (int a = 0; a < REJECT_TRIES; a++) {
         uint64_t x = ep_rng_next(rng);
         int m = (int)(((x >> 32) * (uint64_t)n) >> 32); /* high bits pick the slot */
-        int e = base + m;
-        if (!t->uniform && (double)(uint32_t)x * 0x1.0p-32 >= t->alias_prob[e])
-            e = t->alias[e]; /* low bits toss the alias coin */
+        int slot = base + m, alias = t->alias[slot];
+        /* low bits toss the alias coin (equal weights: probability 1); a select, not a branch */
+        int e = (double)(uint32_t)x * 0x1.0p-32 < t->alias_prob[slot] ? slot : alias;
         if (!is_taken(sc, e)) return e;
     }
     /* Most of the group's weight is taken: draw exactly over what is left. */
@@ -209,57 +209,73 @@ static void token_plain(const ep_route_table *t, ep_rng *rng, token_scratch *sc,
 }
 
 /* Group-limited: per group, the first two arrivals of its race score it; the group_topk groups
- * with the smallest T1*T2 are kept; their races are merged until topk experts have arrived. */
+ * with the smallest T1*T2 are kept; their races are merged until topk experts have arrived.
+ * With equal weights an arrival's time does not depend on which expert arrived, so identities are
+ * drawn only for the kept groups. Comparisons are written branch-free: the keys are random, and
+ * mispredicted branches would dominate the cost. */
 static void token_grouped(const ep_route_table *t, ep_rng *rng, token_scratch *sc, int32_t *out) {
-    int G = t->num_groups, n = t->group_size;
+    int G = t->num_groups, n = t->group_size, gk = t->group_topk;
     double key[EP_ROUTE_MAX_GROUPS], t1[EP_ROUTE_MAX_GROUPS], t2[EP_ROUTE_MAX_GROUPS];
     double rest[EP_ROUTE_MAX_GROUPS];
     int e1[EP_ROUTE_MAX_GROUPS];
     for (int g = 0; g < G; g++) {
         rest[g] = t->group_weight[g];
         t1[g] = exp1(rng) / rest[g];
-        e1[g] = draw_in_group(t, rng, sc, g);
-        take(sc, e1[g]);
-        rest[g] -= t->weight[e1[g]];
-        if (n >= 2) {
-            if (!(rest[g] > 1e-12 * t->group_weight[g])) rest[g] = group_rest(t, sc, g);
-            t2[g] = t1[g] + exp1(rng) / rest[g];
-            key[g] = t1[g] * t2[g];
+        if (t->uniform) {
+            e1[g] = -1;
+            rest[g] -= 1.0;
         } else {
-            t2[g] = INFINITY;
-            key[g] = t1[g];
+            e1[g] = draw_in_group(t, rng, sc, g);
+            take(sc, e1[g]);
+            rest[g] -= t->weight[e1[g]];
+            if (!(rest[g] > 1e-12 * t->group_weight[g])) rest[g] = group_rest(t, sc, g);
         }
+        t2[g] = n >= 2 ? t1[g] + exp1(rng) / rest[g] : INFINITY;
+        key[g] = n >= 2 ? t1[g] * t2[g] : t1[g];
     }
-    /* keep the group_topk smallest keys (ties: lower group index) */
-    int sel[EP_ROUTE_MAX_GROUPS];
-    unsigned char used[EP_ROUTE_MAX_GROUPS] = {0};
-    for (int s = 0; s < t->group_topk; s++) {
-        int best = -1;
-        for (int g = 0; g < G; g++)
-            if (!used[g] && (best < 0 || key[g] < key[best])) best = g;
-        used[best] = 1;
-        sel[s] = best;
+    /* Kept groups, in group order: those with fewer than gk smaller keys. Positive doubles order
+     * like their bit patterns, so the group index goes into the low mantissa bits: ties break by
+     * index and the rank count is plain integer compares (perturbs keys by 2^-44 relative). */
+    uint64_t pk[EP_ROUTE_MAX_GROUPS];
+    for (int g = 0; g < G; g++) {
+        uint64_t bits;
+        memcpy(&bits, &key[g], sizeof bits);
+        pk[g] = (bits & ~(uint64_t)0xff) | (uint64_t)g;
+    }
+    int sel[EP_ROUTE_MAX_GROUPS], ns = 0;
+    for (int g = 0; g < G; g++) {
+        int better = 0;
+        for (int h = 0; h < G; h++)
+            better += pk[h] < pk[g];
+        sel[ns] = g;
+        ns += better < gk;
     }
     /* merge: head[s] is the next arrival of kept group s; hid[s] its expert once drawn */
     double head[EP_ROUTE_MAX_GROUPS];
     int hid[EP_ROUTE_MAX_GROUPS], popped[EP_ROUTE_MAX_GROUPS];
-    for (int s = 0; s < t->group_topk; s++) {
+    for (int s = 0; s < gk; s++) {
         head[s] = t1[sel[s]];
         hid[s] = e1[sel[s]];
         popped[s] = 0;
     }
     for (int j = 0; j < t->topk; j++) {
         int b = 0;
-        for (int s = 1; s < t->group_topk; s++)
-            if (head[s] < head[b]) b = s;
+        double m = head[0];
+        for (int s = 1; s < gk; s++) {
+            int less = head[s] < m;
+            b = less ? s : b;
+            m = less ? head[s] : m;
+        }
         int g = sel[b], e = hid[b];
         if (e < 0) {
             e = draw_in_group(t, rng, sc, g);
             take(sc, e);
-            rest[g] -= t->weight[e];
+            if (popped[b] > 0 || !t->uniform) /* the uniform first arrival is already in rest */
+                rest[g] -= t->weight[e];
         }
         out[j] = e;
         popped[b]++;
+        hid[b] = -1;
         if (popped[b] == 1) {
             head[b] = t2[g];
         } else if (popped[b] >= n) {
@@ -268,7 +284,6 @@ static void token_grouped(const ep_route_table *t, ep_rng *rng, token_scratch *s
             if (!(rest[g] > 1e-12 * t->group_weight[g])) rest[g] = group_rest(t, sc, g);
             head[b] += exp1(rng) / rest[g];
         }
-        hid[b] = -1;
     }
 }
 
