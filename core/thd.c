@@ -21,7 +21,8 @@ int ep_thd_seqlen(const ep_config *cfg, ep_rng *rng) {
     int hi = cfg->seq_length > 0 ? cfg->seq_length : 1;
     int lo = cfg->seqlen_min > 1 ? cfg->seqlen_min : 1;
     if (lo > hi) lo = hi;
-    double mean = cfg->seqlen_mean > 0 ? cfg->seqlen_mean : hi;
+    double mean =
+        cfg->seqlen_mean > 0 ? cfg->seqlen_mean : (hi / 2 > 0 ? hi / 2 : 1); /* as --help */
     switch (cfg->seqlen_dist) {
     case EP_SEQLEN_UNIFORM: {
         /* integers in [lo, 2*mean - lo], whose mean is `mean` before clamping */

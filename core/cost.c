@@ -1,0 +1,203 @@
+/* cost: flops and HBM bytes from shapes, parameter counts, and model flops per token for MFU.
+ *
+ * Formulas and sources: docs/cost-model.md. Model flops follow Megatron-LM's
+ * num_floating_point_operations (megatron/training/training.py), evaluated per logical layer so
+ * that hybrid patterns and GPT layers share one path.
+ */
+#include "ep_cost.h"
+
+double ep_cost_gemm_flops(double m, double n, double k) {
+    return 2.0 * m * n * k;
+}
+
+double ep_cost_gemm_bytes(double m, double n, double k) {
+    return (m * k + k * n + m * n) * EP_BF16;
+}
+
+double ep_cost_attention_flops(double tokens, double seq, int heads, int qk_dim, int v_dim,
+                               int causal) {
+    /* QK^T and PV: each query meets `seq` keys, half of them under a causal mask */
+    double keys = causal ? seq / 2.0 : seq;
+    return 2.0 * tokens * keys * heads * (double)(qk_dim + v_dim);
+}
+
+double ep_cost_attention_bytes(double tokens, int heads, int qk_dim, int v_dim, int kv_heads) {
+    double q = tokens * heads * qk_dim, o = tokens * heads * v_dim;
+    double kv = tokens * kv_heads * (double)(qk_dim + v_dim);
+    return (q + kv + o) * EP_BF16 + tokens * heads * 4.0; /* + fp32 log-sum-exp per row */
+}
+
+/* --- model shapes, with Megatron's fallbacks for unset sizes --------------------------------- */
+
+static int heads(const ep_config *c) {
+    return c->num_attention_heads > 0 ? c->num_attention_heads : 1;
+}
+
+static double head_dim(const ep_config *c) {
+    return c->kv_channels > 0 ? c->kv_channels : (double)c->hidden_size / heads(c);
+}
+
+static double query_groups(const ep_config *c) {
+    return c->num_query_groups > 0 ? c->num_query_groups : heads(c);
+}
+
+static double ffn(const ep_config *c) {
+    return c->ffn_hidden_size > 0 ? c->ffn_hidden_size : 4.0 * c->hidden_size;
+}
+
+static double moe_ffn(const ep_config *c) {
+    return c->moe_ffn_hidden_size > 0 ? c->moe_ffn_hidden_size : ffn(c);
+}
+
+/* weight matrices of an MLP: gated (SwiGLU) h->2f and f->h, else h->f and f->h */
+static double mlp_mats(const ep_config *c) {
+    return c->swiglu ? 3.0 : 2.0;
+}
+
+static double routed_topk(const ep_config *c) {
+    if (c->num_experts <= 0) return 0;
+    return c->moe_router_topk < c->num_experts ? c->moe_router_topk : c->num_experts;
+}
+
+typedef struct {
+    double d_inner, nheads, state, ngroups;
+} mamba_dims;
+
+static mamba_dims mamba(const ep_config *c) {
+    mamba_dims m;
+    m.d_inner = (double)EP_MAMBA_EXPAND * c->hidden_size;
+    double hd = c->mamba_head_dim > 0 ? c->mamba_head_dim : 64;
+    m.nheads = c->mamba_num_heads > 0 ? c->mamba_num_heads : m.d_inner / hd;
+    m.state = c->mamba_state_dim > 0 ? c->mamba_state_dim : 128;
+    m.ngroups = EP_MAMBA_NUM_GROUPS;
+    return m;
+}
+
+/* GEMM weights of one attention block (MLA as DeepSeek-V3 when --multi-latent-attention). */
+static double attention_weights(const ep_config *c) {
+    double h = c->hidden_size, n = heads(c);
+    if (c->multi_latent_attention) {
+        double qk = c->qk_head_dim + c->qk_pos_emb_head_dim;
+        double q = c->q_lora_rank > 0 ? h * c->q_lora_rank + c->q_lora_rank * n * qk : h * n * qk;
+        double kv = h * (c->kv_lora_rank + c->qk_pos_emb_head_dim) +
+                    (double)c->kv_lora_rank * n * (c->qk_head_dim + c->v_head_dim);
+        return q + kv + n * c->v_head_dim * h;
+    }
+    double d = head_dim(c), g = query_groups(c);
+    return h * n * d + 2.0 * h * g * d + n * d * h; /* q, k and v, out */
+}
+
+static double attention_inner_norms(const ep_config *c) {
+    if (!c->multi_latent_attention) return 0;
+    return (c->q_lora_rank > 0 ? c->q_lora_rank : 0) + (double)c->kv_lora_rank;
+}
+
+/* Mamba-2 block: in_proj to (z, x, B, C, dt), depthwise conv with bias, A_log/D/dt_bias, out_proj.
+ */
+static double mamba_weights(const ep_config *c) {
+    mamba_dims m = mamba(c);
+    double h = c->hidden_size, bc = 2.0 * m.ngroups * m.state;
+    double in_proj = h * (2.0 * m.d_inner + bc + m.nheads);
+    double conv = (m.d_inner + bc) * (EP_MAMBA_CONV_KERNEL + 1.0);
+    return in_proj + conv + 3.0 * m.nheads + m.d_inner * h;
+}
+
+void ep_cost_layer_params(const ep_config *cfg, const ep_layer *layer, ep_layer_params *out) {
+    double h = cfg->hidden_size;
+    *out = (ep_layer_params){0};
+    for (int i = 0; i < layer->nblocks; i++) {
+        switch (layer->blocks[i]) {
+        case '*':
+        case 'D': /* DS-attention sized as the configured attention (indexer not counted) */
+            out->attn += attention_weights(cfg);
+            out->norm += h + attention_inner_norms(cfg);
+            break;
+        case 'M':
+        case 'G':
+            out->attn += mamba_weights(cfg);
+            out->norm += h + mamba(cfg).d_inner; /* input norm, gated inner norm */
+            break;
+        case '-':
+            out->dense_mlp += mlp_mats(cfg) * h * ffn(cfg);
+            out->norm += h;
+            break;
+        case 'E':
+            out->expert = mlp_mats(cfg) * h * moe_ffn(cfg);
+            out->shared = mlp_mats(cfg) * h * cfg->moe_shared_expert_intermediate_size;
+            out->router = h * (cfg->num_experts > 0 ? cfg->num_experts : 0);
+            out->norm += h;
+            break;
+        default:
+            break;
+        }
+    }
+    if (layer->is_mtp)
+        out->mtp = 2.0 * h * h + 3.0 * h; /* eh projection [e;h] -> h, enorm, hnorm, final norm */
+}
+
+double ep_cost_layer_fwd_flops_per_token(const ep_config *cfg, const ep_layer *layer) {
+    double h = cfg->hidden_size, s = cfg->seq_length, f = 0;
+    for (int i = 0; i < layer->nblocks; i++) {
+        switch (layer->blocks[i]) {
+        case '*':
+        case 'D': {
+            int qk = cfg->multi_latent_attention ? cfg->qk_head_dim + cfg->qk_pos_emb_head_dim
+                                                 : (int)head_dim(cfg);
+            int v = cfg->multi_latent_attention ? cfg->v_head_dim : (int)head_dim(cfg);
+            f += 2.0 * attention_weights(cfg) + ep_cost_attention_flops(1, s, heads(cfg), qk, v, 1);
+            break;
+        }
+        case 'M':
+        case 'G': { /* Megatron's Mamba estimate: projections plus 7 flops per state element */
+            mamba_dims m = mamba(cfg);
+            f += 2.0 * h * (2.0 * m.d_inner + 2.0 * m.ngroups * m.state + m.nheads) +
+                 7.0 * m.d_inner * m.state + 2.0 * m.d_inner * h;
+            break;
+        }
+        case '-':
+            f += 2.0 * mlp_mats(cfg) * h * ffn(cfg);
+            break;
+        case 'E':
+            f += 2.0 * mlp_mats(cfg) * h *
+                 (moe_ffn(cfg) * routed_topk(cfg) + cfg->moe_shared_expert_intermediate_size);
+            break;
+        default:
+            break;
+        }
+    }
+    if (layer->is_mtp) /* Megatron counts the MTP norms like GEMM weights; so do we */
+        f += 2.0 * (2.0 * h * h + 3.0 * h);
+    return f;
+}
+
+double ep_cost_model_flops_per_token(const ep_config *cfg, const ep_layer_plan *plan) {
+    int n = plan->num_layers + plan->num_mtp;
+    double fwd = 0;
+    for (int i = 0; i < n; i++)
+        fwd += ep_cost_layer_fwd_flops_per_token(cfg, &plan->layers[i]);
+    /* output layer, once for the model and once per MTP layer */
+    fwd += 2.0 * cfg->hidden_size * (double)cfg->vocab_size * (1.0 + plan->num_mtp);
+    return 3.0 * fwd; /* forward, backward dgrad, backward wgrad */
+}
+
+static double params(const ep_config *cfg, const ep_layer_plan *plan, int active) {
+    double h = cfg->hidden_size;
+    double p = 2.0 * h * cfg->vocab_size + h; /* embedding, output layer, final norm */
+    int n = plan->num_layers + plan->num_mtp;
+    for (int i = 0; i < n; i++) {
+        ep_layer_params lp;
+        ep_cost_layer_params(cfg, &plan->layers[i], &lp);
+        double experts = active ? routed_topk(cfg) : (cfg->num_experts > 0 ? cfg->num_experts : 0);
+        p +=
+            lp.attn + lp.dense_mlp + experts * lp.expert + lp.shared + lp.router + lp.norm + lp.mtp;
+    }
+    return p;
+}
+
+double ep_cost_total_params(const ep_config *cfg, const ep_layer_plan *plan) {
+    return params(cfg, plan, 0);
+}
+
+double ep_cost_active_params(const ep_config *cfg, const ep_layer_plan *plan) {
+    return params(cfg, plan, 1);
+}
