@@ -354,7 +354,10 @@ void ep_config_print_help(FILE *f) {
             char mv[128], left[192], def[64];
             const char *m = metavar(&t[i], mv, sizeof mv);
             snprintf(left, sizeof left, "--%s%s%s", t[i].name, *m ? " " : "", m);
-            if (t[i].type == EP_FLAG_ALIAS) {
+            if (t[i].type == EP_FLAG_ALIAS) { /* shown with the value form of its target */
+                const ep_flag *to = ep_config_find_flag(t[i].alias_of);
+                m = to ? metavar(to, mv, sizeof mv) : "";
+                snprintf(left, sizeof left, "--%s%s%s", t[i].name, *m ? " " : "", m);
                 fprintf(f, "  %-44s %s\n", left, t[i].help);
                 continue;
             }
