@@ -1,0 +1,9 @@
+/* epsim: simulate a MoE training configuration on a GPU cluster (docs/epsim.md). */
+#include <string.h>
+
+#include "sim_cli.h"
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "sweep") == 0) return sim_sweep_main(argc - 1, argv + 1);
+    return sim_cli_run(argc, argv);
+}

@@ -1,0 +1,625 @@
+/* The event-driven executor of a schedule (sim_engine.h; docs/epsim.md, "Execution model"). */
+#include "sim_engine.h"
+
+#include <simgrid/actor.h>
+#include <simgrid/engine.h>
+#include <simgrid/exec.h>
+#include <simgrid/host.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xbt/log.h>
+
+#include "sim_cost.h"
+#include "sim_heap.h"
+#include "sim_net.h"
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_engine, root, "epsim: schedule executor");
+
+enum { EV_LAUNCH, EV_END, EV_GO, EV_DONE };
+enum { ST_PENDING, ST_LAUNCHED, ST_RUNNING, ST_DONE };
+#define NS          EP_NUM_STREAMS
+#define MAX_RUNNING 16
+
+typedef struct {
+    int n, arrived;
+    long off; /* members in eng.members[off .. off+n), group order */
+    int group;
+    sg_exec_t exec;
+} coll_t;
+
+typedef struct {
+    int ncomp;
+    int comp[MAX_RUNNING]; /* running compute ops (global index) */
+    int comm_sms;          /* SMs held by running communication kernels */
+    int nxfer;             /* transfers in flight touching this GPU */
+} gpu_t;
+
+typedef struct {
+    const ep_sched *s;
+    const sim_platform *p;
+    const sim_calib *c;
+    int world;
+    long nops;
+    int *off, *rank_of;
+    uint8_t *state;
+    int *deps_left;
+    uint32_t *ver;
+    double *progress, *rate, *last;
+    sim_work *work;
+    int *coll_of;
+    long *dep_off;
+    int *dep_list;
+    long *st_off, *st_head;
+    int *st_list;
+    uint8_t *st_busy;
+    int *host_next;
+    uint8_t *host_blocked;
+    gpu_t *gpu;
+    coll_t *coll;
+    long ncoll;
+    int *members;
+    double *grp_lat;
+    sim_heap heap;
+    double now;
+    sg_exec_t *act;
+    long *act_coll;
+    int nact, actcap;
+    sim_flows flows;
+    const ep_op **scratch_ops;
+    int *scratch_ranks;
+    sim_result *res;
+    int failed;
+    char *err;
+} engine;
+
+static engine *E; /* the one simulation of this process (SimGrid allows one) */
+
+static inline const ep_op *op_of(const engine *e, long g) {
+    int r = e->rank_of[g];
+    return &e->s->ranks[r].ops[g - e->off[r]];
+}
+
+static void fail(engine *e, const char *msg) {
+    if (!e->failed) snprintf(e->err, EP_ERRLEN, "%s", msg);
+    e->failed = 1;
+}
+
+static void push(engine *e, double t, int type, long a, uint32_t ver) {
+    if (sim_heap_push(&e->heap, t, type, (int)a, ver) != 0)
+        fail(e, "out of memory in the event heap");
+}
+
+/* ---------------------------------------------------------------- GPU sharing */
+
+static void gpu_update(engine *e, int r) {
+    gpu_t *g = &e->gpu[r];
+    if (g->ncomp == 0) return;
+    double sm = e->p->sm_count[r];
+    double avail = sm - g->comm_sms;
+    if (avail < 0.05 * sm) /* oversubscribed SMs still time-slice */
+        avail = 0.05 * sm;
+    double fsm = avail / sm / g->ncomp;
+    double fh = 1.0 - e->c->comm_hbm_fraction * g->nxfer;
+    if (fh < 0.1) fh = 0.1;
+    fh /= g->ncomp;
+    for (int i = 0; i < g->ncomp; i++) {
+        long o = g->comp[i];
+        if (e->rate[o] > 0) e->progress[o] += (e->now - e->last[o]) * e->rate[o];
+        if (e->progress[o] > 1) e->progress[o] = 1;
+        e->last[o] = e->now;
+        const sim_work *w = &e->work[o];
+        double a = w->t_flop / fsm, b = w->t_mem / fh;
+        double dur = w->t0 + (a > b ? a : b);
+        e->rate[o] = 1.0 / dur;
+        e->ver[o]++;
+        push(e, e->now + (1.0 - e->progress[o]) * dur, EV_END, o, e->ver[o]);
+    }
+}
+
+/* ---------------------------------------------------------------- host and streams */
+
+static void host_advance(engine *e, int r, double t) {
+    const ep_rank_sched *rs = &e->s->ranks[r];
+    while (e->host_next[r] < rs->nops) {
+        int i = e->host_next[r]++;
+        t += e->c->launch_s;
+        push(e, t, EV_LAUNCH, e->off[r] + i, 0);
+        if (rs->ops[i].kind == EP_OP_HOST_SYNC) {
+            e->host_blocked[r] = 1;
+            break;
+        }
+    }
+}
+
+static void try_start(engine *e, int r, int st);
+
+static void complete(engine *e, long o) {
+    const ep_op *op = op_of(e, o);
+    int r = e->rank_of[o];
+    e->state[o] = ST_DONE;
+    e->res->t[o].end = e->now;
+    long k = (long)r * NS + op->stream;
+    e->st_busy[k] = 0;
+    e->st_head[k]++;
+    if (ep_op_is_comm(op) && op->sms > 0) e->gpu[r].comm_sms -= op->sms;
+    for (long d = e->dep_off[o]; d < e->dep_off[o + 1]; d++) {
+        long x = e->dep_list[d];
+        if (--e->deps_left[x] == 0) try_start(e, r, op_of(e, x)->stream);
+    }
+    try_start(e, r, op->stream);
+    if (op->kind == EP_OP_HOST_SYNC && e->host_blocked[r]) {
+        e->host_blocked[r] = 0;
+        host_advance(e, r, e->now + e->c->host_sync_s);
+    }
+}
+
+static void coll_begin(engine *e, long id);
+
+static void start_op(engine *e, long o) {
+    const ep_op *op = op_of(e, o);
+    int r = e->rank_of[o];
+    e->st_busy[(long)r * NS + op->stream] = 1;
+    e->state[o] = ST_RUNNING;
+    e->res->t[o].start = e->res->t[o].xfer = e->now;
+    if (op->kind == EP_OP_HOST_SYNC) {
+        complete(e, o);
+        return;
+    }
+    if (ep_op_is_comm(op)) {
+        if (op->sms > 0) {
+            e->gpu[r].comm_sms += op->sms;
+            gpu_update(e, r);
+        }
+        long id = e->coll_of[o];
+        if (id < 0) { /* not matched to any group: nothing to move */
+            complete(e, o);
+            return;
+        }
+        if (++e->coll[id].arrived == e->coll[id].n) coll_begin(e, id);
+        return;
+    }
+    sim_work *w = &e->work[o];
+    sim_op_work(e->c, op, e->p->peak_flops[r], e->p->hbm_bw[r], w);
+    if (sim_work_alone(w) <= 0) {
+        complete(e, o);
+        return;
+    }
+    gpu_t *g = &e->gpu[r];
+    if (g->ncomp == MAX_RUNNING) {
+        fail(e, "more than 16 compute ops running on one GPU");
+        return;
+    }
+    g->comp[g->ncomp++] = (int)o;
+    e->progress[o] = 0;
+    e->rate[o] = 0;
+    e->last[o] = e->now;
+    gpu_update(e, r);
+}
+
+static void try_start(engine *e, int r, int st) {
+    long k = (long)r * NS + st;
+    if (e->st_busy[k] || e->st_head[k] == e->st_off[k + 1]) return;
+    long o = e->st_list[e->st_head[k]];
+    if (e->state[o] != ST_LAUNCHED || e->deps_left[o] > 0) return;
+    start_op(e, o);
+}
+
+/* ---------------------------------------------------------------- collectives */
+
+static double ring_latency(engine *e, int group) {
+    if (e->grp_lat[group] >= 0) return e->grp_lat[group];
+    const ep_group *g = &e->s->groups[group];
+    double m = 0;
+    for (int i = 0; i < g->size && g->size > 1; i++) {
+        double l = sg_host_get_route_latency(e->p->host[g->ranks[i]],
+                                             e->p->host[g->ranks[(i + 1) % g->size]]);
+        if (l > m) m = l;
+    }
+    return e->grp_lat[group] = m;
+}
+
+static void coll_begin(engine *e, long id) {
+    coll_t *c = &e->coll[id];
+    for (int i = 0; i < c->n; i++) {
+        long o = e->members[c->off + i];
+        int r = e->rank_of[o];
+        e->res->t[o].xfer = e->now;
+        e->scratch_ops[i] = op_of(e, o);
+        e->scratch_ranks[i] = r;
+        e->gpu[r].nxfer++;
+        gpu_update(e, r);
+    }
+    double fixed = 0;
+    int ring = sim_net_ring_steps(e->scratch_ops[0]->kind, c->n) > 0;
+    double lat = ring ? ring_latency(e, c->group) : 0;
+    sim_net_build(&e->flows, e->s, e->c, e->scratch_ops, e->scratch_ranks, c->n, lat, &fixed);
+    if (e->flows.nhosts == 0) {
+        push(e, e->now + fixed, EV_DONE, id, 0);
+        return;
+    }
+    sg_host_t hosts[e->flows.nhosts];
+    for (int h = 0; h < e->flows.nhosts; h++)
+        hosts[h] = e->p->host[e->flows.rank[h]];
+    c->exec = sg_actor_parallel_exec_init(e->flows.nhosts, hosts, NULL, e->flows.matrix);
+    push(e, e->now + fixed, EV_GO, id, 0);
+}
+
+static void coll_done(engine *e, long id) {
+    coll_t *c = &e->coll[id];
+    for (int i = 0; i < c->n; i++) {
+        long o = e->members[c->off + i];
+        int r = e->rank_of[o];
+        e->gpu[r].nxfer--;
+        complete(e, o);
+        gpu_update(e, r);
+    }
+}
+
+static void coll_go(engine *e, long id) {
+    if (simgrid_get_clock() < e->now) sg_actor_sleep_until(e->now);
+    if (e->nact + 1 >= e->actcap) {
+        int cap = e->actcap ? 2 * e->actcap : 256;
+        sg_exec_t *a = realloc(e->act, sizeof *a * (size_t)cap);
+        long *b = realloc(e->act_coll, sizeof *b * (size_t)cap);
+        if (a) e->act = a;
+        if (b) e->act_coll = b;
+        if (!a || !b) {
+            fail(e, "out of memory tracking transfers");
+            return;
+        }
+        e->actcap = cap;
+    }
+    sg_exec_start(e->coll[id].exec);
+    e->act[e->nact] = e->coll[id].exec;
+    e->act_coll[e->nact] = id;
+    e->nact++;
+    e->res->ntransfers++;
+}
+
+/* ---------------------------------------------------------------- main loop */
+
+static void handle(engine *e, const sim_event *ev) {
+    e->res->nevents++;
+    long o = ev->a;
+    switch (ev->type) {
+    case EV_LAUNCH:
+        e->state[o] = ST_LAUNCHED;
+        try_start(e, e->rank_of[o], op_of(e, o)->stream);
+        break;
+    case EV_END: {
+        if (ev->ver != e->ver[o] || e->state[o] != ST_RUNNING)
+            break; /* re-rated since: a newer event stands for this op */
+        int r = e->rank_of[o];
+        gpu_t *g = &e->gpu[r];
+        for (int i = 0; i < g->ncomp; i++)
+            if (g->comp[i] == o) {
+                g->comp[i] = g->comp[--g->ncomp];
+                break;
+            }
+        complete(e, o);
+        gpu_update(e, r);
+        break;
+    }
+    case EV_GO:
+        coll_go(e, o);
+        break;
+    case EV_DONE:
+        coll_done(e, o);
+        break;
+    }
+}
+
+static void run_loop(engine *e) {
+    double speed = sg_host_get_speed(sg_host_self());
+    sim_event ev;
+    while (!e->failed) {
+        if (e->nact == 0) {
+            if (sim_heap_pop(&e->heap, &ev) != 0) break;
+            if (ev.t > e->now) e->now = ev.t;
+            handle(e, &ev);
+            continue;
+        }
+        double next = sim_heap_top_time(&e->heap);
+        double sgnow = simgrid_get_clock();
+        if (e->heap.n && next <= sgnow) {
+            sim_heap_pop(&e->heap, &ev);
+            if (ev.t > e->now) e->now = ev.t;
+            handle(e, &ev);
+            continue;
+        }
+        /* wait for the next own event (a timer task on this host's otherwise idle CPU) or for
+         * any transfer to finish, whichever comes first */
+        int n = e->nact;
+        sg_exec_t timer = NULL;
+        if (e->heap.n) {
+            timer = sg_actor_exec_init((next - sgnow) * speed);
+            sg_exec_start(timer);
+            e->act[n] = timer;
+        }
+        ssize_t idx = sg_exec_wait_any(e->act, (size_t)(n + (timer ? 1 : 0)));
+        if (timer && idx == n) {
+            sim_heap_pop(&e->heap, &ev);
+            if (ev.t > e->now) e->now = ev.t;
+            handle(e, &ev);
+            continue;
+        }
+        if (timer) sg_exec_cancel(timer);
+        if (idx < 0 || idx >= n) {
+            fail(e, "SimGrid returned no finished transfer");
+            break;
+        }
+        double t = simgrid_get_clock();
+        if (t > e->now) e->now = t;
+        long id = e->act_coll[idx];
+        e->act[idx] = e->act[n - 1];
+        e->act_coll[idx] = e->act_coll[n - 1];
+        e->nact--;
+        e->coll[id].exec = NULL;
+        coll_done(e, id);
+    }
+}
+
+static void actor_main(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    engine *e = E;
+    for (int r = 0; r < e->world; r++)
+        host_advance(e, r, 0.0);
+    run_loop(e);
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static uint64_t key_of(int group, int seq) {
+    return ((uint64_t)(uint32_t)group << 32) | (uint32_t)seq;
+}
+
+static int build_collectives(engine *e) {
+    const ep_sched *s = e->s;
+    long ncomm = 0;
+    for (long o = 0; o < e->nops; o++)
+        if (ep_op_is_comm(op_of(e, o)) && op_of(e, o)->group >= 0) ncomm++;
+    long tsize = 16;
+    while (tsize < 2 * ncomm + 16)
+        tsize *= 2;
+    uint64_t *keys = malloc(sizeof *keys * (size_t)tsize);
+    long *ids = malloc(sizeof *ids * (size_t)tsize);
+    e->coll = calloc((size_t)(ncomm + 1), sizeof *e->coll);
+    if (!keys || !ids || !e->coll) {
+        free(keys);
+        free(ids);
+        return -1;
+    }
+    for (long i = 0; i < tsize; i++)
+        ids[i] = -1;
+    e->ncoll = 0;
+    for (long o = 0; o < e->nops; o++) {
+        const ep_op *op = op_of(e, o);
+        e->coll_of[o] = -1;
+        if (!ep_op_is_comm(op) || op->group < 0 || op->group >= s->ngroups) continue;
+        uint64_t k = key_of(op->group, op->seq);
+        long h = (long)((k * 0x9E3779B97F4A7C15ull) >> 20) & (tsize - 1);
+        while (ids[h] >= 0 && keys[h] != k)
+            h = (h + 1) & (tsize - 1);
+        if (ids[h] < 0) {
+            keys[h] = k;
+            ids[h] = e->ncoll;
+            e->coll[e->ncoll].group = op->group;
+            e->coll[e->ncoll].n = s->groups[op->group].size;
+            e->ncoll++;
+        }
+        e->coll_of[o] = ids[h];
+    }
+    free(keys);
+    free(ids);
+    long tot = 0;
+    for (long i = 0; i < e->ncoll; i++) {
+        e->coll[i].off = tot;
+        tot += e->coll[i].n;
+    }
+    e->members = malloc(sizeof(int) * (size_t)(tot + 1));
+    if (!e->members) return -1;
+    for (long i = 0; i < tot; i++)
+        e->members[i] = -1;
+    for (long o = 0; o < e->nops; o++) {
+        long id = e->coll_of[o];
+        if (id < 0) continue;
+        const ep_group *g = &s->groups[e->coll[id].group];
+        int pos = -1;
+        for (int j = 0; j < g->size; j++)
+            if (g->ranks[j] == e->rank_of[o]) pos = j;
+        if (pos < 0 || e->members[e->coll[id].off + pos] >= 0) {
+            e->coll_of[o] = -1; /* not a member, or a duplicate: leave it unmatched */
+            continue;
+        }
+        e->members[e->coll[id].off + pos] = (int)o;
+    }
+    /* an instance with a missing member never completes: arrival counts only real members */
+    for (long i = 0; i < e->ncoll; i++)
+        for (int j = 0; j < e->coll[i].n; j++)
+            if (e->members[e->coll[i].off + j] < 0) e->coll[i].arrived = -1000000000;
+    return 0;
+}
+
+static int build_streams(engine *e) {
+    int W = e->world;
+    e->st_off = calloc((size_t)W * NS + 1, sizeof *e->st_off);
+    e->st_head = calloc((size_t)W * NS, sizeof *e->st_head);
+    e->st_busy = calloc((size_t)W * NS, 1);
+    e->st_list = malloc(sizeof(int) * (size_t)(e->nops + 1));
+    e->dep_off = calloc((size_t)e->nops + 1, sizeof *e->dep_off);
+    long ndeps = 0;
+    for (int r = 0; r < W; r++)
+        ndeps += e->s->ranks[r].ndeps;
+    e->dep_list = malloc(sizeof(int) * (size_t)(ndeps + 1));
+    if (!e->st_off || !e->st_head || !e->st_busy || !e->st_list || !e->dep_off || !e->dep_list)
+        return -1;
+    for (long o = 0; o < e->nops; o++)
+        e->st_off[(long)e->rank_of[o] * NS + op_of(e, o)->stream + 1]++;
+    for (long k = 0; k < (long)W * NS; k++)
+        e->st_off[k + 1] += e->st_off[k];
+    for (long k = 0; k < (long)W * NS; k++)
+        e->st_head[k] = e->st_off[k];
+    for (long o = 0; o < e->nops; o++) {
+        long k = (long)e->rank_of[o] * NS + op_of(e, o)->stream;
+        e->st_list[e->st_head[k]++] = (int)o;
+    }
+    for (long k = 0; k < (long)W * NS; k++)
+        e->st_head[k] = e->st_off[k];
+    /* dependents: CSR of dep -> ops waiting on it */
+    for (int r = 0; r < W; r++) {
+        const ep_rank_sched *rs = &e->s->ranks[r];
+        for (int i = 0; i < rs->nops; i++) {
+            const ep_op *op = &rs->ops[i];
+            e->deps_left[e->off[r] + i] = op->ndeps;
+            for (int d = 0; d < op->ndeps; d++) {
+                int j = rs->deps[op->deps_off + d];
+                if (j < 0 || j >= rs->nops) return -2;
+                e->dep_off[e->off[r] + j + 1]++;
+            }
+        }
+    }
+    for (long o = 0; o < e->nops; o++)
+        e->dep_off[o + 1] += e->dep_off[o];
+    long *fill = malloc(sizeof *fill * (size_t)(e->nops + 1));
+    if (!fill) return -1;
+    memcpy(fill, e->dep_off, sizeof *fill * (size_t)(e->nops + 1));
+    for (int r = 0; r < W; r++) {
+        const ep_rank_sched *rs = &e->s->ranks[r];
+        for (int i = 0; i < rs->nops; i++) {
+            const ep_op *op = &rs->ops[i];
+            for (int d = 0; d < op->ndeps; d++) {
+                int j = rs->deps[op->deps_off + d];
+                e->dep_list[fill[e->off[r] + j]++] = e->off[r] + i;
+            }
+        }
+    }
+    free(fill);
+    return 0;
+}
+
+static void engine_free(engine *e) {
+    free(e->rank_of);
+    free(e->state);
+    free(e->deps_left);
+    free(e->ver);
+    free(e->progress);
+    free(e->rate);
+    free(e->last);
+    free(e->work);
+    free(e->coll_of);
+    free(e->dep_off);
+    free(e->dep_list);
+    free(e->st_off);
+    free(e->st_head);
+    free(e->st_list);
+    free(e->st_busy);
+    free(e->host_next);
+    free(e->host_blocked);
+    free(e->gpu);
+    free(e->coll);
+    free(e->members);
+    free(e->grp_lat);
+    free(e->act);
+    free(e->act_coll);
+    free(e->scratch_ops);
+    free(e->scratch_ranks);
+    sim_heap_free(&e->heap);
+    sim_flows_free(&e->flows);
+}
+
+int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c, sim_result *out,
+                   char err[EP_ERRLEN]) {
+    memset(out, 0, sizeof *out);
+    if (s->world > p->ngpus) {
+        snprintf(err, EP_ERRLEN, "world size %d does not fit platform %.400s with %d GPUs",
+                 s->world, p->path, p->ngpus);
+        return -1;
+    }
+    engine e;
+    memset(&e, 0, sizeof e);
+    e.s = s;
+    e.p = p;
+    e.c = c;
+    e.world = s->world;
+    e.err = err;
+    e.res = out;
+    out->world = s->world;
+    out->off = malloc(sizeof(int) * (size_t)(s->world + 1));
+    if (!out->off) {
+        snprintf(err, EP_ERRLEN, "out of memory");
+        return -1;
+    }
+    out->off[0] = 0;
+    for (int r = 0; r < s->world; r++)
+        out->off[r + 1] = out->off[r] + s->ranks[r].nops;
+    e.off = out->off;
+    e.nops = out->nops = out->off[s->world];
+    size_t n = (size_t)e.nops + 1;
+    out->t = calloc(n, sizeof *out->t);
+    e.rank_of = malloc(sizeof(int) * n);
+    e.state = calloc(n, 1);
+    e.deps_left = calloc(n, sizeof(int));
+    e.ver = calloc(n, sizeof(uint32_t));
+    e.progress = calloc(n, sizeof(double));
+    e.rate = calloc(n, sizeof(double));
+    e.last = calloc(n, sizeof(double));
+    e.work = calloc(n, sizeof(sim_work));
+    e.coll_of = malloc(sizeof(int) * n);
+    e.host_next = calloc((size_t)s->world, sizeof(int));
+    e.host_blocked = calloc((size_t)s->world, 1);
+    e.gpu = calloc((size_t)s->world, sizeof(gpu_t));
+    e.grp_lat = malloc(sizeof(double) * (size_t)(s->ngroups + 1));
+    e.scratch_ops = malloc(sizeof(ep_op *) * (size_t)(p->ngpus + 1));
+    e.scratch_ranks = malloc(sizeof(int) * (size_t)(p->ngpus + 1));
+    int rc = -1;
+    if (!out->t || !e.rank_of || !e.state || !e.deps_left || !e.ver || !e.progress || !e.rate ||
+        !e.last || !e.work || !e.coll_of || !e.host_next || !e.host_blocked || !e.gpu ||
+        !e.grp_lat || !e.scratch_ops || !e.scratch_ranks || sim_flows_init(&e.flows, p, s->world)) {
+        snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
+        goto done;
+    }
+    for (int r = 0; r < s->world; r++)
+        for (long o = e.off[r]; o < e.off[r + 1]; o++)
+            e.rank_of[o] = r;
+    for (int g = 0; g < s->ngroups; g++)
+        e.grp_lat[g] = -1;
+    int b = build_streams(&e);
+    if (b == -2) {
+        snprintf(err, EP_ERRLEN, "schedule has a dependency outside its rank's ops");
+        goto done;
+    }
+    if (b != 0 || build_collectives(&e) != 0) {
+        snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
+        goto done;
+    }
+    E = &e;
+    sg_actor_create("epsim", p->host[0], actor_main, 0, NULL);
+    simgrid_run();
+    E = NULL;
+    if (e.failed) goto done;
+    for (long o = 0; o < e.nops; o++) {
+        if (e.state[o] != ST_DONE) {
+            char name[256];
+            ep_op_name(op_of(&e, o), name, sizeof name);
+            snprintf(err, EP_ERRLEN, "schedule deadlocked at t=%.6f s: rank %d op %s (%s) never %s",
+                     e.now, e.rank_of[o], name, ep_op_kind_name(op_of(&e, o)->kind),
+                     e.state[o] == ST_RUNNING ? "finished (a collective member is missing?)"
+                                              : "started");
+            goto done;
+        }
+        if (out->t[o].end > out->makespan) out->makespan = out->t[o].end;
+    }
+    rc = 0;
+done:
+    engine_free(&e);
+    return rc;
+}
+
+void sim_result_free(sim_result *r) {
+    free(r->off);
+    free(r->t);
+    memset(r, 0, sizeof *r);
+}

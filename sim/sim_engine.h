@@ -1,0 +1,46 @@
+/* sim_engine: executes a schedule (ep_sched.h) on a loaded platform and records when every op ran.
+ *
+ * One SimGrid actor drives an event-driven model of every rank (docs/epsim.md, "Execution model"):
+ *  - host: launches ranks[r].ops in order, launch_s each; after a HOST_SYNC op it waits until the
+ * op completed on its stream, plus host_sync_s;
+ *  - streams: FIFO; an op starts when launched, at the head of its stream and its deps are done;
+ *  - compute ops share the GPU: SMs left by running communication kernels (op.sms) are split among
+ *    the running compute ops, HBM likewise minus comm_hbm_fraction per running transfer; progress
+ * is re-rated whenever that set changes;
+ *  - collectives and send/recv start their transfer when every member reached them (group, seq);
+ *    the transfer is one SimGrid parallel task over the platform's links (sim_net.h).
+ * SimGrid's clock and link sharing decide transfer times; compute and host events live in the
+ * engine's own heap, and the actor waits on "next own event or any transfer finishing", whichever
+ * is first.
+ */
+#ifndef SIM_ENGINE_H
+#define SIM_ENGINE_H
+
+#include "ep_sched.h"
+#include "sim_calib.h"
+#include "sim_platform.h"
+
+typedef struct {
+    double start; /* the op reached the head of its stream with deps done (trace start) */
+    double xfer;  /* communication: all members arrived, transfer began (== start otherwise) */
+    double end;
+} sim_op_time;
+
+typedef struct {
+    int world;
+    int *off; /* [world+1] first global op index of each rank */
+    long nops;
+    sim_op_time *t; /* [nops] */
+    double makespan;
+    long nevents;    /* engine events processed */
+    long ntransfers; /* SimGrid parallel tasks started */
+} sim_result;
+
+/* Runs the schedule to completion inside SimGrid (simgrid_init and sim_platform_load done, no actor
+ * started yet). Returns 0, or -1 with one line in err (deadlock, world larger than the platform).
+ */
+int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c, sim_result *out,
+                   char err[EP_ERRLEN]);
+void sim_result_free(sim_result *r);
+
+#endif

@@ -1,0 +1,49 @@
+/* sim_net: turns one collective / send-recv instance into the byte matrix of a SimGrid parallel
+ * task.
+ *
+ * Algorithms (docs/epsim.md, "Collectives"): ring all-gather / reduce-scatter / all-reduce over the
+ * group order; direct all-to-all (NCCL) with cross-rail flows relayed over NVLink to the GPU on the
+ * destination's rail (PXN); deepep/hybridep hierarchical: one RDMA copy per destination node to the
+ * GPU with the sender's local index, then NVLink fan-out (combine: the reverse); send/recv direct.
+ * Bytes are divided by the achieved-bandwidth efficiency of the link kind (sim_calib.h), so that
+ * nominal link bandwidths stay in the platform file.
+ */
+#ifndef SIM_NET_H
+#define SIM_NET_H
+
+#include "ep_sched.h"
+#include "sim_calib.h"
+#include "sim_platform.h"
+
+typedef struct {
+    /* flows as triplets, then the dense matrix over the hosts they touch */
+    long nflows, flowcap;
+    int *fsrc, *fdst;
+    double *fbytes;
+    int nhosts;
+    int *rank;      /* [world] global ranks of the task's hosts, first nhosts used */
+    int *idx_of;    /* [world] index in rank[] or -1 */
+    double *matrix; /* [nhosts*nhosts] row = source */
+    long matcap;
+    int *node_local; /* [nnodes*gpn] rank at (node, local index) or -1 */
+    int nnodes, gpn, world;
+    const sim_platform *p;
+    double eff_nvl, eff_net; /* efficiencies of the algorithm being built */
+    int reverse;             /* combine direction: every flow reversed */
+} sim_flows;
+
+int sim_flows_init(sim_flows *f, const sim_platform *p, int world);
+void sim_flows_free(sim_flows *f);
+
+/* Fills f for the instance whose member ops are ops[0..n) on ranks[0..n) (group order).
+ * Sets *fixed_s to the time the algorithm adds beyond the parallel task (base cost, extra ring
+ * steps, each costing nccl_step_s + hop_latency_s). Returns the payload bytes (before efficiency).
+ * After it, f->nhosts, f->rank and f->matrix describe the task (nhosts may be 0: nothing to move).
+ */
+double sim_net_build(sim_flows *f, const ep_sched *s, const sim_calib *c, const ep_op *const *ops,
+                     const int *ranks, int n, double hop_latency_s, double *fixed_s);
+
+/* Number of ring steps of a collective of kind k over n members (0 for non-ring kinds). */
+int sim_net_ring_steps(ep_op_kind k, int n);
+
+#endif

@@ -1,0 +1,152 @@
+/* Platform lookup and loading (sim_platform.h). */
+#include "sim_platform.h"
+
+#include <simgrid/host.h>
+#include <simgrid/engine.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xbt/log.h>
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_platform, root, "epsim: platform files and GPU hosts");
+
+#ifndef EP_SOURCE_DIR
+#define EP_SOURCE_DIR "."
+#endif
+
+static int readable(const char *p) {
+    FILE *f = fopen(p, "r");
+    if (!f) return 0;
+    fclose(f);
+    return 1;
+}
+
+static int try_dir(const char *dir, const char *kind, const char *arg, const char *suffix,
+                   char *out, size_t len) {
+    int n = snprintf(out, len, "%s/%s/%s%s", dir, kind, arg, suffix);
+    return n > 0 && (size_t)n < len && readable(out);
+}
+
+int sim_find_data(const char *kind, const char *arg, const char *suffix, char *out, size_t len) {
+    if (readable(arg) && strlen(arg) < len) {
+        snprintf(out, len, "%s", arg);
+        return 0;
+    }
+    /* a bare name only: paths that do not exist are reported as they were given */
+    if (strchr(arg, '/')) return -1;
+    size_t sl = strlen(suffix), al = strlen(arg);
+    const char *sfx = (al > sl && strcmp(arg + al - sl, suffix) == 0) ? "" : suffix;
+    const char *env = getenv("EPSIM_DATA_DIR");
+    if (env && try_dir(env, "", arg, sfx, out, len)) return 0;
+    if (env && try_dir(env, kind, arg, sfx, out, len)) return 0;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            if (try_dir(exe, kind, arg, sfx, out, len)) return 0;
+            char share[PATH_MAX + 32];
+            snprintf(share, sizeof share, "%s/../share/epsim", exe);
+            if (try_dir(share, kind, arg, sfx, out, len)) return 0;
+        }
+    }
+    char src[PATH_MAX];
+    snprintf(src, sizeof src, "%s%s", EP_SOURCE_DIR, strcmp(kind, "topos") == 0 ? "/sim" : "");
+    if (try_dir(src, kind, arg, sfx, out, len)) return 0;
+    return -1;
+}
+
+static int prop_num(sg_host_t h, const char *key, double *v, char err[EP_ERRLEN],
+                    const char *path) {
+    const char *s = sg_host_get_property_value(h, key);
+    char *end = NULL;
+    if (s) {
+        errno = 0;
+        *v = strtod(s, &end);
+    }
+    if (!s || end == s || *end || errno || !(*v > 0)) {
+        snprintf(err, EP_ERRLEN, "platform %.400s: host %s needs a positive property %s", path,
+                 sg_host_get_name(h), key);
+        return -1;
+    }
+    return 0;
+}
+
+int sim_platform_load(sim_platform *p, const char *topo, char err[EP_ERRLEN]) {
+    memset(p, 0, sizeof *p);
+    if (sim_find_data("topos", topo, ".xml", p->path, sizeof p->path) != 0) {
+        snprintf(err, EP_ERRLEN, "--topo %s: no such platform file or bundled topology", topo);
+        return -1;
+    }
+    const char *base = strrchr(p->path, '/');
+    snprintf(p->name, sizeof p->name, "%.200s", base ? base + 1 : p->path);
+    char *dot = strstr(p->name, ".xml");
+    if (dot) *dot = 0;
+    char msg[EP_ERRLEN];
+    if (sim_platform_load_file(p->path, msg, sizeof msg) != 0) {
+        char *nl = strchr(msg, '\n');
+        if (nl) *nl = 0;
+        snprintf(err, EP_ERRLEN, "platform %.250s is not a valid SimGrid platform: %.200s", p->path,
+                 msg);
+        return -1;
+    }
+    int n = 0;
+    char name[32];
+    for (;;) {
+        snprintf(name, sizeof name, "gpu%d", n);
+        if (!sg_host_by_name(name)) break;
+        n++;
+    }
+    if (n == 0) {
+        snprintf(err, EP_ERRLEN, "platform %.400s has no GPU hosts (named gpu0, gpu1, ...)",
+                 p->path);
+        return -1;
+    }
+    p->ngpus = n;
+    p->host = calloc((size_t)n, sizeof *p->host);
+    p->node = calloc((size_t)n, sizeof *p->node);
+    p->local = calloc((size_t)n, sizeof *p->local);
+    p->peak_flops = calloc((size_t)n, sizeof *p->peak_flops);
+    p->hbm_bw = calloc((size_t)n, sizeof *p->hbm_bw);
+    p->sm_count = calloc((size_t)n, sizeof *p->sm_count);
+    if (!p->host || !p->node || !p->local || !p->peak_flops || !p->hbm_bw || !p->sm_count) {
+        snprintf(err, EP_ERRLEN, "out of memory reading platform %.400s", p->path);
+        return -1;
+    }
+    int maxlocal = 0;
+    for (int r = 0; r < n; r++) {
+        snprintf(name, sizeof name, "gpu%d", r);
+        sg_host_t h = sg_host_by_name(name);
+        double v;
+        p->host[r] = h;
+        if (prop_num(h, "peak_flops", &p->peak_flops[r], err, p->path) ||
+            prop_num(h, "hbm_bw", &p->hbm_bw[r], err, p->path) ||
+            prop_num(h, "sm_count", &v, err, p->path))
+            return -1;
+        p->sm_count[r] = (int)v;
+        const char *nd = sg_host_get_property_value(h, "node");
+        const char *li = sg_host_get_property_value(h, "local_index");
+        /* without node properties every GPU is its own node */
+        p->node[r] = nd ? atoi(nd) : r;
+        p->local[r] = li ? atoi(li) : 0;
+        if (p->local[r] + 1 > maxlocal) maxlocal = p->local[r] + 1;
+    }
+    p->gpus_per_node = maxlocal;
+    XBT_DEBUG("platform %.400s: %d GPUs, %d per node", p->path, n, maxlocal);
+    return 0;
+}
+
+void sim_platform_free(sim_platform *p) {
+    free(p->host);
+    free(p->node);
+    free(p->local);
+    free(p->peak_flops);
+    free(p->hbm_bw);
+    free(p->sm_count);
+    memset(p, 0, sizeof *p);
+}

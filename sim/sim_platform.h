@@ -1,0 +1,37 @@
+/* sim_platform: the SimGrid platform a run uses - file lookup, loading, and the GPU hosts.
+ *
+ * A GPU is a host named gpu<rank> with properties peak_flops, hbm_bw, sm_count, node and
+ * local_index (docs/epsim.md, "Platform files"); rank r runs on gpu<r>.
+ */
+#ifndef SIM_PLATFORM_H
+#define SIM_PLATFORM_H
+
+#include <simgrid/forward.h>
+#include "ep_config.h"
+
+typedef struct {
+    char path[4096]; /* resolved platform file */
+    char name[256];  /* file name without directory and .xml */
+    int ngpus;
+    int gpus_per_node;
+    sg_host_t *host;   /* [ngpus] */
+    int *node, *local; /* [ngpus] node index and index inside the node */
+    double *peak_flops, *hbm_bw;
+    int *sm_count;
+} sim_platform;
+
+/* Finds a data file: `arg` itself if it names an existing file, else <dir>/<arg><suffix> for the
+ * bundled data dirs of `kind` ("topos" or "configs"): $EPSIM_DATA_DIR/<kind>, <exe dir>/<kind>,
+ * <exe dir>/../share/epsim/<kind>, and the source tree compiled in. Returns 0 or -1. */
+int sim_find_data(const char *kind, const char *arg, const char *suffix, char *out, size_t len);
+
+/* Resolves and loads the platform (SimGrid must be initialised) and reads the GPU hosts.
+ * Returns 0, or -1 with one line in err. */
+int sim_platform_load(sim_platform *p, const char *topo, char err[EP_ERRLEN]);
+void sim_platform_free(sim_platform *p);
+
+/* Loads a platform file, turning SimGrid's exceptions into an error line (sim_platform_load.cpp).
+ */
+int sim_platform_load_file(const char *path, char *err, size_t len);
+
+#endif

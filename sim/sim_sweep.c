@@ -1,0 +1,286 @@
+/* epsim sweep: a grid of configurations, each simulated in its own process (SimGrid runs one
+ * simulation per process), ranked by tokens/s/GPU (sim_cli.h; docs/epsim.md, "Sweeps"). */
+#include "sim_cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ep_config.h"
+#include "ep_io.h"
+
+#define MAX_AXES   16
+#define MAX_VALUES 64
+
+typedef struct {
+    char flag[128];
+    int n;
+    char *val[MAX_VALUES];
+} axis;
+
+typedef struct {
+    long index;
+    int vi[MAX_AXES];
+    int ok;
+    double tps_gpu, iter, tflops, mfu, exp[4];
+    char status[256];
+} row;
+
+static int parse_grid(char *g, axis *ax, int *nax, char err[EP_ERRLEN]) {
+    *nax = 0;
+    for (char *save = NULL, *part = strtok_r(g, ";", &save); part;
+         part = strtok_r(NULL, ";", &save)) {
+        while (*part == ' ')
+            part++;
+        if (!*part) continue;
+        char *eq = strchr(part, '=');
+        if (!eq || eq == part || !eq[1] || *nax == MAX_AXES) {
+            snprintf(err, EP_ERRLEN, "--grid: '%s' is not flag=v1,v2,... (at most %d flags)", part,
+                     MAX_AXES);
+            return -1;
+        }
+        *eq = 0;
+        axis *a = &ax[(*nax)++];
+        const char *name = part;
+        while (*name == '-')
+            name++;
+        snprintf(a->flag, sizeof a->flag, "%s", name);
+        a->n = 0;
+        for (char *s2 = NULL, *v = strtok_r(eq + 1, ",", &s2); v; v = strtok_r(NULL, ",", &s2)) {
+            if (a->n == MAX_VALUES) {
+                snprintf(err, EP_ERRLEN, "--grid: more than %d values for %s", MAX_VALUES, name);
+                return -1;
+            }
+            a->val[a->n++] = v;
+        }
+        if (a->n == 0) {
+            snprintf(err, EP_ERRLEN, "--grid: no values for %s", name);
+            return -1;
+        }
+    }
+    if (*nax == 0) {
+        snprintf(err, EP_ERRLEN, "--grid: empty grid");
+        return -1;
+    }
+    return 0;
+}
+
+static void read_result(row *r, const char *json, const char *errfile, int status) {
+    r->ok = 0;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        json_error_t je;
+        json_t *o = json_load_file(json, 0, &je);
+        if (o) {
+            json_t *e = json_object_get(o, "exposed_comm_s");
+            r->tps_gpu = json_number_value(json_object_get(o, "tokens_per_s_per_gpu"));
+            r->iter = json_number_value(json_object_get(o, "iteration_time_s"));
+            r->tflops = json_number_value(json_object_get(o, "tflops_per_gpu"));
+            r->mfu = json_number_value(json_object_get(o, "mfu"));
+            static const char *k[4] = {"dispatch", "combine", "dp", "pp"};
+            for (int i = 0; i < 4; i++)
+                r->exp[i] = json_number_value(json_object_get(e, k[i]));
+            json_decref(o);
+            r->ok = 1;
+            snprintf(r->status, sizeof r->status, "ok");
+            return;
+        }
+    }
+    /* the child's one-line error, made CSV-safe */
+    FILE *f = fopen(errfile, "r");
+    r->status[0] = 0;
+    if (f) {
+        if (!fgets(r->status, sizeof r->status, f)) r->status[0] = 0;
+        fclose(f);
+    }
+    for (char *c = r->status; *c; c++)
+        if (*c == ',' || *c == '"' || *c == '\n' || *c == '\r')
+            *c = *c == ',' ? ';' : *c == '"' ? '\'' : 0;
+    if (!r->status[0]) snprintf(r->status, sizeof r->status, "failed (status %d)", status);
+}
+
+static int row_cmp(const void *a, const void *b) {
+    const row *x = a, *y = b;
+    if (x->ok != y->ok) return y->ok - x->ok;
+    if (x->ok && x->tps_gpu != y->tps_gpu) return x->tps_gpu > y->tps_gpu ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+int sim_sweep_main(int argc, char **argv) {
+    char err[EP_ERRLEN];
+    const char *grid = NULL, *out = NULL;
+    int jobs = 1, shard_i = 0, shard_n = 1;
+    char **common = calloc((size_t)argc + 1, sizeof *common);
+    int ncommon = 0;
+    if (!common) return 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--grid") == 0 && v) {
+            grid = v;
+            i++;
+        } else if (strcmp(a, "--out") == 0 && v) {
+            out = v;
+            i++;
+        } else if (strcmp(a, "--jobs") == 0 && v) {
+            jobs = atoi(v);
+            i++;
+        } else if (strcmp(a, "--shard") == 0 && v) {
+            if (sscanf(v, "%d/%d", &shard_i, &shard_n) != 2) {
+                shard_n = 0;
+            }
+            i++;
+        } else if (!strcmp(a, "--grid") || !strcmp(a, "--out") || !strcmp(a, "--jobs") ||
+                   !strcmp(a, "--shard") || !strcmp(a, "--summary-json") || !strcmp(a, "--trace") ||
+                   !strcmp(a, "--csv")) {
+            fprintf(stderr, "epsim sweep: %s %s\n", a,
+                    v ? "is not available in a sweep" : "needs a value");
+            free(common);
+            return 2;
+        } else {
+            common[ncommon++] = argv[i];
+        }
+    }
+    if (!grid || !out || jobs < 1 || shard_n < 1 || shard_i < 0 || shard_i >= shard_n) {
+        fprintf(stderr, "epsim sweep: needs --grid \"flag=v1,v2;...\" and --out CSV; --jobs N >= 1;"
+                        " --shard i/n with 0 <= i < n\n");
+        free(common);
+        return 2;
+    }
+    char *g = strdup(grid);
+    axis ax[MAX_AXES];
+    int nax;
+    if (!g || parse_grid(g, ax, &nax, err) != 0) {
+        fprintf(stderr, "epsim sweep: %s\n", err);
+        free(g);
+        free(common);
+        return 2;
+    }
+    long total = 1;
+    for (int a = 0; a < nax; a++)
+        total *= ax[a].n;
+    long mine = 0;
+    for (long k = 0; k < total; k++)
+        mine += k % shard_n == shard_i;
+    row *rows = calloc((size_t)mine + 1, sizeof *rows);
+    pid_t *pid = calloc((size_t)mine + 1, sizeof *pid);
+    char tmpl[] = "/tmp/epsim-sweep-XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    if (!rows || !pid || !dir) {
+        fprintf(stderr, "epsim sweep: cannot set up: %s\n", strerror(errno));
+        free(rows);
+        free(pid);
+        free(g);
+        free(common);
+        return 1;
+    }
+    long n = 0;
+    for (long k = 0; k < total; k++) {
+        if (k % shard_n != shard_i) continue;
+        rows[n].index = k;
+        long rem = k;
+        for (int a = nax - 1; a >= 0; a--) {
+            rows[n].vi[a] = (int)(rem % ax[a].n);
+            rem /= ax[a].n;
+        }
+        n++;
+    }
+    /* run: at most `jobs` children at a time */
+    long next = 0, running = 0, finished = 0;
+    char path[512], epath[512];
+    while (finished < n) {
+        while (running < jobs && next < n) {
+            row *r = &rows[next];
+            snprintf(path, sizeof path, "%s/%ld.json", dir, r->index);
+            snprintf(epath, sizeof epath, "%s/%ld.err", dir, r->index);
+            pid_t p = fork();
+            if (p == 0) {
+                int dn = open("/dev/null", O_WRONLY);
+                int ef = open(epath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                if (dn >= 0) dup2(dn, 1);
+                if (ef >= 0) dup2(ef, 2);
+                char **cargv = calloc((size_t)(ncommon + nax + 4), sizeof *cargv);
+                char vals[MAX_AXES][512];
+                int c = 0;
+                cargv[c++] = "epsim";
+                for (int i = 0; i < ncommon; i++)
+                    cargv[c++] = common[i];
+                for (int a = 0; a < nax; a++) {
+                    snprintf(vals[a], sizeof vals[a], "--%.120s=%.380s", ax[a].flag,
+                             ax[a].val[r->vi[a]]);
+                    cargv[c++] = vals[a];
+                }
+                cargv[c++] = "--summary-json";
+                cargv[c++] = path;
+                _exit(sim_cli_run(c, cargv));
+            }
+            if (p < 0) {
+                fprintf(stderr, "epsim sweep: fork: %s\n", strerror(errno));
+                return 1;
+            }
+            pid[next++] = p;
+            running++;
+        }
+        int status;
+        pid_t done = wait(&status);
+        if (done < 0) break;
+        for (long i = 0; i < next; i++)
+            if (pid[i] == done) {
+                snprintf(path, sizeof path, "%s/%ld.json", dir, rows[i].index);
+                snprintf(epath, sizeof epath, "%s/%ld.err", dir, rows[i].index);
+                read_result(&rows[i], path, epath, status);
+                remove(path);
+                remove(epath);
+                pid[i] = 0;
+            }
+        running--;
+        finished++;
+    }
+    rmdir(dir);
+    qsort(rows, (size_t)n, sizeof *rows, row_cmp);
+    ep_outfile o;
+    int rc = 0;
+    if (ep_outfile_open(&o, out, err) != 0) {
+        fprintf(stderr, "epsim sweep: %s\n", err);
+        rc = 2;
+    } else {
+        fputs("rank,index", o.f);
+        for (int a = 0; a < nax; a++)
+            fprintf(o.f, ",%s", ax[a].flag);
+        fputs(",tokens_per_s_per_gpu,iteration_time_s,tflops_per_gpu,mfu,exposed_dispatch_s,"
+              "exposed_combine_s,exposed_dp_s,exposed_pp_s,status\n",
+              o.f);
+        long ok = 0;
+        for (long i = 0; i < n; i++) {
+            row *r = &rows[i];
+            if (r->ok)
+                fprintf(o.f, "%ld,%ld", ++ok, r->index);
+            else
+                fprintf(o.f, ",%ld", r->index);
+            for (int a = 0; a < nax; a++)
+                fprintf(o.f, ",%s", ax[a].val[r->vi[a]]);
+            if (r->ok)
+                fprintf(o.f, ",%.6f,%.9f,%.3f,%.5f,%.9f,%.9f,%.9f,%.9f,ok\n", r->tps_gpu, r->iter,
+                        r->tflops, r->mfu, r->exp[0], r->exp[1], r->exp[2], r->exp[3]);
+            else
+                fprintf(o.f, ",,,,,,,,,%s\n", r->status);
+        }
+        if (ep_outfile_commit(&o, err) != 0) {
+            fprintf(stderr, "epsim sweep: %s\n", err);
+            rc = 2;
+        } else {
+            fprintf(stderr,
+                    "epsim sweep: %ld of %ld configurations simulated (%ld invalid) -> %s\n", ok, n,
+                    n - ok, out);
+        }
+    }
+    free(rows);
+    free(pid);
+    free(g);
+    free(common);
+    return rc;
+}

@@ -1,0 +1,194 @@
+/* Helpers of the epsim suites: hand-built schedules, simulations in a child process (SimGrid runs
+ * one simulation per process), and running the epsim program. Header-only: the runner compiles
+ * only tests/sim/test_*.c. */
+#ifndef SIM_TEST_UTIL_H
+#define SIM_TEST_UTIL_H
+
+#include <jansson.h>
+#include <math.h>
+#include <simgrid/engine.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xbt/config.h>
+#include <xbt/log.h>
+
+#include "ep_sched.h"
+#include "sim_calib.h"
+#include "sim_engine.h"
+#include "sim_platform.h"
+
+#define HAND_MAX_RANKS 16
+#define HAND_MAX_OPS   16
+
+/* A small schedule built op by op. */
+typedef struct {
+    ep_sched s;
+    ep_rank_sched rs[HAND_MAX_RANKS];
+    ep_op ops[HAND_MAX_RANKS][HAND_MAX_OPS];
+    int deps[HAND_MAX_RANKS][HAND_MAX_OPS * 4];
+    ep_group groups[4];
+    int granks[4][HAND_MAX_RANKS];
+    ep_traffic traffic[2];
+    int64_t tbytes[2][HAND_MAX_RANKS * HAND_MAX_RANKS];
+    int64_t tnode[2][HAND_MAX_RANKS * 4];
+    int tnode_of[2][HAND_MAX_RANKS];
+} hand_sched;
+
+static inline void hand_init(hand_sched *h, int world) {
+    memset(h, 0, sizeof *h);
+    ep_config_defaults(&h->s.cfg);
+    h->s.world = world;
+    h->s.ranks = h->rs;
+    h->s.groups = h->groups;
+    h->s.traffic = h->traffic;
+    for (int r = 0; r < world; r++) {
+        h->rs[r].ops = h->ops[r];
+        h->rs[r].deps = h->deps[r];
+        h->rs[r].cap = HAND_MAX_OPS;
+        h->rs[r].depcap = HAND_MAX_OPS * 4;
+    }
+}
+
+static inline ep_op hand_op(ep_op_kind kind, ep_stream stream) {
+    ep_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = kind;
+    op.stream = stream;
+    op.label = "t";
+    op.mb = op.chunk = op.layer = op.index = -1;
+    op.group = op.seq = op.peer = op.traffic = -1;
+    return op;
+}
+
+static inline int hand_add(hand_sched *h, int r, ep_op op, int ndeps, const int *deps) {
+    ep_rank_sched *rs = &h->rs[r];
+    op.deps_off = rs->ndeps;
+    op.ndeps = ndeps;
+    op.index = rs->nops; /* unique names per rank */
+    for (int i = 0; i < ndeps; i++)
+        rs->deps[rs->ndeps++] = deps[i];
+    rs->ops[rs->nops] = op;
+    return rs->nops++;
+}
+
+static inline int hand_group(hand_sched *h, int n, const int *ranks) {
+    int g = h->s.ngroups++;
+    memcpy(h->granks[g], ranks, sizeof(int) * (size_t)n);
+    h->groups[g].kind = EP_GROUP_EP;
+    h->groups[g].size = n;
+    h->groups[g].ranks = h->granks[g];
+    return g;
+}
+
+typedef struct {
+    int rc;
+    char err[256];
+    double makespan;
+    double start[HAND_MAX_RANKS][HAND_MAX_OPS], xfer[HAND_MAX_RANKS][HAND_MAX_OPS],
+        end[HAND_MAX_RANKS][HAND_MAX_OPS];
+} hand_result;
+
+/* Simulates h on topology `topo` with calibration c in a forked child. */
+static inline void hand_run(const hand_sched *h, const char *topo, const sim_calib *c,
+                            hand_result *out) {
+    memset(out, 0, sizeof *out);
+    int fd[2];
+    if (pipe(fd) != 0) {
+        out->rc = -9;
+        return;
+    }
+    fflush(NULL);
+    pid_t p = fork();
+    if (p == 0) {
+        close(fd[0]);
+        hand_result *o = calloc(1, sizeof *o);
+        int argc = 1;
+        char *argv[] = {"epsim-test", NULL};
+        xbt_log_control_set("root.thres:critical");
+        simgrid_init(&argc, argv);
+        sg_cfg_set_string("host/model", "ptask_L07");
+        sim_platform pl;
+        char err[EP_ERRLEN];
+        if (sim_platform_load(&pl, topo, err) != 0) {
+            o->rc = -2;
+        } else {
+            sim_result r;
+            o->rc = sim_engine_run(&h->s, &pl, c, &r, err);
+            if (o->rc == 0) {
+                o->makespan = r.makespan;
+                for (int k = 0; k < h->s.world; k++)
+                    for (int i = 0; i < h->rs[k].nops; i++) {
+                        o->start[k][i] = r.t[r.off[k] + i].start;
+                        o->xfer[k][i] = r.t[r.off[k] + i].xfer;
+                        o->end[k][i] = r.t[r.off[k] + i].end;
+                    }
+                sim_result_free(&r);
+            }
+            sim_platform_free(&pl);
+        }
+        snprintf(o->err, sizeof o->err, "%s", o->rc ? err : "");
+        const char *b = (const char *)o;
+        size_t left = sizeof *o;
+        while (left > 0) {
+            ssize_t w = write(fd[1], b, left);
+            if (w <= 0) break;
+            b += w;
+            left -= (size_t)w;
+        }
+        _exit(0);
+    }
+    close(fd[1]);
+    char *b = (char *)out;
+    size_t left = sizeof *out;
+    while (left > 0) {
+        ssize_t n = read(fd[0], b, left);
+        if (n <= 0) break;
+        b += n;
+        left -= (size_t)n;
+    }
+    close(fd[0]);
+    int st;
+    waitpid(p, &st, 0);
+    if (left > 0) out->rc = -8; /* the child died */
+}
+
+/* Runs the epsim program with `args` (shell words) in the build folder; stdout and stderr go to
+ * the given files (or /dev/null). Returns the exit status. */
+static inline int epsim_exec(const char *args, const char *out, const char *err) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s/sim/epsim %s >%s 2>%s", EP_BINARY_DIR, args,
+             out ? out : "/dev/null", err ? err : "/dev/null");
+    fflush(NULL);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A number at "a" or "a.b" in a JSON file; NAN when missing. */
+static inline double json_num(const char *path, const char *key) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return NAN;
+    char k[256];
+    snprintf(k, sizeof k, "%s", key);
+    json_t *v = root;
+    for (char *save = NULL, *part = strtok_r(k, ".", &save); part && v;
+         part = strtok_r(NULL, ".", &save))
+        v = json_object_get(v, part);
+    double d = v && json_is_number(v) ? json_number_value(v) : NAN;
+    json_decref(root);
+    return d;
+}
+
+static inline const char *tmp_path(char *buf, size_t len, const char *name) {
+    snprintf(buf, len, "%s/sim_test_%d_%s", EP_BINARY_DIR, (int)getpid(), name);
+    return buf;
+}
+
+static inline int file_exists(const char *p) {
+    return access(p, F_OK) == 0;
+}
+
+#endif

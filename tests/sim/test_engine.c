@@ -1,0 +1,281 @@
+/* epsim engine on hand-built schedules whose times are known on paper (docs/epsim.md, "Tests"). */
+#include <CUnit/CUnit.h>
+#include <math.h>
+
+#include "sim_cost.h"
+#include "sim_test_util.h"
+
+#define REL(a, b) (fabs((a) - (b)) <= 1e-9 * fabs(b) + 1e-15)
+
+/* One token all-to-all between the two H200s: bytes / (478 GB/s x NCCL efficiency) + link latency,
+ * after one launch and NCCL's fixed cost. */
+static void test_a2a_h200x2(void) {
+    hand_sched h;
+    hand_init(&h, 2);
+    int ranks[2] = {0, 1};
+    int g = hand_group(&h, 2, ranks);
+    const int64_t B = 256ll << 20;
+    ep_traffic *t = &h.traffic[h.s.ntraffic++];
+    t->group = g;
+    t->n = 2;
+    t->nnodes = 1;
+    t->node_of = h.tnode_of[0];
+    t->bytes = h.tbytes[0];
+    t->bytes[1] = t->bytes[2] = B;
+    for (int r = 0; r < 2; r++) {
+        ep_op op = hand_op(EP_OP_A2A_DISPATCH, EP_STREAM_COMM);
+        op.group = g;
+        op.seq = 0;
+        op.traffic = 0;
+        op.bytes = (double)B;
+        hand_add(&h, r, op, 0, NULL);
+    }
+    sim_calib c;
+    sim_calib_default(&c);
+    hand_result res;
+    hand_run(&h, "h200x2", &c, &res);
+    CU_ASSERT_EQUAL_FATAL(res.rc, 0);
+    double expect = c.launch_s + c.nccl_base_s + B / (478.116e9 * c.nccl_nvlink_efficiency) + 1e-6;
+    CU_ASSERT(REL(res.end[0][0], expect));
+    CU_ASSERT(REL(res.end[1][0], expect));
+    CU_ASSERT(REL(res.makespan, expect));
+}
+
+/* Ring all-reduce of S bytes over the 8 GPUs of a DGX: 2(n-1)/n x S / B + 2(n-1) hop latencies,
+ * B the NCCL-achieved NVLink bandwidth; the simulator adds NCCL's fixed and per-step costs. */
+static void test_ring_allreduce_dgx8(void) {
+    hand_sched h;
+    hand_init(&h, 8);
+    int ranks[8];
+    for (int i = 0; i < 8; i++)
+        ranks[i] = i;
+    int g = hand_group(&h, 8, ranks);
+    const double S = 4.0 * 1024 * 1024 * 1024;
+    for (int r = 0; r < 8; r++) {
+        ep_op op = hand_op(EP_OP_ALL_REDUCE, EP_STREAM_DP);
+        op.group = g;
+        op.seq = 0;
+        op.bytes = S;
+        hand_add(&h, r, op, 0, NULL);
+    }
+    sim_calib c;
+    sim_calib_default(&c);
+    hand_result res;
+    hand_run(&h, "dgx8", &c, &res);
+    CU_ASSERT_EQUAL_FATAL(res.rc, 0);
+    int n = 8;
+    double hop = 1e-6, Beff = 450e9 * c.nccl_nvlink_efficiency;
+    double paper = 2.0 * (n - 1) / n * S / Beff + 2 * (n - 1) * hop;
+    double sim = res.end[0][0] - res.start[0][0];
+    CU_ASSERT(fabs(sim - paper) / paper < 0.01);
+    double exact = c.nccl_base_s + (2 * (n - 1) - 1) * c.nccl_step_s + paper;
+    CU_ASSERT(REL(sim, exact));
+}
+
+/* Two microbatches: GEMM(mb0) -> dispatch(mb0) on comm, GEMM(mb1) overlaps the dispatch, then
+ * dispatch(mb1) and the expert GEMM of mb0. No SM or HBM interference in this calibration, so
+ * every time follows from launch, GEMM and all-to-all durations. */
+static void test_two_microbatch_overlap(void) {
+    hand_sched h;
+    hand_init(&h, 2);
+    int ranks[2] = {0, 1};
+    int g = hand_group(&h, 2, ranks);
+    const int64_t B = 64ll << 20;
+    ep_traffic *t = &h.traffic[h.s.ntraffic++];
+    t->group = g;
+    t->n = 2;
+    t->nnodes = 1;
+    t->node_of = h.tnode_of[0];
+    t->bytes = h.tbytes[0];
+    t->bytes[1] = t->bytes[2] = B;
+    ep_op gemm = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
+    gemm.m = gemm.n = gemm.k = 4096;
+    gemm.flops = 2.0 * 4096 * 4096 * 4096;
+    gemm.bytes = 3.0 * 4096 * 4096 * 2;
+    for (int r = 0; r < 2; r++) {
+        ep_op a2a = hand_op(EP_OP_A2A_DISPATCH, EP_STREAM_COMM);
+        a2a.group = g;
+        a2a.traffic = 0;
+        a2a.bytes = (double)B;
+        int g0 = hand_add(&h, r, gemm, 0, NULL);
+        a2a.seq = 0;
+        a2a.mb = 0;
+        int d0 = hand_add(&h, r, a2a, 1, &g0);
+        int g1 = hand_add(&h, r, gemm, 0, NULL);
+        a2a.seq = 1;
+        a2a.mb = 1;
+        hand_add(&h, r, a2a, 1, &g1);
+        hand_add(&h, r, gemm, 1, &d0);
+    }
+    sim_calib c;
+    sim_calib_default(&c);
+    c.comm_hbm_fraction = 0;
+    hand_result res;
+    hand_run(&h, "h200x2", &c, &res);
+    CU_ASSERT_EQUAL_FATAL(res.rc, 0);
+    sim_work w;
+    sim_op_work(&c, &gemm, 989e12, 4.8e12, &w);
+    double G = sim_work_alone(&w);
+    double A = c.nccl_base_s + B / (478.116e9 * c.nccl_nvlink_efficiency) + 1e-6;
+    double L = c.launch_s;
+    CU_ASSERT(REL(res.end[0][0], L + G));
+    CU_ASSERT(REL(res.end[0][1], L + G + A)); /* dispatch mb0 */
+    CU_ASSERT(REL(res.end[0][2], L + 2 * G)); /* GEMM mb1 ran under the dispatch */
+    double d1_start = fmax(L + 2 * G, L + G + A);
+    CU_ASSERT(REL(res.start[0][3], d1_start));
+    CU_ASSERT(REL(res.end[0][3], d1_start + A));
+    CU_ASSERT(REL(res.end[0][4], fmax(L + 2 * G, L + G + A) + G));
+    CU_ASSERT(res.makespan < 3 * G + 2 * A); /* overlap happened */
+}
+
+/* A host sync stops launching until the stream reaches it: the GEMM after it starts only after
+ * the first GEMM finished, the host woke up and launched it. */
+static void test_host_sync_blocks_launch(void) {
+    hand_sched h;
+    hand_init(&h, 1);
+    ep_op gemm = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
+    gemm.flops = 2.0 * 2048 * 2048 * 2048;
+    gemm.bytes = 3.0 * 2048 * 2048 * 2;
+    hand_add(&h, 0, gemm, 0, NULL);
+    hand_add(&h, 0, hand_op(EP_OP_HOST_SYNC, EP_STREAM_COMP), 0, NULL);
+    ep_op other = hand_op(EP_OP_ELEMENTWISE, EP_STREAM_COMM);
+    other.bytes = 1e8;
+    hand_add(&h, 0, other, 0, NULL);
+    sim_calib c;
+    sim_calib_default(&c);
+    hand_result res;
+    hand_run(&h, "h200x2", &c, &res);
+    CU_ASSERT_EQUAL_FATAL(res.rc, 0);
+    sim_work w;
+    sim_op_work(&c, &gemm, 989e12, 4.8e12, &w);
+    double G = sim_work_alone(&w), L = c.launch_s;
+    CU_ASSERT(REL(res.end[0][1], L + G));
+    /* the op on another stream could have run at 3L without the sync */
+    CU_ASSERT(REL(res.start[0][2], L + G + c.host_sync_s + L));
+}
+
+/* A communication kernel holding half the SMs halves a flop-bound GEMM's speed while it runs. */
+static void test_sm_contention(void) {
+    hand_sched h;
+    hand_init(&h, 2);
+    int ranks[2] = {0, 1};
+    int g = hand_group(&h, 2, ranks);
+    ep_op gemm = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
+    gemm.flops = 2.0 * 8192 * 8192 * 8192;
+    gemm.bytes = 3.0 * 8192 * 8192 * 2;
+    hand_add(&h, 0, gemm, 0, NULL);
+    for (int r = 0; r < 2; r++) {
+        ep_op ar = hand_op(EP_OP_ALL_REDUCE, EP_STREAM_COMM);
+        ar.group = g;
+        ar.seq = 0;
+        ar.bytes = 64e6;
+        ar.sms = 66;
+        hand_add(&h, r, ar, 0, NULL);
+    }
+    sim_calib c;
+    sim_calib_default(&c);
+    c.comm_hbm_fraction = 0;
+    hand_result res;
+    hand_run(&h, "h200x2", &c, &res);
+    CU_ASSERT_EQUAL_FATAL(res.rc, 0);
+    sim_work w;
+    sim_op_work(&c, &gemm, 989e12, 4.8e12, &w);
+    double G = sim_work_alone(&w), L = c.launch_s;
+    double a0 = res.start[0][1], a1 = res.end[0][1]; /* SMs held on rank 0 */
+    CU_ASSERT(a1 < L + G);                           /* the comm ends inside the GEMM */
+    /* fraction of the GEMM done: full speed outside [a0,a1], half speed inside */
+    double full = 1.0 / G, half = 1.0 / (w.t0 + w.t_flop * 2);
+    double done_at_a1 = (a0 - L) * full + (a1 - a0) * half;
+    double expect_end = a1 + (1 - done_at_a1) / full;
+    CU_ASSERT(REL(res.end[0][0], expect_end));
+    CU_ASSERT(res.end[0][0] > L + G + 1e-7);
+}
+
+/* deepep dispatch across two DGX nodes: one RDMA copy per destination node, then NVLink fan-out.
+ * Rank 0 sends B to every GPU of node 1: the NIC carries B once, GPU 8's NVLink 7 B. */
+static void test_hierarchical_dispatch_dgx16(void) {
+    hand_sched h;
+    hand_init(&h, 16);
+    h.s.cfg.moe_token_dispatcher_type = EP_DISPATCHER_FLEX;
+    h.s.cfg.moe_flex_dispatcher_backend = EP_FLEX_DEEPEP;
+    int ranks[16];
+    for (int i = 0; i < 16; i++)
+        ranks[i] = i;
+    int g = hand_group(&h, 16, ranks);
+    const int64_t B = 32ll << 20;
+    ep_traffic *t = &h.traffic[h.s.ntraffic++];
+    t->group = g;
+    t->n = 16;
+    t->nnodes = 2;
+    t->node_of = h.tnode_of[0];
+    t->bytes = h.tbytes[0];
+    t->node_bytes = h.tnode[0];
+    for (int i = 0; i < 16; i++)
+        t->node_of[i] = i / 8;
+    for (int j = 8; j < 16; j++)
+        t->bytes[0 * 16 + j] = B;
+    t->node_bytes[0 * 2 + 1] = B;
+    for (int r = 0; r < 16; r++) {
+        ep_op op = hand_op(EP_OP_A2A_DISPATCH, EP_STREAM_COMM);
+        op.group = g;
+        op.seq = 0;
+        op.traffic = 0;
+        hand_add(&h, r, op, 0, NULL);
+    }
+    sim_calib c;
+    sim_calib_default(&c);
+    hand_result res;
+    hand_run(&h, "dgx16", &c, &res);
+    CU_ASSERT_EQUAL_FATAL(res.rc, 0);
+    double nic = B / (50e9 * c.ep_rdma_efficiency);
+    double nvl = 7.0 * B / (450e9 * c.ep_nvlink_efficiency);
+    /* one parallel task: the most loaded link sets the time; latency of the longest route
+     * (NIC out + NIC in = 2 us) */
+    double expect = c.launch_s + c.ep_kernel_base_s + fmax(nic, nvl) + 2e-6;
+    CU_ASSERT(REL(res.makespan, expect));
+}
+
+/* A collective whose second member never posts its op cannot finish: reported, not hung. */
+static void test_deadlock_reported(void) {
+    hand_sched h;
+    hand_init(&h, 2);
+    int ranks[2] = {0, 1};
+    int g = hand_group(&h, 2, ranks);
+    ep_op ar = hand_op(EP_OP_ALL_REDUCE, EP_STREAM_COMM);
+    ar.group = g;
+    ar.seq = 0;
+    ar.bytes = 1e6;
+    hand_add(&h, 0, ar, 0, NULL);
+    hand_add(&h, 1, hand_op(EP_OP_ELEMENTWISE, EP_STREAM_COMP), 0, NULL);
+    sim_calib c;
+    sim_calib_default(&c);
+    hand_result res;
+    hand_run(&h, "h200x2", &c, &res);
+    CU_ASSERT_EQUAL(res.rc, -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(res.err, "deadlocked"));
+}
+
+/* A world larger than the platform is refused before simulating. */
+static void test_world_too_large(void) {
+    hand_sched h;
+    hand_init(&h, 4);
+    sim_calib c;
+    sim_calib_default(&c);
+    hand_result res;
+    hand_run(&h, "h200x2", &c, &res);
+    CU_ASSERT_EQUAL(res.rc, -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(res.err, "does not fit"));
+}
+
+void ep_suite_engine(void) {
+    CU_pSuite s = CU_add_suite("sim_engine", NULL, NULL);
+    CU_add_test(s, "one all-to-all on h200x2 = launch + base + bytes/bw + latency",
+                test_a2a_h200x2);
+    CU_add_test(s, "ring all-reduce on dgx8 within 1% of 2(n-1)/n S/B", test_ring_allreduce_dgx8);
+    CU_add_test(s, "two-microbatch overlap times", test_two_microbatch_overlap);
+    CU_add_test(s, "host sync blocks launching", test_host_sync_blocks_launch);
+    CU_add_test(s, "comm SMs slow a concurrent GEMM", test_sm_contention);
+    CU_add_test(s, "deepep hierarchical dispatch on dgx16", test_hierarchical_dispatch_dgx16);
+    CU_add_test(s, "missing collective member reported as deadlock", test_deadlock_reported);
+    CU_add_test(s, "world larger than the platform refused", test_world_too_large);
+}
