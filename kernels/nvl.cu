@@ -1,0 +1,397 @@
+// nvl: NVLink dispatch/combine between the processes of one node, in the spirit of Hybrid-EP
+// intranode. Every rank owns one symmetric region, mapped into its peers with CUDA IPC:
+//
+//   region = [ stage  : ep*max_tokens rows x H bf16 ]  dispatch receive (staging order)
+//            [ cstage : ep*max_tokens rows x H bf16 ]  combine receive (coff order)
+//            [ flags  : ready[op][rank] | map[src][blk] | dchunk[src][chunk] | cchunk[src][chunk] ]
+//            [ map    : topk ids, probs [ep][max_tokens][k], ntok[ep] ]  gathered routing map
+//
+// Senders store token rows straight into the peer's region (SM-issued stores over NVLink), then
+// release a per-(source, 64-token chunk) flag at the receiver. Helper blocks of the same kernel
+// wait on those flags (fused permute: rows to expert-grouped padded order; fused combine: the sum
+// over ranks), so the receiver never waits for the whole transfer.
+// NOTES: flags carry the op sequence number, so they never need resetting. Before writing into a
+// peer, a block waits for the peer's ready[op] >= seq: the peer has started this op, so whatever
+// read the buffers in the previous op (stream-ordered before it) has finished.
+#include <cstring>
+#include "rows.cuh"
+
+using namespace epk;
+
+namespace {
+
+constexpr int THREADS = 512;
+constexpr int WARPS = THREADS / 32;
+constexpr int MAPB = 8;                     // blocks per peer writing the routing map
+constexpr size_t RESERVE_SMEM = 116 * 1024; // > half an SM's shared memory: one block per SM
+enum { OP_MAP, OP_DISPATCH, OP_COMBINE, OP_BARRIER, NOPS };
+constexpr int FL_READY = 0;
+constexpr int FL_MAP = NOPS * EP_MAX_RANKS;
+constexpr int FL_DCHUNK = FL_MAP + EP_MAX_RANKS * MAPB;
+
+struct Args {
+    ep_layout L;
+    int n16, me, ep, senders, helpers, flag;
+    uint32_t seq;
+    int *err;
+    uint64_t timeout_ns;
+    char *region[EP_MAX_RANKS];
+    size_t off_stage, off_cstage, off_flags, off_topk, off_prob, off_ntok;
+    int fl_cchunk;
+};
+
+__device__ __forceinline__ uint32_t *flags_of(const Args &a, int r) {
+    return reinterpret_cast<uint32_t *>(a.region[r] + a.off_flags);
+}
+__device__ __forceinline__ int4 *rows_of(const Args &a, int r, size_t off) {
+    return reinterpret_cast<int4 *>(a.region[r] + off);
+}
+
+// Announce (block 0) that this rank entered `op`, then wait (thread 0 of every block) until
+// every peer did; the rest of the block waits at the barrier.
+__device__ bool enter(const Args &a, int op) {
+    if (blockIdx.x == 0 && threadIdx.x < a.ep)
+        st_release_sys(flags_of(a, threadIdx.x) + FL_READY + op * EP_MAX_RANKS + a.me, a.seq);
+    __shared__ int ok;
+    if (threadIdx.x == 0) {
+        ok = 1;
+        for (int d = 0; d < a.ep && ok; d++)
+            ok = wait_flag(flags_of(a, a.me) + FL_READY + op * EP_MAX_RANKS + d, a.seq,
+                           a.timeout_ns, a.me, d, "ready", op, a.err);
+    }
+    __syncthreads();
+    return ok;
+}
+
+// Thread 0 makes the block's stores visible system-wide, then releases the flag.
+__device__ void publish(const Args &a, uint32_t *flag) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence_system();
+        st_release_sys(flag, a.seq);
+    }
+}
+
+__device__ bool block_wait(const Args &a, const uint32_t *flag, int peer, const char *what,
+                           int idx) {
+    __shared__ int ok;
+    if (threadIdx.x == 0) ok = wait_flag(flag, a.seq, a.timeout_ns, a.me, peer, what, idx, a.err);
+    __syncthreads();
+    return ok;
+}
+
+__global__ void map_kernel(Args a, const int32_t *topk, const float *prob, int ntok) {
+    if (!enter(a, OP_MAP)) return;
+    const int d = blockIdx.x / MAPB, b = blockIdx.x % MAPB;
+    const ep_layout &L = a.L;
+    const size_t n = (size_t)ntok * L.topk, base = (size_t)a.me * L.max_tokens * L.topk;
+    int32_t *dt = reinterpret_cast<int32_t *>(a.region[d] + a.off_topk) + base;
+    float *dp = reinterpret_cast<float *>(a.region[d] + a.off_prob) + base;
+    for (size_t i = (size_t)b * blockDim.x + threadIdx.x; i < n; i += (size_t)MAPB * blockDim.x) {
+        dt[i] = topk[i];
+        dp[i] = prob[i];
+    }
+    if (b == 0 && threadIdx.x == 0)
+        reinterpret_cast<int32_t *>(a.region[d] + a.off_ntok)[a.me] = ntok;
+    publish(a, flags_of(a, d) + FL_MAP + a.me * MAPB + b);
+    if (blockIdx.x == 0 && threadIdx.x == 0) // the kernel ends once every map has arrived
+        for (int s = 0; s < a.ep; s++)
+            for (int k = 0; k < MAPB; k++)
+                if (!wait_flag(flags_of(a, a.me) + FL_MAP + s * MAPB + k, a.seq, a.timeout_ns, a.me,
+                               s, "map", k, a.err))
+                    return;
+}
+
+__global__ void __launch_bounds__(THREADS, 1)
+    dispatch_kernel(Args a, const ep_bf16 *x, ep_bf16 *perm, int scale) {
+    extern __shared__ char reserve[]; // one block per SM (see RESERVE_SMEM)
+    (void)reserve;
+    if (!enter(a, OP_DISPATCH)) return;
+    const ep_layout &L = a.L;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if ((int)blockIdx.x < a.senders) {
+        const int nt = L.ntok[a.me], nch = (nt + EP_CHUNK - 1) / EP_CHUNK;
+        for (int i = blockIdx.x; i < nch * a.ep; i += a.senders) {
+            const int c = i / a.ep, d = (a.me + 1 + i) % a.ep; // peers first, then self
+            int4 *dst = rows_of(a, d, a.off_stage);
+            const int base = L.roff[a.me * L.ep + d];
+            for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS) {
+                int di = L.didx[((size_t)a.me * L.max_tokens + t) * L.ep + d];
+                if (di >= 0)
+                    warp_copy_row(dst + (size_t)(base + di) * a.n16,
+                                  reinterpret_cast<const int4 *>(x) + (size_t)t * a.n16, a.n16,
+                                  lane);
+            }
+            publish(a, flags_of(a, d) + FL_DCHUNK + a.me * L.nchunks + c);
+        }
+        return;
+    }
+    // Helper blocks: receiver-side permute as chunks arrive, and the pad gaps.
+    const int h = blockIdx.x - a.senders;
+    zero_gaps(L, perm, a.n16, h * WARPS + warp, a.helpers * WARPS, lane);
+    const ep_bf16 *stage = reinterpret_cast<const ep_bf16 *>(a.region[a.me] + a.off_stage);
+    const uint32_t *fl = flags_of(a, a.me) + FL_DCHUNK;
+    for (int i = h; i < L.nchunks * a.ep; i += a.helpers) {
+        const int c = i / a.ep, s = i % a.ep, nt = L.ntok[s];
+        if (c * EP_CHUNK >= nt) continue;
+        if (!block_wait(a, fl + s * L.nchunks + c, s, "dispatch chunk", c)) return;
+        for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS)
+            permute_token(L, s, t, stage, perm, a.n16, lane, scale != 0);
+        __syncthreads();
+    }
+}
+
+__global__ void __launch_bounds__(THREADS, 1)
+    combine_kernel(Args a, const ep_bf16 *expout, ep_bf16 *out, int weighted) {
+    extern __shared__ char reserve[];
+    (void)reserve;
+    if (!enter(a, OP_COMBINE)) return;
+    const ep_layout &L = a.L;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if ((int)blockIdx.x < a.senders) {
+        for (int i = blockIdx.x; i < L.nchunks * a.ep; i += a.senders) {
+            const int c = i / a.ep, s = (a.me + 1 + i) % a.ep, nt = L.ntok[s];
+            if (c * EP_CHUNK >= nt) continue;
+            int4 *dst = rows_of(a, s, a.off_cstage);
+            const int base = L.coff[s * L.ep + a.me];
+            for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS) {
+                int di = L.didx[((size_t)s * L.max_tokens + t) * L.ep + a.me];
+                if (di >= 0)
+                    combine_token(L, s, t, expout, dst + (size_t)(base + di) * a.n16, a.n16, lane,
+                                  weighted != 0);
+            }
+            publish(a, flags_of(a, s) + a.fl_cchunk + a.me * L.nchunks + c);
+        }
+        return;
+    }
+    // Helper blocks: the owner's sum over ranks, chunk by chunk as partials arrive.
+    const int h = blockIdx.x - a.senders, nt = L.ntok[a.me];
+    const ep_bf16 *recv = reinterpret_cast<const ep_bf16 *>(a.region[a.me] + a.off_cstage);
+    const uint32_t *fl = flags_of(a, a.me) + a.fl_cchunk;
+    for (int c = h; c * EP_CHUNK < nt; c += a.helpers) {
+        for (int d = 0; d < a.ep; d++)
+            if (!block_wait(a, fl + d * L.nchunks + c, d, "combine chunk", c)) return;
+        for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS)
+            reduce_token(L, t, recv, out, a.n16, lane);
+        __syncthreads();
+    }
+}
+
+__global__ void __launch_bounds__(THREADS, 1) store_kernel(int4 *dst, const int4 *src, size_t n16) {
+    extern __shared__ char reserve[];
+    (void)reserve;
+    const size_t per = (n16 + gridDim.x - 1) / gridDim.x;
+    const size_t a = blockIdx.x * per, b = a + per < n16 ? a + per : n16;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    // Same access pattern as dispatch: one warp per 896 x 16-byte row-sized piece.
+    const size_t piece = 896;
+    for (size_t p = a + warp * piece; p < b; p += WARPS * piece) {
+        size_t m = b - p < piece ? b - p : piece;
+        warp_copy_row(dst + p, src + p, (int)m, lane);
+    }
+}
+
+__global__ void barrier_kernel(Args a) {
+    enter(a, OP_BARRIER);
+}
+
+size_t align256(size_t x) {
+    return (x + 255) & ~size_t(255);
+}
+
+Args make_args(ep_nvl *c, int helpers) {
+    Args a;
+    memset(&a, 0, sizeof a);
+    a.L = c->layout;
+    a.n16 = c->hidden / 8;
+    a.me = c->me;
+    a.ep = c->ep;
+    a.senders = c->num_sms;
+    a.helpers = helpers;
+    a.seq = ++c->seq;
+    a.err = c->d_err;
+    a.timeout_ns = (uint64_t)(c->timeout_s * 1e9);
+    for (int r = 0; r < c->ep; r++)
+        a.region[r] = static_cast<char *>(c->peer_region[r]);
+    a.off_stage = c->off_stage;
+    a.off_cstage = c->off_cstage;
+    a.off_flags = c->off_flags;
+    a.off_topk = c->off_topk;
+    a.off_prob = c->off_prob;
+    a.off_ntok = c->off_ntok;
+    a.fl_cchunk = FL_DCHUNK + c->ep * c->nchunks;
+    return a;
+}
+
+template <typename K> cudaError_t reserve_smem(K kernel) {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)RESERVE_SMEM);
+}
+
+} // namespace
+
+extern "C" cudaError_t ep_nvl_create(ep_nvl *c, int ep, int me, int hidden, int topk,
+                                     int num_experts, int max_tokens, int pad_multiple,
+                                     int64_t perm_cap, ep_allgather_fn ag, void *ag_ctx) {
+    memset(c, 0, sizeof *c);
+    if (ep < 1 || ep > EP_MAX_RANKS || hidden % 8 || max_tokens < 1) return cudaErrorInvalidValue;
+    c->ep = ep;
+    c->me = me;
+    c->hidden = hidden;
+    c->topk = topk;
+    c->num_experts = num_experts;
+    c->max_tokens = max_tokens;
+    c->nchunks = (max_tokens + EP_CHUNK - 1) / EP_CHUNK;
+    c->num_sms = 16;
+    c->permute_blocks = 8;
+    c->reduce_blocks = 8;
+    c->timeout_s = 20.0;
+    const size_t rows = (size_t)ep * max_tokens, row_bytes = (size_t)hidden * 2;
+    size_t off = 0;
+    c->off_stage = off;
+    off = align256(off + rows * row_bytes);
+    c->off_cstage = off;
+    off = align256(off + rows * row_bytes);
+    c->off_flags = off;
+    off = align256(off + (FL_DCHUNK + 2 * (size_t)ep * c->nchunks) * sizeof(uint32_t));
+    c->off_topk = off;
+    off = align256(off + rows * topk * sizeof(int32_t));
+    c->off_prob = off;
+    off = align256(off + rows * topk * sizeof(float));
+    c->off_ntok = off;
+    off = align256(off + ep * sizeof(int32_t));
+    c->region_bytes = off;
+    KCHECK(cudaMalloc(&c->region, off));
+    KCHECK(
+        cudaMemset(static_cast<char *>(c->region) + c->off_flags, 0, c->off_topk - c->off_flags));
+    KCHECK(cudaMemset(static_cast<char *>(c->region) + c->off_ntok, 0, ep * sizeof(int32_t)));
+    KCHECK(cudaMalloc(&c->d_err, sizeof(int)));
+    KCHECK(cudaMemset(c->d_err, 0, sizeof(int)));
+    KCHECK(cudaDeviceSynchronize()); // flags are zero before any peer can see the region
+    cudaIpcMemHandle_t mine, all[EP_MAX_RANKS];
+    KCHECK(cudaIpcGetMemHandle(&mine, c->region));
+    if (ag(ag_ctx, &mine, all, sizeof mine)) return cudaErrorUnknown;
+    for (int r = 0; r < ep; r++) {
+        if (r == me) {
+            c->peer_region[r] = c->region;
+            continue;
+        }
+        KCHECK(cudaIpcOpenMemHandle(&c->peer_region[r], all[r], cudaIpcMemLazyEnablePeerAccess));
+    }
+    char *base = static_cast<char *>(c->region);
+    KCHECK(ep_layout_create(&c->layout, ep, me, topk, num_experts, max_tokens, pad_multiple,
+                            perm_cap, reinterpret_cast<int32_t *>(base + c->off_topk),
+                            reinterpret_cast<float *>(base + c->off_prob),
+                            reinterpret_cast<int32_t *>(base + c->off_ntok)));
+    KCHECK(reserve_smem(dispatch_kernel));
+    KCHECK(reserve_smem(combine_kernel));
+    KCHECK(reserve_smem(store_kernel));
+    int dummy = 0, sink[EP_MAX_RANKS];
+    if (ag(ag_ctx, &dummy, sink, sizeof dummy)) // every rank mapped its peers
+        return cudaErrorUnknown;
+    return cudaSuccess;
+}
+
+extern "C" void ep_nvl_destroy(ep_nvl *c) {
+    ep_layout_destroy(&c->layout);
+    for (int r = 0; r < c->ep; r++)
+        if (r != c->me && c->peer_region[r]) cudaIpcCloseMemHandle(c->peer_region[r]);
+    cudaFree(c->region);
+    cudaFree(c->d_err);
+    memset(c, 0, sizeof *c);
+}
+
+extern "C" cudaError_t ep_nvl_layout(ep_nvl *c, const int32_t *topk_idx, const float *topk_prob,
+                                     int ntok, cudaStream_t st) {
+    if (ntok < 0 || ntok > c->max_tokens) return cudaErrorInvalidValue;
+    Args a = make_args(c, 0);
+    map_kernel<<<c->ep * MAPB, 256, 0, st>>>(a, topk_idx, topk_prob, ntok);
+    KLAUNCHED();
+    return ep_layout_compute(&c->layout, st);
+}
+
+static cudaError_t launch_dispatch(ep_nvl *c, const ep_bf16 *x, ep_bf16 *perm, int helpers,
+                                   int scale, cudaStream_t st) {
+    Args a = make_args(c, helpers);
+    dispatch_kernel<<<c->num_sms + helpers, THREADS, RESERVE_SMEM, st>>>(a, x, perm, scale);
+    KLAUNCHED();
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t ep_nvl_dispatch_stage(ep_nvl *c, const ep_bf16 *x, cudaStream_t st) {
+    return launch_dispatch(c, x, nullptr, 0, 0, st);
+}
+
+extern "C" ep_bf16 *ep_nvl_stage(ep_nvl *c) {
+    return reinterpret_cast<ep_bf16 *>(static_cast<char *>(c->region) + c->off_stage);
+}
+
+extern "C" cudaError_t ep_nvl_dispatch(ep_nvl *c, const ep_bf16 *x, ep_bf16 *perm, int fused,
+                                       int scale_by_prob, cudaStream_t st) {
+    if (fused)
+        return launch_dispatch(c, x, perm, c->permute_blocks > 0 ? c->permute_blocks : 1,
+                               scale_by_prob, st);
+    KCHECK(launch_dispatch(c, x, nullptr, 0, 0, st));
+    const uint32_t *fl =
+        reinterpret_cast<const uint32_t *>(static_cast<char *>(c->region) + c->off_flags) +
+        FL_DCHUNK;
+    return ep_permute(&c->layout, ep_nvl_stage(c), perm, c->hidden, scale_by_prob, fl, c->seq,
+                      c->d_err, st);
+}
+
+extern "C" cudaError_t ep_nvl_combine(ep_nvl *c, const ep_bf16 *expout, ep_bf16 *out, int fused,
+                                      int weighted, cudaStream_t st) {
+    int helpers = fused ? (c->reduce_blocks > 0 ? c->reduce_blocks : 1) : 0;
+    Args a = make_args(c, helpers);
+    combine_kernel<<<c->num_sms + helpers, THREADS, RESERVE_SMEM, st>>>(a, expout, out, weighted);
+    KLAUNCHED();
+    if (fused) return cudaSuccess;
+    const uint32_t *fl =
+        reinterpret_cast<const uint32_t *>(static_cast<char *>(c->region) + c->off_flags) +
+        a.fl_cchunk;
+    const ep_bf16 *recv =
+        reinterpret_cast<const ep_bf16 *>(static_cast<char *>(c->region) + c->off_cstage);
+    return ep_combine_reduce(&c->layout, recv, out, c->hidden, fl, c->seq, c->d_err, st);
+}
+
+extern "C" cudaError_t ep_nvl_combine_stage(ep_nvl *c, const ep_bf16 *expout, int weighted,
+                                            cudaStream_t st) {
+    Args a = make_args(c, 0);
+    combine_kernel<<<c->num_sms, THREADS, RESERVE_SMEM, st>>>(a, expout, nullptr, weighted);
+    KLAUNCHED();
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t ep_nvl_store_ceiling(ep_nvl *c, const void *src, size_t bytes, int peer,
+                                            cudaStream_t st) {
+    if (bytes % 16 || bytes > (size_t)c->ep * c->max_tokens * c->hidden * 2 || peer < 0 ||
+        peer >= c->ep)
+        return cudaErrorInvalidValue;
+    int4 *dst = reinterpret_cast<int4 *>(static_cast<char *>(c->peer_region[peer]) + c->off_stage);
+    store_kernel<<<c->num_sms, THREADS, RESERVE_SMEM, st>>>(dst, static_cast<const int4 *>(src),
+                                                            bytes / 16);
+    KLAUNCHED();
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t ep_nvl_peer_copy(ep_nvl *c, const void *src, size_t bytes, int peer,
+                                        cudaStream_t st) {
+    if (bytes > (size_t)c->ep * c->max_tokens * c->hidden * 2 || peer < 0 || peer >= c->ep)
+        return cudaErrorInvalidValue;
+    void *dst = static_cast<char *>(c->peer_region[peer]) + c->off_stage;
+    KCHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st));
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t ep_nvl_barrier(ep_nvl *c, cudaStream_t st) {
+    Args a = make_args(c, 0);
+    barrier_kernel<<<1, 32, 0, st>>>(a);
+    KLAUNCHED();
+    return cudaSuccess;
+}
+
+extern "C" int ep_nvl_failed(ep_nvl *c) {
+    int v = 0;
+    if (cudaMemcpy(&v, c->d_err, sizeof v, cudaMemcpyDeviceToHost) != cudaSuccess) return 1;
+    return v;
+}

@@ -1,0 +1,131 @@
+// permute: the single-GPU halves of dispatch and combine, one warp per token, grid-stride over
+// all (src, token) pairs. Used by the NCCL alltoall backend and by the unfused NVLink path.
+#include "rows.cuh"
+
+using namespace epk;
+
+namespace {
+
+constexpr int THREADS = 256;
+constexpr int WARPS = THREADS / 32;
+
+int grid_for(size_t warps_needed) {
+    size_t b = (warps_needed + WARPS - 1) / WARPS;
+    return (int)(b < 4096 ? (b ? b : 1) : 4096);
+}
+
+__global__ void pack_send_kernel(ep_layout L, const ep_bf16 *x, ep_bf16 *send, int n16) {
+    const int lane = threadIdx.x % 32;
+    const int nt = L.ntok[L.me];
+    const size_t nw = (size_t)gridDim.x * WARPS;
+    for (size_t w = blockIdx.x * WARPS + threadIdx.x / 32; w < (size_t)nt * L.ep; w += nw) {
+        int t = (int)(w / L.ep), d = (int)(w % L.ep);
+        int di = L.didx[((size_t)L.me * L.max_tokens + t) * L.ep + d];
+        if (di < 0) continue;
+        size_t row = (size_t)L.coff[L.me * L.ep + d] + di;
+        warp_copy_row(reinterpret_cast<int4 *>(send) + row * n16,
+                      reinterpret_cast<const int4 *>(x) + (size_t)t * n16, n16, lane);
+    }
+}
+
+// Waits (lane 0) for the chunk flag of (src, chunk) once per change of chunk.
+__device__ bool warp_wait_chunk(const uint32_t *flags, const ep_layout &L, int src, int c,
+                                uint32_t seq, int *err, int &last, int lane) {
+    if (!flags) return true;
+    int key = src * L.nchunks + c;
+    if (key == last) return true;
+    bool ok = true;
+    if (lane == 0)
+        ok = wait_flag(flags + key, seq, 20ull * 1000000000ull, L.me, src, "chunk flag", c, err);
+    ok = __shfl_sync(0xffffffffu, ok, 0);
+    __syncwarp();
+    last = key;
+    return ok;
+}
+
+__global__ void permute_kernel(ep_layout L, const ep_bf16 *stage, ep_bf16 *perm, int n16, int scale,
+                               const uint32_t *flags, uint32_t seq, int *err) {
+    const int lane = threadIdx.x % 32;
+    const size_t wid = blockIdx.x * WARPS + threadIdx.x / 32, nw = (size_t)gridDim.x * WARPS;
+    zero_gaps(L, perm, n16, (int)wid, (int)nw, lane);
+    int last = -1;
+    for (size_t w = wid; w < (size_t)L.ep * L.max_tokens; w += nw) {
+        int s = (int)(w / L.max_tokens), t = (int)(w % L.max_tokens);
+        if (t >= L.ntok[s]) continue;
+        if (!warp_wait_chunk(flags, L, s, t / EP_CHUNK, seq, err, last, lane)) return;
+        permute_token(L, s, t, stage, perm, n16, lane, scale != 0);
+    }
+}
+
+__global__ void combine_partial_kernel(ep_layout L, const ep_bf16 *expout, ep_bf16 *partial,
+                                       int n16, int weighted) {
+    const int lane = threadIdx.x % 32;
+    const size_t nw = (size_t)gridDim.x * WARPS;
+    for (size_t w = blockIdx.x * WARPS + threadIdx.x / 32; w < (size_t)L.ep * L.max_tokens;
+         w += nw) {
+        int s = (int)(w / L.max_tokens), t = (int)(w % L.max_tokens);
+        if (t >= L.ntok[s]) continue;
+        int di = L.didx[w * L.ep + L.me];
+        if (di < 0) continue;
+        int4 *dst =
+            reinterpret_cast<int4 *>(partial) + (size_t)(L.roff[s * L.ep + L.me] + di) * n16;
+        combine_token(L, s, t, expout, dst, n16, lane, weighted != 0);
+    }
+}
+
+__global__ void combine_reduce_kernel(ep_layout L, const ep_bf16 *recv, ep_bf16 *out, int n16,
+                                      const uint32_t *flags, uint32_t seq, int *err) {
+    const int lane = threadIdx.x % 32;
+    const size_t nw = (size_t)gridDim.x * WARPS;
+    const int nt = L.ntok[L.me];
+    int last = -1;
+    for (size_t w = blockIdx.x * WARPS + threadIdx.x / 32; w < (size_t)nt; w += nw) {
+        int t = (int)w;
+        if (flags) // every expert rank's partials of this chunk
+            for (int d = 0; d < L.ep; d++) {
+                last = -1;
+                if (!warp_wait_chunk(flags, L, d, t / EP_CHUNK, seq, err, last, lane)) return;
+            }
+        reduce_token(L, t, recv, out, n16, lane);
+    }
+}
+
+} // namespace
+
+extern "C" cudaError_t ep_pack_send(const ep_layout *L, const ep_bf16 *x, ep_bf16 *send, int H,
+                                    cudaStream_t st) {
+    if (H % 8) return cudaErrorInvalidValue;
+    pack_send_kernel<<<grid_for((size_t)L->max_tokens * L->ep), THREADS, 0, st>>>(*L, x, send,
+                                                                                  H / 8);
+    KLAUNCHED();
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t ep_permute(const ep_layout *L, const ep_bf16 *stage, ep_bf16 *perm, int H,
+                                  int scale_by_prob, const uint32_t *flags, uint32_t seq, int *err,
+                                  cudaStream_t st) {
+    if (H % 8 || (flags && !err)) return cudaErrorInvalidValue;
+    permute_kernel<<<grid_for((size_t)L->max_tokens * L->ep), THREADS, 0, st>>>(
+        *L, stage, perm, H / 8, scale_by_prob, flags, seq, err);
+    KLAUNCHED();
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t ep_combine_partial(const ep_layout *L, const ep_bf16 *expout,
+                                          ep_bf16 *partial, int H, int weighted, cudaStream_t st) {
+    if (H % 8) return cudaErrorInvalidValue;
+    combine_partial_kernel<<<grid_for((size_t)L->max_tokens * L->ep), THREADS, 0, st>>>(
+        *L, expout, partial, H / 8, weighted);
+    KLAUNCHED();
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t ep_combine_reduce(const ep_layout *L, const ep_bf16 *recv, ep_bf16 *out,
+                                         int H, const uint32_t *flags, uint32_t seq, int *err,
+                                         cudaStream_t st) {
+    if (H % 8 || (flags && !err)) return cudaErrorInvalidValue;
+    combine_reduce_kernel<<<grid_for((size_t)L->max_tokens), THREADS, 0, st>>>(*L, recv, out, H / 8,
+                                                                               flags, seq, err);
+    KLAUNCHED();
+    return cudaSuccess;
+}

@@ -1,0 +1,122 @@
+// rows: what happens to one token's row, done by one warp. Shared by the single-GPU kernels
+// (permute.cu) and the NVLink kernels (nvl.cu), so both backends compute the same function.
+#pragma once
+#include "kcommon.cuh"
+
+namespace epk {
+
+// Staging row r (= roff[s][me] + didx) -> every local expert's permuted row of token (s,t),
+// optionally scaled by the router probability.
+__device__ __forceinline__ void permute_token(const ep_layout &L, int s, int t,
+                                              const ep_bf16 *stage, ep_bf16 *perm, int n16,
+                                              int lane, bool scale) {
+    const size_t g = (size_t)s * L.max_tokens + t;
+    const int di = L.didx[g * L.ep + L.me];
+    if (di < 0) return;
+    // Indexed by compile-time slots only, so the arrays stay in registers.
+    int rows[EP_MAX_TOPK];
+    float w[EP_MAX_TOPK];
+#pragma unroll
+    for (int j = 0; j < EP_MAX_TOPK; j++) {
+        rows[j] = j < L.topk ? L.epos[g * L.topk + j] : -1;
+        w[j] = rows[j] >= 0 ? L.topk_prob[g * L.topk + j] : 0.f;
+    }
+    const int4 *src =
+        reinterpret_cast<const int4 *>(stage) + (size_t)(L.roff[s * L.ep + L.me] + di) * n16;
+    int4 *dst = reinterpret_cast<int4 *>(perm);
+    for (int i = lane; i < n16; i += 32) {
+        int4 v = ld_flagged(src + i);
+        float f[8];
+        if (scale) bf16x8_to_f32(v, f);
+#pragma unroll
+        for (int k = 0; k < EP_MAX_TOPK; k++) {
+            if (rows[k] < 0) continue;
+            if (scale) {
+                float o[8];
+#pragma unroll
+                for (int q = 0; q < 8; q++)
+                    o[q] = f[q] * w[k];
+                dst[(size_t)rows[k] * n16 + i] = f32_to_bf16x8(o);
+            } else {
+                dst[(size_t)rows[k] * n16 + i] = v;
+            }
+        }
+    }
+}
+
+// Sum over token (s,t)'s local experts of (prob *) expert output -> one bf16 row at dst.
+// Returns false if the token has no row at this rank.
+__device__ __forceinline__ bool combine_token(const ep_layout &L, int s, int t,
+                                              const ep_bf16 *expout, int4 *dst, int n16, int lane,
+                                              bool weighted) {
+    const size_t g = (size_t)s * L.max_tokens + t;
+    if (L.didx[g * L.ep + L.me] < 0) return false;
+    int rows[EP_MAX_TOPK];
+    float w[EP_MAX_TOPK];
+#pragma unroll
+    for (int j = 0; j < EP_MAX_TOPK; j++) {
+        rows[j] = j < L.topk ? L.epos[g * L.topk + j] : -1;
+        w[j] = rows[j] < 0 ? 0.f : weighted ? L.topk_prob[g * L.topk + j] : 1.f;
+    }
+    const int4 *src = reinterpret_cast<const int4 *>(expout);
+    for (int i = lane; i < n16; i += 32) {
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+        for (int k = 0; k < EP_MAX_TOPK; k++) {
+            if (rows[k] < 0) continue;
+            float f[8];
+            bf16x8_to_f32(ld_nc(src + (size_t)rows[k] * n16 + i), f);
+#pragma unroll
+            for (int q = 0; q < 8; q++)
+                acc[q] += w[k] * f[q];
+        }
+        dst[i] = f32_to_bf16x8(acc);
+    }
+    return true;
+}
+
+// out[t] = sum over destination ranks d of recv[coff[me][d] + didx[me][t][d]]; zeros if the
+// token went nowhere.
+__device__ __forceinline__ void reduce_token(const ep_layout &L, int t, const ep_bf16 *recv,
+                                             ep_bf16 *out, int n16, int lane) {
+    const size_t g = (size_t)L.me * L.max_tokens + t;
+    int rows[EP_MAX_RANKS];
+#pragma unroll
+    for (int d = 0; d < EP_MAX_RANKS; d++) {
+        int di = d < L.ep ? L.didx[g * L.ep + d] : -1;
+        rows[d] = di >= 0 ? L.coff[L.me * L.ep + d] + di : -1;
+    }
+    const int4 *src = reinterpret_cast<const int4 *>(recv);
+    int4 *dst = reinterpret_cast<int4 *>(out) + (size_t)t * n16;
+    for (int i = lane; i < n16; i += 32) {
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+        for (int k = 0; k < EP_MAX_RANKS; k++) {
+            if (rows[k] < 0) continue;
+            float f[8];
+            bf16x8_to_f32(ld_flagged(src + (size_t)rows[k] * n16 + i), f);
+#pragma unroll
+            for (int q = 0; q < 8; q++)
+                acc[q] += f[q];
+        }
+        dst[i] = f32_to_bf16x8(acc);
+    }
+}
+
+// Zeroes the pad gap rows [exp_off[e] + count, exp_off[e] + padded) below the budget; the
+// gap rows are spread over `nworkers` warps.
+__device__ __forceinline__ void zero_gaps(const ep_layout &L, ep_bf16 *perm, int n16, int worker,
+                                          int nworkers, int lane) {
+    const int Ep = L.experts_per_rank;
+    int4 z = make_int4(0, 0, 0, 0);
+    int4 *dst = reinterpret_cast<int4 *>(perm);
+    for (int e = 0; e < Ep; e++) {
+        int64_t a = (int64_t)L.exp_off[e] + L.exp_count[e], b = (int64_t)L.exp_off[e + 1];
+        if (b > L.perm_cap) b = L.perm_cap;
+        for (int64_t r = a + worker; r < b; r += nworkers)
+            for (int i = lane; i < n16; i += 32)
+                dst[(size_t)r * n16 + i] = z;
+    }
+}
+
+} // namespace epk

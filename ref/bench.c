@@ -1,0 +1,296 @@
+/* bench: harness of `epref bench` (see bench.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+#include "ep_io.h"
+#include "ep_route.h"
+#include "ref_check.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_time(bench *b, bench_op op, void *arg) {
+    cudaStream_t st = b->ctx->stream;
+    int n = b->iters, ranks = b->ctx->w.size;
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    float *mine = calloc((size_t)n, sizeof *mine), *all = calloc((size_t)n * ranks, sizeof *all);
+    double *worst = calloc((size_t)n, sizeof *worst);
+    if (!mine || !all || !worst) REF_DIE("out of memory");
+    for (int i = -b->warmup; i < n; i++) {
+        CUDA_CHECK(ep_nvl_barrier(b->barrier, st));
+        CUDA_CHECK(cudaEventRecord(e0, st));
+        op(arg, st);
+        CUDA_CHECK(cudaEventRecord(e1, st));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        if (ep_nvl_failed(b->barrier))
+            REF_DIE("an NVLink spin-wait timed out (see the device message above)");
+        if (i >= 0) CUDA_CHECK(cudaEventElapsedTime(&mine[i], e0, e1));
+    }
+    if (ref_boot_allgather(&b->ctx->w, mine, all, (size_t)n * sizeof *mine)) REF_DIE("lost a peer");
+    for (int i = 0; i < n; i++) {
+        worst[i] = 0;
+        for (int r = 0; r < ranks; r++)
+            if (all[(size_t)r * n + i] > worst[i]) worst[i] = all[(size_t)r * n + i];
+    }
+    qsort(worst, (size_t)n, sizeof *worst, cmp_double);
+    double med = n % 2 ? worst[n / 2] : 0.5 * (worst[n / 2 - 1] + worst[n / 2]);
+    free(mine);
+    free(all);
+    free(worst);
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    return med * 1e3;
+}
+
+double bench_mean(bench *b, double v) {
+    int n = b->ctx->w.size;
+    double *all = malloc((size_t)n * sizeof *all), s = 0;
+    if (!all || ref_boot_allgather(&b->ctx->w, &v, all, sizeof v)) REF_DIE("lost a peer");
+    for (int r = 0; r < n; r++)
+        s += all[r];
+    free(all);
+    return s / n;
+}
+
+void bench_add(bench *b, const char *backend, int tokens, int num_sms, double time_us,
+               double link_bytes, double logical_bytes, double flops) {
+    if (b->nrows == BENCH_MAX_ROWS) REF_DIE("too many benchmark rows");
+    bench_row *r = &b->rows[b->nrows++];
+    snprintf(r->backend, sizeof r->backend, "%s", backend);
+    r->tokens = tokens;
+    r->num_sms = num_sms;
+    r->time_us = time_us;
+    r->link_bytes = link_bytes;
+    r->logical_bytes = logical_bytes;
+    r->flops = flops;
+    if (b->ctx->w.rank != 0) return;
+    char sms[16];
+    snprintf(sms, sizeof sms, num_sms < 0 ? "-" : "%d", num_sms);
+    if (flops > 0)
+        printf("  %-16s %7d %7s %11.2f %14.0f %10.1f\n", backend, tokens, sms, time_us, flops,
+               flops / time_us * 1e-6);
+    else
+        printf("  %-16s %7d %7s %11.2f %14.0f %10.1f %12.1f\n", backend, tokens, sms, time_us,
+               link_bytes, link_bytes / time_us * 1e-3, logical_bytes / time_us * 1e-3);
+    fflush(stdout);
+}
+
+void bench_routing(bench *b, int tokens, int32_t *d_topk, float *d_prob) {
+    int ep = b->ctx->w.size, me = b->ctx->w.rank, k = b->cfg.moe_router_topk;
+    int ranks[EP_MAX_RANKS], toks[EP_MAX_RANKS];
+    for (int r = 0; r < ep; r++) {
+        ranks[r] = r;
+        toks[r] = tokens;
+    }
+    ep_routing rt;
+    if (ep_route_draw(&b->cfg, 0, 0, 0, ranks, toks, 1, &rt)) REF_DIE("routing: out of memory");
+    size_t n = (size_t)tokens * k;
+    float *p = malloc(n * sizeof *p);
+    if (!p) REF_DIE("out of memory");
+    ep_rng g;
+    ep_rng_seed(&g, ep_hash4(b->cfg.seed, (uint64_t)me, (uint64_t)tokens, 0x70726f62ULL));
+    for (int t = 0; t < tokens; t++) { /* probabilities: any positive weights summing to 1 */
+        double s = 0;
+        for (int j = 0; j < k; j++)
+            s += p[(size_t)t * k + j] = (float)(0.05 + ep_rng_uniform(&g));
+        for (int j = 0; j < k; j++)
+            p[(size_t)t * k + j] = (float)(p[(size_t)t * k + j] / s);
+    }
+    CUDA_CHECK(cudaMemcpy(d_topk, rt.choices[me], n * sizeof(int32_t), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_prob, p, n * sizeof(float), cudaMemcpyHostToDevice));
+    free(p);
+    ep_routing_free(&rt);
+}
+
+void bench_print_header(bench *b, const char *what) {
+    if (b->ctx->w.rank != 0) return;
+    const ep_config *c = &b->cfg;
+    static const char *dist[] = {"uniform", "zipf", "group-limited"};
+    printf("# epref bench %s: EP=%d hidden=%d topk=%d experts=%d bf16 routing=%s seed=%llu\n", what,
+           b->ctx->w.size, c->hidden_size, c->moe_router_topk, c->num_experts, dist[c->route_dist],
+           (unsigned long long)c->seed);
+    printf("# iterations=%d warmup=%d; time = median over iterations of the slowest rank; "
+           "figures defined in docs/metrics.md\n",
+           b->iters, b->warmup);
+    if (!strcmp(what, "gemm"))
+        printf("# %-16s %7s %7s %11s %14s %10s\n", "backend", "tokens", "sms", "time_us", "flops",
+               "TFLOP/s");
+    else
+        printf("# %-16s %7s %7s %11s %14s %10s %12s\n", "backend", "tokens", "num_sms", "time_us",
+               "link_bytes", "link_GBps", "logical_GBps");
+    fflush(stdout);
+}
+
+static int write_json(bench *b) {
+    char err[EP_ERRLEN], meta[1024];
+    ep_outfile o;
+    ref_meta_members(b->ctx, meta, sizeof meta);
+    if (ep_outfile_open(&o, b->json_path, err)) {
+        fprintf(stderr, "epref: %s\n", err);
+        return -1;
+    }
+    time_t now = time(NULL);
+    char date[32];
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    const ep_config *c = &b->cfg;
+    fprintf(o.f, "[\n{\"meta\":{\"benchmark\":\"%s\",\"date\":\"%s\",\"git_revision\":", b->name,
+            date);
+    ep_json_string(o.f, ep_git_revision());
+    fprintf(o.f,
+            ",\"program\":\"epref\",\"version\":\"%s\",%s,\"ep\":%d,\"hidden\":%d,\"topk\":%d,"
+            "\"num_experts\":%d,\"moe_ffn_hidden\":%d,\"dtype\":\"bf16\",\"routing\":%d,"
+            "\"seed\":%llu,\"iters\":%d,\"warmup\":%d,\"permute_blocks\":%d,"
+            "\"reduce_blocks\":%d,\"time\":\"median over iterations of the slowest rank\","
+            "\"definitions\":\"docs/metrics.md\"}}",
+            ep_version(), meta, b->ctx->w.size, c->hidden_size, c->moe_router_topk, c->num_experts,
+            c->moe_ffn_hidden_size, (int)c->route_dist, (unsigned long long)c->seed, b->iters,
+            b->warmup, b->permute_blocks, b->reduce_blocks);
+    for (int i = 0; i < b->nrows; i++) {
+        const bench_row *r = &b->rows[i];
+        fprintf(o.f, ",\n{\"backend\":\"%s\",\"tokens\":%d,\"num_sms\":", r->backend, r->tokens);
+        if (r->num_sms < 0)
+            fprintf(o.f, "null");
+        else
+            fprintf(o.f, "%d", r->num_sms);
+        fprintf(o.f, ",\"time_us\":%.3f", r->time_us);
+        if (r->flops > 0)
+            fprintf(o.f, ",\"flops\":%.0f,\"tflops\":%.2f}", r->flops,
+                    r->flops / r->time_us * 1e-6);
+        else
+            fprintf(o.f,
+                    ",\"link_bytes\":%.0f,\"link_GBps\":%.2f,\"logical_bytes\":%.0f,"
+                    "\"logical_GBps\":%.2f}",
+                    r->link_bytes, r->link_bytes / r->time_us * 1e-3, r->logical_bytes,
+                    r->logical_bytes / r->time_us * 1e-3);
+    }
+    fprintf(o.f, "\n]\n");
+    if (ep_outfile_commit(&o, err)) {
+        fprintf(stderr, "epref: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_list(const char *s, int *out, int max) {
+    int n = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 1 << 24 || n == max) return -1;
+        out[n++] = (int)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return -1;
+    }
+    return n;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: epref [--nproc N] bench dispatch|combine|gemm [bench flags] [model flags]\n"
+            "  --tokens LIST        tokens per rank (default 128,512,1024,2048,4096,8192,16384)\n"
+            "  --num-sms N          NVLink sender blocks, one per SM (default 16)\n"
+            "  --permute-blocks N   extra blocks of the fused dispatch permute (default 8)\n"
+            "  --reduce-blocks N    extra blocks of the fused combine sum (default 8)\n"
+            "  --iters N            timed iterations (default 50), --warmup N (default 10)\n"
+            "  --json PATH          write the results as a JSON array\n"
+            "  model flags: Megatron names, e.g. --hidden-size 7168 --num-experts 256\n"
+            "  --moe-router-topk 8 --moe-ffn-hidden-size 2048 (see epsim --help)\n");
+}
+
+int bench_main(ref_ctx *ctx, int argc, char **argv) {
+    static bench b; /* large: rows table */
+    memset(&b, 0, sizeof b);
+    b.ctx = ctx;
+    b.num_sms = 16;
+    b.permute_blocks = 8;
+    b.reduce_blocks = 8;
+    b.iters = 50;
+    b.warmup = 10;
+    const int def[] = {128, 512, 1024, 2048, 4096, 8192, 16384};
+    b.ntokens = 7;
+    memcpy(b.tokens, def, sizeof def);
+    if (argc < 1) {
+        usage(stderr);
+        return 2;
+    }
+    b.name = argv[0];
+    ep_config_defaults(&b.cfg);
+    ep_arglist pos, rest;
+    memset(&pos, 0, sizeof pos);
+    memset(&rest, 0, sizeof rest);
+    char err[EP_ERRLEN];
+    if (ep_config_parse(&b.cfg, argc, argv, &pos, &rest, err)) {
+        fprintf(stderr, "epref: %s\n", err);
+        return 2;
+    }
+    for (int i = 0; i < rest.count; i++) {
+        const char *f = rest.items[i], *v = i + 1 < rest.count ? rest.items[i + 1] : NULL;
+        int *dst = !strcmp(f, "--num-sms")          ? &b.num_sms
+                   : !strcmp(f, "--permute-blocks") ? &b.permute_blocks
+                   : !strcmp(f, "--reduce-blocks")  ? &b.reduce_blocks
+                   : !strcmp(f, "--iters")          ? &b.iters
+                   : !strcmp(f, "--warmup")         ? &b.warmup
+                                                    : NULL;
+        if (!strcmp(f, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!v) {
+            fprintf(stderr, "epref: %s needs a value\n", f);
+            return 2;
+        } else if (!strcmp(f, "--tokens")) {
+            if ((b.ntokens = parse_list(v, b.tokens, BENCH_MAX_SIZES)) < 1) {
+                fprintf(stderr, "epref: --tokens needs a list of positive counts\n");
+                return 2;
+            }
+        } else if (!strcmp(f, "--json")) {
+            b.json_path = v;
+        } else if (dst) {
+            *dst = atoi(v);
+            if (*dst < 0 || (dst == &b.iters && *dst < 1) || (dst == &b.num_sms && *dst < 1)) {
+                fprintf(stderr, "epref: %s %s is out of range\n", f, v);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "epref: unknown flag %s\n", f);
+            return 2;
+        }
+        i++;
+    }
+    if (pos.count != 0) { /* argv[0] is the benchmark's name */
+        fprintf(stderr, "epref: unexpected argument '%s'\n", pos.items[0]);
+        return 2;
+    }
+    if (b.cfg.world_size == 0) b.cfg.world_size = ctx->w.size;
+    if (b.cfg.expert_model_parallel_size != ctx->w.size) {
+        fprintf(stderr,
+                "epref: bench runs one EP group: --expert-model-parallel-size %d must "
+                "equal the number of ranks (%d)\n",
+                b.cfg.expert_model_parallel_size, ctx->w.size);
+        return 2;
+    }
+    if (ep_config_validate(&b.cfg, err)) {
+        fprintf(stderr, "epref: %s\n", err);
+        return 2;
+    }
+    int rc;
+    if (!strcmp(b.name, "dispatch"))
+        rc = bench_dispatch(&b);
+    else if (!strcmp(b.name, "combine"))
+        rc = bench_combine(&b);
+    else if (!strcmp(b.name, "gemm"))
+        rc = bench_gemm(&b);
+    else {
+        fprintf(stderr, "epref: unknown benchmark '%s' (dispatch, combine, gemm)\n", b.name);
+        return 2;
+    }
+    if (rc == 0 && b.json_path && ctx->w.rank == 0) rc = write_json(&b) ? 1 : 0;
+    return rc;
+}

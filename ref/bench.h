@@ -1,0 +1,65 @@
+/* bench: the harness of `epref bench dispatch|combine|gemm` (one small file per benchmark).
+ * Owns the flags, the routing of each size, timing (median over iterations of the slowest
+ * rank's CUDA-event time, each iteration started by a device-side barrier of all ranks), the
+ * nccl-tests style table on stdout and the JSON file. Figures are defined in docs/metrics.md. */
+#ifndef BENCH_H
+#define BENCH_H
+
+#include <stdint.h>
+#include "ep_config.h"
+#include "ep_kernels.h"
+#include "ref_comm.h"
+#include "ref_disp.h"
+
+#define BENCH_MAX_SIZES 32
+#define BENCH_MAX_ROWS  512
+
+typedef struct {
+    char backend[32];
+    int tokens;
+    int num_sms;          /* -1: not applicable (NCCL chooses its channels) */
+    double time_us;       /* median */
+    double link_bytes;    /* bytes one rank pushes across NVLink, mean over ranks */
+    double logical_bytes; /* DeepEP's received bytes incl. local, mean over ranks */
+    double flops;         /* gemm only */
+} bench_row;
+
+typedef struct {
+    ref_ctx *ctx;
+    ep_config cfg;
+    const char *name;
+    int tokens[BENCH_MAX_SIZES], ntokens;
+    int num_sms, permute_blocks, reduce_blocks, iters, warmup;
+    const char *json_path;
+    bench_row rows[BENCH_MAX_ROWS];
+    int nrows;
+    ep_nvl *barrier; /* aligns the ranks before every timed iteration */
+} bench;
+
+typedef void (*bench_op)(void *arg, cudaStream_t st);
+
+/* Median over iterations of the slowest rank's time of op, in microseconds. */
+double bench_time(bench *b, bench_op op, void *arg);
+/* Records a row (rank 0 prints it at once). */
+void bench_add(bench *b, const char *backend, int tokens, int num_sms, double time_us,
+               double link_bytes, double logical_bytes, double flops);
+/* Mean over ranks of a per-rank value. */
+double bench_mean(bench *b, double v);
+/* This rank's routing for `tokens` tokens per rank: topk ids and probabilities on the device
+ * ([tokens][topk]), drawn by core's seeded generator (same seed -> same traffic as epsim). */
+void bench_routing(bench *b, int tokens, int32_t *d_topk, float *d_prob);
+
+void bench_print_header(bench *b, const char *what);
+/* Routes `tokens` per rank on both dispatchers, checks that their layouts agree, and returns
+ * the host cnt/roff/coff and the mean link and logical (DeepEP) bytes per rank. */
+void bench_setup(bench *b, int tokens, ref_disp *nvl, ref_disp *a2a, int32_t *d_topk, float *d_prob,
+                 int32_t *cnt, double *link, double *logical);
+
+int bench_dispatch(bench *b);
+int bench_combine(bench *b);
+int bench_gemm(bench *b);
+
+/* Entry of `epref bench ...`: argv after "bench". Returns the exit status. */
+int bench_main(ref_ctx *ctx, int argc, char **argv);
+
+#endif
