@@ -52,7 +52,7 @@ static void test_bounds_and_variation(void) {
                 hi = t > hi ? t : hi;
             }
         CU_ASSERT_TRUE(ok);
-        CU_ASSERT_TRUE(hi > lo);       /* ranks hold different counts */
+        CU_ASSERT_TRUE(hi > lo); /* ranks hold different counts */
         /* greedy stops at the first misfit: on average about one sequence's room stays unused */
         CU_ASSERT_TRUE(sum / (8 * 32) > 4096 - 2 * 1000);
         CU_ASSERT_TRUE(sum / (8 * 32) < 4096 - 200);
