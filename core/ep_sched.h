@@ -1,15 +1,17 @@
-/* ep_sched: the schedule IR - a list of ops per rank - and its generators (DESIGN.md, "The schedule IR").
+/* ep_sched: the schedule IR - a list of ops per rank - and its generators (DESIGN.md, "The schedule
+ * IR").
  *
  * NOTES: ordering rules that every executor (epsim, epref) follows:
  *  - ranks[r].ops is the *host launch order* of rank r: the host launches op i+1 only after op i;
  *  - each op runs on one stream; a stream runs its ops in launch order (FIFO);
- *  - an op starts only after its deps (indices of earlier ops of the same rank, any stream) finished:
- *    these are the CUDA events between streams;
+ *  - an op starts only after its deps (indices of earlier ops of the same rank, any stream)
+ * finished: these are the CUDA events between streams;
  *  - a HOST_SYNC op blocks the host: ops after it are launched only once it has completed on its
- *    stream (cudaStreamSynchronize / event sync), i.e. once everything before it on that stream ran;
- *  - collectives and send/recv match across ranks by (group, seq): every member of group g has exactly
- *    one op with sequence number s, and they are one collective.
- * Op names (ep_op_name) are the join key between epsim and epref traces: identical in both programs.
+ *    stream (cudaStreamSynchronize / event sync), i.e. once everything before it on that stream
+ * ran;
+ *  - collectives and send/recv match across ranks by (group, seq): every member of group g has
+ * exactly one op with sequence number s, and they are one collective. Op names (ep_op_name) are the
+ * join key between epsim and epref traces: identical in both programs.
  */
 #ifndef EP_SCHED_H
 #define EP_SCHED_H
@@ -20,29 +22,35 @@
 #include "ep_groups.h"
 #include "ep_layers.h"
 
-typedef enum { EP_STREAM_COMP, EP_STREAM_COMM, EP_STREAM_DP, EP_STREAM_PP, EP_NUM_STREAMS } ep_stream;
+typedef enum {
+    EP_STREAM_COMP,
+    EP_STREAM_COMM,
+    EP_STREAM_DP,
+    EP_STREAM_PP,
+    EP_NUM_STREAMS
+} ep_stream;
 
 typedef enum {
-    EP_OP_GEMM,           /* dense GEMM: m x n x k, flops 2mnk */
-    EP_OP_GROUPED_GEMM,   /* expert GEMMs: batch = local experts, m = total rows, n x k per expert */
-    EP_OP_ATTENTION,      /* core attention (QK^T, softmax, PV) */
-    EP_OP_SCAN,           /* Mamba / GDN selective scan */
-    EP_OP_ELEMENTWISE,    /* activation, residual add, ... (memory bound) */
-    EP_OP_NORM,           /* RMSNorm / LayerNorm */
-    EP_OP_ROUTER,         /* router scores + top-k (+ dispatch preprocess) */
-    EP_OP_PERMUTE,        /* gather rows into expert-grouped order (memory bound) */
-    EP_OP_UNPERMUTE,      /* scatter back, weighted sum of k outputs (memory bound) */
-    EP_OP_LOSS,           /* output layer cross-entropy */
-    EP_OP_OPTIMIZER,      /* optimizer step (memory bound over local params) */
-    EP_OP_A2A_DISPATCH,   /* token all-to-all, dispatch direction (traffic matrix as drawn) */
-    EP_OP_A2A_COMBINE,    /* token all-to-all, combine direction (traffic matrix transposed) */
-    EP_OP_ALLTOALL,       /* small uniform all-to-all (count exchange): bytes per peer */
-    EP_OP_ALL_GATHER,     /* bytes = this rank's contribution */
+    EP_OP_GEMM,         /* dense GEMM: m x n x k, flops 2mnk */
+    EP_OP_GROUPED_GEMM, /* expert GEMMs: batch = local experts, m = total rows, n x k per expert */
+    EP_OP_ATTENTION,    /* core attention (QK^T, softmax, PV) */
+    EP_OP_SCAN,         /* Mamba / GDN selective scan */
+    EP_OP_ELEMENTWISE,  /* activation, residual add, ... (memory bound) */
+    EP_OP_NORM,         /* RMSNorm / LayerNorm */
+    EP_OP_ROUTER,       /* router scores + top-k (+ dispatch preprocess) */
+    EP_OP_PERMUTE,      /* gather rows into expert-grouped order (memory bound) */
+    EP_OP_UNPERMUTE,    /* scatter back, weighted sum of k outputs (memory bound) */
+    EP_OP_LOSS,         /* output layer cross-entropy */
+    EP_OP_OPTIMIZER,    /* optimizer step (memory bound over local params) */
+    EP_OP_A2A_DISPATCH, /* token all-to-all, dispatch direction (traffic matrix as drawn) */
+    EP_OP_A2A_COMBINE,  /* token all-to-all, combine direction (traffic matrix transposed) */
+    EP_OP_ALLTOALL,     /* small uniform all-to-all (count exchange): bytes per peer */
+    EP_OP_ALL_GATHER,   /* bytes = this rank's contribution */
     EP_OP_REDUCE_SCATTER, /* bytes = this rank's full input */
     EP_OP_ALL_REDUCE,     /* bytes = buffer size */
     EP_OP_SEND,
     EP_OP_RECV,
-    EP_OP_HOST_SYNC,      /* host waits for the stream to reach this point */
+    EP_OP_HOST_SYNC, /* host waits for the stream to reach this point */
     EP_OP_NUM_KINDS
 } ep_op_kind;
 
@@ -75,21 +83,21 @@ typedef struct {
     ep_stream stream;
     ep_phase phase;
     ep_node node;
-    const char *label; /* static string: "qkv", "dispatch", "fsdp.ag", "pp.send", ... */
-    int16_t mb;        /* microbatch, -1 if none */
-    int16_t chunk;     /* model chunk (VPP), -1 if none */
-    int16_t layer;     /* global layer index, -1 if none */
-    int16_t index;     /* bucket / unit index for DP ops, -1 if none */
-    int8_t transpose;  /* a2a: 1 = traffic matrix transposed (combine direction) */
-    double flops;      /* floating point operations of this op on this rank */
-    double bytes;      /* compute: HBM bytes read+written; comm: payload bytes (see kind) */
+    const char *label;  /* static string: "qkv", "dispatch", "fsdp.ag", "pp.send", ... */
+    int16_t mb;         /* microbatch, -1 if none */
+    int16_t chunk;      /* model chunk (VPP), -1 if none */
+    int16_t layer;      /* global layer index, -1 if none */
+    int16_t index;      /* bucket / unit index for DP ops, -1 if none */
+    int8_t transpose;   /* a2a: 1 = traffic matrix transposed (combine direction) */
+    double flops;       /* floating point operations of this op on this rank */
+    double bytes;       /* compute: HBM bytes read+written; comm: payload bytes (see kind) */
     int m, n, k, batch; /* GEMM shape (grouped: batch experts, m rows in total) */
-    int group;         /* index into ep_sched.groups, -1 if not communication */
-    int seq;           /* sequence number within the group */
-    int peer;          /* send/recv: global peer rank */
-    int traffic;       /* a2a: index into ep_sched.traffic, -1 otherwise */
-    int sms;           /* SMs a communication kernel occupies (0: copy engine / not applicable) */
-    int deps_off;      /* deps are ranks[r].deps[deps_off .. deps_off+ndeps) */
+    int group;          /* index into ep_sched.groups, -1 if not communication */
+    int seq;            /* sequence number within the group */
+    int peer;           /* send/recv: global peer rank */
+    int traffic;        /* a2a: index into ep_sched.traffic, -1 otherwise */
+    int sms;            /* SMs a communication kernel occupies (0: copy engine / not applicable) */
+    int deps_off;       /* deps are ranks[r].deps[deps_off .. deps_off+ndeps) */
     int ndeps;
 } ep_op;
 
@@ -102,15 +110,24 @@ typedef struct {
 
 /* Per-peer payload of one token all-to-all instance (dispatch direction). */
 typedef struct {
-    int group;            /* the EP group */
-    int n;                /* group size */
+    int group; /* the EP group */
+    int n;     /* group size */
     int nnodes;
-    int *node_of;         /* [n] node index of each member */
-    int64_t *bytes;       /* [n*n] src->dst payload, one copy per destination rank (diag = local) */
-    int64_t *node_bytes;  /* [n*nnodes] src->node payload, one copy per destination node; NULL for alltoall */
-    int64_t *recv_rows;   /* [n] rows each member receives (before padding) */
-    int64_t *pad_rows;    /* [n] rows after padding each local expert (== recv_rows without padding) */
+    int *node_of;        /* [n] node index of each member */
+    int64_t *bytes;      /* [n*n] src->dst payload, one copy per destination rank (diag = local) */
+    int64_t *node_bytes; /* [n*nnodes] src->node payload, one copy per destination node; NULL for
+                            alltoall */
+    int64_t *recv_rows;  /* [n] token rows each member receives (one per source token and rank) */
+    int64_t *pad_rows;   /* [n] expert rows after padding each local expert (== expert_rows
+                            without padding): the m of the expert GEMMs */
     int64_t thd_pad_tokens; /* hybridep THD: padding tokens added in the group (wasted rows) */
+    /* added after the first draft: */
+    int64_t *expert_rows;  /* [n] (token, local expert) rows each member's experts receive */
+    int64_t *send_rows;    /* [n] token rows each member sends (sum of its row of bytes / row) */
+    int *tokens;           /* [n] tokens each member holds (THD: uneven) */
+    int thd_padded_tokens; /* hybridep THD: the count every member pads to (0 otherwise) */
+    int microbatch, layer; /* the instance; routing drawn with microbatch route_mb */
+    int route_mb;
 } ep_traffic;
 
 typedef struct {
@@ -125,6 +142,9 @@ typedef struct {
     ep_traffic *traffic;
     double model_flops_per_token; /* 6 x active params + attention, for MFU (ep_cost.h) */
     double tokens_per_iteration;  /* global batch x seq length (THD: tokens actually held) */
+    /* added after the first draft: */
+    int route_period; /* distinct routing draws per layer (docs/schedule.md, "Routing budget") */
+    void *internal;   /* generator state (group and traffic indexes, interned labels) */
 } ep_sched;
 
 /* Builds the schedule of one training iteration for a validated config. Returns 0, or -1 with one
@@ -148,7 +168,8 @@ const char *ep_comm_class_name(ep_comm_class c);
 ep_comm_class ep_op_comm_class(const ep_op *op);
 int ep_op_is_comm(const ep_op *op);
 
-/* Prints the schedule as text (per rank, per stream, ops in launch order) or CSV (one row per op). */
+/* Prints the schedule as text (per rank, per stream, ops in launch order) or CSV (one row per op).
+ */
 void ep_sched_print(const ep_sched *s, FILE *f, int rank_filter);
 void ep_sched_print_csv(const ep_sched *s, FILE *f, int rank_filter);
 

@@ -1,0 +1,449 @@
+/* sched_dp: data-parallel collectives and the optimizer step of one rank.
+ *
+ * Dense parameters go to the dense data-parallel groups, expert parameters to the expert-DP
+ * groups (EP moves tokens only). Gradients are reduced in fp32 (4 bytes), parameters gathered in
+ * bf16 (2 bytes). Variants (docs/schedule.md, "Data parallel"):
+ *  - DDP: one all-reduce per bucket; distributed optimizer: reduce-scatter per bucket, then a
+ *    parameter all-gather after the optimizer (or, with --overlap-param-gather, at the start of
+ *    the iteration, each layer's first forward waiting for its bucket);
+ *    --overlap-grad-reduce launches a bucket once the last microbatch's backward of its layers is
+ *    done, otherwise all buckets go after the last backward;
+ *  - FSDP (--use-megatron-fsdp): one unit per layer; all-gather before each forward and each
+ *    backward (one unit prefetched ahead), reduce-scatter after each microbatch's backward;
+ *  - HSDP (N > 1 instances): the above inside the inner groups, plus at the last microbatch an
+ *    outer all-reduce (no_shard) or reduce-scatter (optim, which also gathers the outer shard at
+ *    the first microbatch) over the outer groups.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched_internal.h"
+
+#define GRAD_BYTES  4.0
+#define PARAM_BYTES 2.0
+/* Adam: reads fp32 master, m, v, grad (16 B), writes master, m, v (12 B) and the bf16 param. */
+#define OPTIMIZER_BYTES_PER_PARAM 30.0
+#define OPTIMIZER_FLOPS_PER_PARAM 12.0
+
+void ep_dp_layer_params(const ep_config *cfg, const ep_layer *l, double *dense, double *expert) {
+    ep_layer_params p;
+    ep_cost_layer_params(cfg, l, &p);
+    int tp = cfg->tensor_model_parallel_size > 0 ? cfg->tensor_model_parallel_size : 1;
+    int ep = cfg->expert_model_parallel_size > 0 ? cfg->expert_model_parallel_size : 1;
+    int etp = cfg->expert_tensor_parallel_size > 0 ? cfg->expert_tensor_parallel_size : 1;
+    *dense = (p.attn + p.dense_mlp + p.shared + p.router) / tp + p.norm;
+    *expert = l->is_moe && cfg->num_experts > 0 ? p.expert * (cfg->num_experts / ep) / etp : 0;
+}
+
+static int gsize(const ep_rank_builder *rb, int g) {
+    return g >= 0 ? rb->s->groups[g].size : 1;
+}
+
+static int hsdp(const ep_rank_builder *rb) {
+    return rb->cfg->num_distributed_optimizer_instances > 1;
+}
+
+/* The groups gradients are reduced in first (inner for HSDP) and across replicas (outer). */
+static int dense_group(const ep_rank_builder *rb) {
+    return hsdp(rb) ? rb->g_dp_in : rb->g_dp;
+}
+static int expert_group(const ep_rank_builder *rb) {
+    return hsdp(rb) ? rb->g_edp_in : rb->g_edp;
+}
+
+static double emb_params(const ep_rank_builder *rb) {
+    int tp = rb->tp_size;
+    return (double)rb->cfg->vocab_size * rb->cfg->hidden_size / tp;
+}
+
+/* Emits one DP-stream collective (skipped when the group has one member); returns the op index,
+ * -1 when skipped, -2 on error. */
+static int dp_op(ep_rank_builder *rb, const char *label, ep_op_kind kind, int group, double bytes,
+                 int mb, int layer, int index, ep_phase phase, int dep) {
+    if (group < 0 || bytes <= 0) return -1;
+    ep_op op = ep_op_blank();
+    op.kind = kind;
+    op.stream = EP_STREAM_DP;
+    op.label = label;
+    op.mb = (int16_t)mb;
+    op.layer = (int16_t)layer;
+    op.index = (int16_t)index;
+    op.phase = phase;
+    op.group = group;
+    op.bytes = bytes;
+    int idx = ep_rb_emit(rb, &op);
+    if (idx < 0 || ep_rb_dep(rb, idx, dep) != 0) return -2;
+    rb->dp_last = idx;
+    return idx;
+}
+
+#define DP_OP(...)                                                                                 \
+    do {                                                                                           \
+        if (dp_op(rb, __VA_ARGS__) == -2) return -1;                                               \
+    } while (0)
+
+/* --- buckets (DDP / distributed optimizer) -------------------------------------------------------
+ */
+
+static int fsdp(const ep_rank_builder *rb) {
+    return rb->cfg->use_megatron_fsdp;
+}
+
+static void bucket_params(const ep_rank_builder *rb, int b, double *dense, double *expert) {
+    *dense = *expert = 0;
+    if (b == rb->emb_bucket) {
+        *dense = emb_params(rb);
+        return;
+    }
+    for (int l = rb->bucket_first[b]; l < rb->bucket_first[b] + rb->bucket_count[b]; l++) {
+        double d, e;
+        ep_dp_layer_params(rb->cfg, &rb->s->plan.layers[l], &d, &e);
+        *dense += d;
+        *expert += e;
+        if (l == rb->out_bucket_layer) *dense += emb_params(rb); /* the output layer */
+    }
+}
+
+static int reduce_bucket(ep_rank_builder *rb, int b, int dep) {
+    double dense, expert;
+    bucket_params(rb, b, &dense, &expert);
+    int distopt = rb->cfg->use_distributed_optimizer || hsdp(rb);
+    int gd = dense_group(rb), ge = expert_group(rb);
+    if (!distopt) {
+        DP_OP("ddp.ar_dense", EP_OP_ALL_REDUCE, gd, dense * GRAD_BYTES, -1, -1, b, EP_PHASE_NONE,
+              dep);
+        DP_OP("ddp.ar_expert", EP_OP_ALL_REDUCE, ge, expert * GRAD_BYTES, -1, -1, b, EP_PHASE_NONE,
+              dep);
+        return 0;
+    }
+    DP_OP("distopt.rs_dense", EP_OP_REDUCE_SCATTER, gd, dense * GRAD_BYTES, -1, -1, b,
+          EP_PHASE_NONE, dep);
+    DP_OP("distopt.rs_expert", EP_OP_REDUCE_SCATTER, ge, expert * GRAD_BYTES, -1, -1, b,
+          EP_PHASE_NONE, dep);
+    if (hsdp(rb)) { /* the shard is then averaged over the replicas */
+        DP_OP("hsdp.ar_dense", EP_OP_ALL_REDUCE, rb->g_dp_out, dense * GRAD_BYTES / gsize(rb, gd),
+              -1, -1, b, EP_PHASE_NONE, dep);
+        DP_OP("hsdp.ar_expert", EP_OP_ALL_REDUCE, rb->g_edp_out,
+              expert * GRAD_BYTES / gsize(rb, ge), -1, -1, b, EP_PHASE_NONE, dep);
+    }
+    return 0;
+}
+
+static int gather_bucket(ep_rank_builder *rb, int b, int dep) {
+    double dense, expert;
+    bucket_params(rb, b, &dense, &expert);
+    int gd = dense_group(rb), ge = expert_group(rb);
+    int a = dp_op(rb, "distopt.ag_dense", EP_OP_ALL_GATHER, gd, dense * PARAM_BYTES / gsize(rb, gd),
+                  -1, -1, b, EP_PHASE_NONE, dep);
+    if (a == -2) return -2;
+    int e = dp_op(rb, "distopt.ag_expert", EP_OP_ALL_GATHER, ge,
+                  expert * PARAM_BYTES / gsize(rb, ge), -1, -1, b, EP_PHASE_NONE, dep);
+    if (e == -2) return -2;
+    return e >= 0 ? e : a;
+}
+
+static int sharded_params(const ep_rank_builder *rb) {
+    return rb->cfg->use_distributed_optimizer || hsdp(rb);
+}
+
+/* --- setup --------------------------------------------------------------------------------------
+ */
+
+int ep_dp_setup(ep_rank_builder *rb) {
+    const ep_layer_plan *plan = &rb->s->plan;
+    int nl = plan->num_layers + plan->num_mtp;
+    rb->dp_last = -1;
+    rb->param_ag = malloc((size_t)nl * sizeof(int));
+    rb->fsdp_ag_fwd = malloc((size_t)nl * sizeof(int));
+    rb->fsdp_ag_bwd = malloc((size_t)nl * sizeof(int));
+    rb->fsdp_ag_fwd_mb = malloc((size_t)nl * sizeof(int));
+    rb->fsdp_ag_bwd_mb = malloc((size_t)nl * sizeof(int));
+    rb->bucket_of = malloc((size_t)nl * sizeof(int));
+    /* at most one bucket per layer plus the embedding's */
+    rb->bucket_first = malloc((size_t)(nl + 1) * sizeof(int));
+    rb->bucket_count = malloc((size_t)(nl + 1) * sizeof(int));
+    rb->bucket_done = calloc((size_t)(nl + 1), sizeof(int));
+    rb->bucket_dep = malloc((size_t)(nl + 1) * sizeof(int));
+    if (!rb->param_ag || !rb->fsdp_ag_fwd || !rb->fsdp_ag_bwd || !rb->fsdp_ag_fwd_mb ||
+        !rb->fsdp_ag_bwd_mb || !rb->bucket_of || !rb->bucket_first || !rb->bucket_count ||
+        !rb->bucket_done || !rb->bucket_dep) {
+        snprintf(rb->err, EP_ERRLEN, "out of memory");
+        return -1;
+    }
+    for (int l = 0; l < nl; l++) {
+        rb->param_ag[l] = rb->fsdp_ag_fwd[l] = rb->fsdp_ag_bwd[l] = -1;
+        rb->fsdp_ag_fwd_mb[l] = rb->fsdp_ag_bwd_mb[l] = -1;
+        rb->bucket_of[l] = -1;
+    }
+    rb->nbuckets = 0;
+    rb->emb_bucket = rb->out_bucket_layer = -1;
+    if (rb->stage == 0) { /* the embedding's gradient is ready last: its own bucket */
+        rb->emb_bucket = rb->nbuckets;
+        rb->bucket_first[rb->nbuckets] = 0;
+        rb->bucket_count[rb->nbuckets] = 0;
+        rb->bucket_dep[rb->nbuckets++] = -1;
+    }
+    double cap = rb->cfg->ddp_bucket_size;
+    for (int c = 0; c < rb->vpp; c++) {
+        int first, count;
+        ep_layer_range(plan, rb->pp, rb->vpp, rb->stage, c, &first, &count);
+        if (rb->stage == rb->pp - 1 && c == rb->vpp - 1 && count > 0)
+            rb->out_bucket_layer = first + count - 1;
+        double filled = 0;
+        int b = -1;
+        for (int l = first + count - 1; l >= first; l--) { /* gradients arrive top layer first */
+            double d, e;
+            ep_dp_layer_params(rb->cfg, &plan->layers[l], &d, &e);
+            if (b < 0 || cap <= 0 || filled >= cap) {
+                b = rb->nbuckets++;
+                rb->bucket_count[b] = 0;
+                rb->bucket_dep[b] = -1;
+                filled = 0;
+            }
+            rb->bucket_first[b] = l;
+            rb->bucket_count[b]++;
+            rb->bucket_of[l] = b;
+            filled += d + e;
+        }
+    }
+    return 0;
+}
+
+void ep_dp_free(ep_rank_builder *rb) {
+    free(rb->param_ag);
+    free(rb->fsdp_ag_fwd);
+    free(rb->fsdp_ag_bwd);
+    free(rb->fsdp_ag_fwd_mb);
+    free(rb->fsdp_ag_bwd_mb);
+    free(rb->bucket_of);
+    free(rb->bucket_first);
+    free(rb->bucket_count);
+    free(rb->bucket_done);
+    free(rb->bucket_dep);
+}
+
+/* Buckets in forward order: the embedding's, then each chunk's from its lowest layer up, so that
+ * with --overlap-param-gather the first forward's parameters come first on the dp stream. */
+static int gather_all(ep_rank_builder *rb, int dep) {
+    if (rb->emb_bucket >= 0 && gather_bucket(rb, rb->emb_bucket, dep) == -2) return -1;
+    for (int c = 0; c < rb->vpp; c++) {
+        int first, count;
+        ep_layer_range(&rb->s->plan, rb->pp, rb->vpp, rb->stage, c, &first, &count);
+        for (int l = first; l < first + count; l++) {
+            int b = rb->bucket_of[l];
+            if (b < 0 || rb->bucket_first[b] != l) continue;
+            int a = gather_bucket(rb, b, dep);
+            if (a == -2) return -1;
+            for (int m = l; m < l + rb->bucket_count[b]; m++)
+                rb->param_ag[m] = a;
+        }
+    }
+    return 0;
+}
+
+int ep_dp_begin(ep_rank_builder *rb) {
+    if (!fsdp(rb) && sharded_params(rb) && rb->cfg->overlap_param_gather) return gather_all(rb, -1);
+    return 0;
+}
+
+/* --- FSDP units ----------------------------------------------------------------------------------
+ */
+
+static int fsdp_params_sharded(const ep_rank_builder *rb) {
+    return rb->cfg->data_parallel_sharding_strategy == EP_SHARD_OPTIM_GRADS_PARAMS;
+}
+
+static int same_chunk(const ep_rank_builder *rb, int layer, int chunk) {
+    int first, count;
+    ep_layer_range(&rb->s->plan, rb->pp, rb->vpp, rb->stage, chunk, &first, &count);
+    return layer >= first && layer < first + count;
+}
+
+/* All-gathers the unit's parameters for one pass of one microbatch (once). */
+static int fsdp_gather(ep_rank_builder *rb, int layer, int mb, ep_phase phase) {
+    int *ag = phase == EP_PHASE_FWD ? rb->fsdp_ag_fwd : rb->fsdp_ag_bwd;
+    int *agmb = phase == EP_PHASE_FWD ? rb->fsdp_ag_fwd_mb : rb->fsdp_ag_bwd_mb;
+    if (agmb[layer] == mb) return 0;
+    double dense, expert;
+    ep_dp_layer_params(rb->cfg, &rb->s->plan.layers[layer], &dense, &expert);
+    int gd = dense_group(rb), ge = expert_group(rb);
+    if (hsdp(rb) && phase == EP_PHASE_FWD && mb == 0 &&
+        rb->cfg->outer_dp_sharding_strategy == EP_OUTER_OPTIM) {
+        /* optim: the inner shard itself is sharded over the replicas; gather it once */
+        int n = gsize(rb, gd) * gsize(rb, rb->g_dp_out),
+            ne = gsize(rb, ge) * gsize(rb, rb->g_edp_out);
+        DP_OP("hsdp.ag_dense", EP_OP_ALL_GATHER, rb->g_dp_out, dense * PARAM_BYTES / n, mb, layer,
+              -1, phase, -1);
+        DP_OP("hsdp.ag_expert", EP_OP_ALL_GATHER, rb->g_edp_out, expert * PARAM_BYTES / ne, mb,
+              layer, -1, phase, -1);
+    }
+    int a = dp_op(rb, "fsdp.ag_dense", EP_OP_ALL_GATHER, gd, dense * PARAM_BYTES / gsize(rb, gd),
+                  mb, layer, -1, phase, -1);
+    if (a == -2) return -1;
+    int e = dp_op(rb, "fsdp.ag_expert", EP_OP_ALL_GATHER, ge, expert * PARAM_BYTES / gsize(rb, ge),
+                  mb, layer, -1, phase, -1);
+    if (e == -2) return -1;
+    ag[layer] = e >= 0 ? e : a;
+    agmb[layer] = mb;
+    return 0;
+}
+
+int ep_dp_before_fwd(ep_rank_builder *rb, ep_chain *c, int layer, int mb, int chunk) {
+    if (fsdp(rb) && fsdp_params_sharded(rb)) {
+        if (fsdp_gather(rb, layer, mb, EP_PHASE_FWD) != 0) return -1;
+        if (same_chunk(rb, layer + 1, chunk) && fsdp_gather(rb, layer + 1, mb, EP_PHASE_FWD) != 0)
+            return -1; /* prefetch one unit ahead */
+        ep_chain_add(c, rb->fsdp_ag_fwd[layer], EP_STREAM_DP);
+    }
+    if (rb->param_ag[layer] >= 0) { /* the first forward waits for the overlapped gather */
+        ep_chain_add(c, rb->param_ag[layer], EP_STREAM_DP);
+        rb->param_ag[layer] = -1;
+    }
+    return 0;
+}
+
+int ep_dp_before_bwd(ep_rank_builder *rb, ep_chain *c, int layer, int mb, int chunk) {
+    if (fsdp(rb) && fsdp_params_sharded(rb)) {
+        if (fsdp_gather(rb, layer, mb, EP_PHASE_BWD) != 0) return -1;
+        if (same_chunk(rb, layer - 1, chunk) && fsdp_gather(rb, layer - 1, mb, EP_PHASE_BWD) != 0)
+            return -1;
+        ep_chain_add(c, rb->fsdp_ag_bwd[layer], EP_STREAM_DP);
+    }
+    return 0;
+}
+
+static int fsdp_reduce(ep_rank_builder *rb, int layer, int mb, int dep) {
+    double dense, expert;
+    ep_dp_layer_params(rb->cfg, &rb->s->plan.layers[layer], &dense, &expert);
+    if (layer == rb->out_bucket_layer) dense += emb_params(rb);
+    int last = mb == rb->nmb - 1;
+    int gd = dense_group(rb), ge = expert_group(rb);
+    ep_shard_strategy st = rb->cfg->data_parallel_sharding_strategy;
+    if (st >= EP_SHARD_OPTIM_GRADS) { /* gradients sharded: reduce-scatter every microbatch */
+        DP_OP("fsdp.rs_dense", EP_OP_REDUCE_SCATTER, gd, dense * GRAD_BYTES, mb, layer, -1,
+              EP_PHASE_BWD, dep);
+        DP_OP("fsdp.rs_expert", EP_OP_REDUCE_SCATTER, ge, expert * GRAD_BYTES, mb, layer, -1,
+              EP_PHASE_BWD, dep);
+    } else if (last) { /* replicated gradients accumulate locally, reduced once */
+        ep_op_kind k = st == EP_SHARD_NO_SHARD ? EP_OP_ALL_REDUCE : EP_OP_REDUCE_SCATTER;
+        DP_OP(k == EP_OP_ALL_REDUCE ? "fsdp.ar_dense" : "fsdp.rs_dense", k, gd, dense * GRAD_BYTES,
+              mb, layer, -1, EP_PHASE_BWD, dep);
+        DP_OP(k == EP_OP_ALL_REDUCE ? "fsdp.ar_expert" : "fsdp.rs_expert", k, ge,
+              expert * GRAD_BYTES, mb, layer, -1, EP_PHASE_BWD, dep);
+    }
+    if (hsdp(rb) && last) {
+        int optim = rb->cfg->outer_dp_sharding_strategy == EP_OUTER_OPTIM;
+        ep_op_kind k = optim ? EP_OP_REDUCE_SCATTER : EP_OP_ALL_REDUCE;
+        DP_OP(optim ? "hsdp.rs_dense" : "hsdp.ar_dense", k, rb->g_dp_out,
+              dense * GRAD_BYTES / gsize(rb, gd), mb, layer, -1, EP_PHASE_BWD, dep);
+        DP_OP(optim ? "hsdp.rs_expert" : "hsdp.ar_expert", k, rb->g_edp_out,
+              expert * GRAD_BYTES / gsize(rb, ge), mb, layer, -1, EP_PHASE_BWD, dep);
+    }
+    return 0;
+}
+
+/* --- hooks ---------------------------------------------------------------------------------------
+ */
+
+static int bucket_ready(ep_rank_builder *rb, int b) {
+    if (rb->cfg->overlap_grad_reduce) return reduce_bucket(rb, b, rb->bucket_dep[b]);
+    return 0; /* reduced at the end, in ep_dp_end */
+}
+
+int ep_dp_after_bwd(ep_rank_builder *rb, int layer, int mb, int chunk, int last_op) {
+    (void)chunk;
+    if (fsdp(rb)) return fsdp_reduce(rb, layer, mb, last_op);
+    if (mb != rb->nmb - 1) return 0;
+    int b = rb->bucket_of[layer];
+    if (b < 0) return 0;
+    if (last_op > rb->bucket_dep[b]) rb->bucket_dep[b] = last_op;
+    if (++rb->bucket_done[b] == rb->bucket_count[b]) return bucket_ready(rb, b);
+    return 0;
+}
+
+int ep_dp_after_embedding_bwd(ep_rank_builder *rb, int mb, int last_op) {
+    if (rb->emb_bucket < 0) return 0;
+    if (fsdp(rb)) {
+        int last = mb == rb->nmb - 1;
+        int gd = dense_group(rb);
+        double dense = emb_params(rb);
+        if (rb->cfg->data_parallel_sharding_strategy >= EP_SHARD_OPTIM_GRADS)
+            DP_OP("fsdp.rs_embedding", EP_OP_REDUCE_SCATTER, gd, dense * GRAD_BYTES, mb, -1, -1,
+                  EP_PHASE_BWD, last_op);
+        else if (last)
+            DP_OP("fsdp.ar_embedding", EP_OP_ALL_REDUCE, gd, dense * GRAD_BYTES, mb, -1, -1,
+                  EP_PHASE_BWD, last_op);
+        if (hsdp(rb) && last)
+            DP_OP("hsdp.ar_embedding", EP_OP_ALL_REDUCE, rb->g_dp_out,
+                  dense * GRAD_BYTES / gsize(rb, gd), mb, -1, -1, EP_PHASE_BWD, last_op);
+        return 0;
+    }
+    if (mb != rb->nmb - 1) return 0;
+    rb->bucket_dep[rb->emb_bucket] = last_op;
+    return bucket_ready(rb, rb->emb_bucket);
+}
+
+/* --- end of the iteration ------------------------------------------------------------------------
+ */
+
+static double local_params(const ep_rank_builder *rb) {
+    double dense = 0, expert = 0;
+    const ep_layer_plan *plan = &rb->s->plan;
+    for (int c = 0; c < rb->vpp; c++) {
+        int first, count;
+        ep_layer_range(plan, rb->pp, rb->vpp, rb->stage, c, &first, &count);
+        for (int l = first; l < first + count; l++) {
+            double d, e;
+            ep_dp_layer_params(rb->cfg, &plan->layers[l], &d, &e);
+            dense += d;
+            expert += e;
+        }
+    }
+    if (rb->stage == 0) dense += emb_params(rb);
+    if (rb->stage == rb->pp - 1) dense += emb_params(rb);
+    if (fsdp(rb) || sharded_params(rb)) { /* each rank updates only its shard */
+        int outer = hsdp(rb) && rb->cfg->outer_dp_sharding_strategy == EP_OUTER_OPTIM;
+        dense /= gsize(rb, dense_group(rb)) * (outer ? gsize(rb, rb->g_dp_out) : 1);
+        expert /= gsize(rb, expert_group(rb)) * (outer ? gsize(rb, rb->g_edp_out) : 1);
+    }
+    return dense + expert;
+}
+
+int ep_dp_end(ep_rank_builder *rb) {
+    int last_comp = rb->last_on_stream[EP_STREAM_COMP];
+    if (!fsdp(rb) && !rb->cfg->overlap_grad_reduce) {
+        /* in the order they became ready: embedding last, others top layer first */
+        for (int b = 0; b < rb->nbuckets; b++)
+            if (b != rb->emb_bucket && reduce_bucket(rb, b, last_comp) != 0) return -1;
+        if (rb->emb_bucket >= 0 && reduce_bucket(rb, rb->emb_bucket, last_comp) != 0) return -1;
+    }
+    double params = local_params(rb);
+    ep_op op = ep_op_blank();
+    op.kind = EP_OP_OPTIMIZER;
+    op.label = "optimizer.step";
+    op.bytes = params * OPTIMIZER_BYTES_PER_PARAM;
+    op.flops = params * OPTIMIZER_FLOPS_PER_PARAM;
+    int idx = ep_rb_emit(rb, &op);
+    if (idx < 0 || ep_rb_dep(rb, idx, rb->dp_last) != 0) return -1;
+    if (!fsdp(rb) && sharded_params(rb) && !rb->cfg->overlap_param_gather)
+        return gather_all(rb, idx);
+    if (fsdp(rb) && !fsdp_params_sharded(rb) &&
+        rb->cfg->data_parallel_sharding_strategy != EP_SHARD_NO_SHARD) {
+        /* optimizer state sharded, parameters replicated: gather the updated shards */
+        const ep_layer_plan *plan = &rb->s->plan;
+        int gd = dense_group(rb), ge = expert_group(rb);
+        for (int c = 0; c < rb->vpp; c++) {
+            int first, count;
+            ep_layer_range(plan, rb->pp, rb->vpp, rb->stage, c, &first, &count);
+            for (int l = first; l < first + count; l++) {
+                double d, e;
+                ep_dp_layer_params(rb->cfg, &plan->layers[l], &d, &e);
+                DP_OP("fsdp.ag_dense", EP_OP_ALL_GATHER, gd, d * PARAM_BYTES / gsize(rb, gd), -1, l,
+                      -1, EP_PHASE_NONE, idx);
+                DP_OP("fsdp.ag_expert", EP_OP_ALL_GATHER, ge, e * PARAM_BYTES / gsize(rb, ge), -1,
+                      l, -1, EP_PHASE_NONE, idx);
+            }
+        }
+    }
+    return 0;
+}

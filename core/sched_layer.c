@@ -1,0 +1,628 @@
+/* sched_layer: one logical layer expanded into kernel-level ops, node by node.
+ *
+ * A layer is split into Megatron's nodes (FIELD_NOTES section 3): pre_dispatch (mixer blocks,
+ * pre-MLP norm, router, shared experts, dispatch preprocess), dispatch, mlp, combine, mtp. Each
+ * node is first described as a list of forward op specs; the backward walks the list in reverse,
+ * turning each GEMM into a dgrad op (phase bwd) and a weight-gradient op (phase bwd_dw).
+ * The dispatcher variants, padding modes and THD add their ops here (docs/schedule.md, "Layers").
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "sched_internal.h"
+
+typedef struct {
+    const char *label;
+    ep_op_kind kind;
+    double flops, bytes;
+    int m, n, k, batch;
+    int group, traffic, transpose, sms;
+    int weight; /* has a weight gradient */
+    int fwd_only;
+} spec;
+
+typedef struct {
+    ep_rank_builder *rb;
+    const ep_config *cfg;
+    const ep_layer *L;
+    int layer, mb;
+    double t, tg, R; /* tokens (sequence-parallel shard), GEMM rows, bytes per token row */
+    int tp, etp;
+    const char *prefix; /* "" or "b2_" for a repeated block family inside a bracket group */
+    spec *out;
+    int n;
+    int failed;
+} gen;
+
+static spec *add(gen *g, const char *label, ep_op_kind kind) {
+    if (g->n >= EP_MAX_NODE_OPS) {
+        g->failed = 1;
+        return &g->out[EP_MAX_NODE_OPS - 1];
+    }
+    spec *s = &g->out[g->n++];
+    memset(s, 0, sizeof *s);
+    s->label = label;
+    if (g->prefix[0]) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s%s", g->prefix, label);
+        s->label = ep_sched_intern(g->rb->s, buf);
+        if (!s->label) g->failed = 1;
+    }
+    s->kind = kind;
+    s->group = s->traffic = -1;
+    return s;
+}
+
+static void gemm(gen *g, const char *label, double m, double n, double k) {
+    spec *s = add(g, label, EP_OP_GEMM);
+    s->m = (int)m, s->n = (int)n, s->k = (int)k, s->batch = 1;
+    s->flops = ep_cost_gemm_flops(m, n, k);
+    s->bytes = ep_cost_gemm_bytes(m, n, k);
+    s->weight = 1;
+}
+
+static void grouped_gemm(gen *g, const char *label, double m, double n, double k, int batch) {
+    spec *s = add(g, label, EP_OP_GROUPED_GEMM);
+    s->m = (int)m, s->n = (int)n, s->k = (int)k, s->batch = batch;
+    s->flops = ep_cost_gemm_flops(m, n, k);
+    s->bytes =
+        ep_cost_gemm_bytes(m, n, k) + (batch - 1) * k * n * EP_BF16; /* every expert's weight */
+    s->weight = 1;
+}
+
+static void mem(gen *g, const char *label, ep_op_kind kind, double bytes) {
+    add(g, label, kind)->bytes = bytes;
+}
+
+static spec *coll(gen *g, const char *label, ep_op_kind kind, int group, double bytes) {
+    spec *s = add(g, label, kind);
+    s->group = group;
+    s->bytes = bytes;
+    return s;
+}
+
+static void host_sync(gen *g, const char *label) {
+    add(g, label, EP_OP_HOST_SYNC)->fwd_only = 1;
+}
+
+/* --- mixer blocks ------------------------------------------------------------------------------
+ */
+
+static void tp_gather(gen *g, const char *label) {
+    if (g->tp > 1) coll(g, label, EP_OP_ALL_GATHER, g->rb->g_tp, g->t * g->R);
+}
+static void tp_scatter(gen *g, const char *label) {
+    if (g->tp > 1) coll(g, label, EP_OP_REDUCE_SCATTER, g->rb->g_tp, g->tg * g->R);
+}
+
+static double attn_seq(const ep_config *c) {
+    if (c->sequence_packing && c->seqlen_mean > 0 && c->seqlen_mean < c->seq_length)
+        return c->seqlen_mean; /* packed sequences attend within themselves */
+    return c->seq_length;
+}
+
+static void attention(gen *g, int mla) {
+    const ep_config *c = g->cfg;
+    double H = c->hidden_size, tg = g->tg;
+    int heads = c->num_attention_heads / g->tp;
+    mem(g, "attn_norm", EP_OP_NORM, 2 * g->t * g->R);
+    tp_gather(g, "attn_ag");
+    int qk, v, kv_heads;
+    if (mla) {
+        qk = c->qk_head_dim + c->qk_pos_emb_head_dim;
+        v = c->v_head_dim;
+        kv_heads = heads;
+        if (c->q_lora_rank > 0) {
+            gemm(g, "q_down", tg, c->q_lora_rank, H);
+            gemm(g, "q_up", tg, (double)heads * qk, c->q_lora_rank);
+        } else {
+            gemm(g, "q_proj", tg, (double)heads * qk, H);
+        }
+        gemm(g, "kv_down", tg, c->kv_lora_rank + c->qk_pos_emb_head_dim, H);
+        gemm(g, "kv_up", tg, (double)heads * (c->qk_head_dim + v), c->kv_lora_rank);
+    } else {
+        qk = v = c->kv_channels;
+        int groups = c->num_query_groups > 0 ? c->num_query_groups : c->num_attention_heads;
+        kv_heads = groups / g->tp > 0 ? groups / g->tp : 1;
+        gemm(g, "qkv", tg, (double)(heads + 2 * kv_heads) * qk, H);
+    }
+    spec *a = add(g, "core_attn", EP_OP_ATTENTION);
+    a->m = (int)tg; /* query tokens of this rank (CP: its share of each sequence) */
+    a->flops = ep_cost_attention_flops(tg, attn_seq(c), heads, qk, v, 1);
+    a->bytes = ep_cost_attention_bytes(tg, heads, qk, v, kv_heads);
+    gemm(g, "attn_proj", tg, H, (double)heads * v);
+    tp_scatter(g, "attn_rs");
+}
+
+/* Mamba-2 (M) and gated delta net (G): in_proj, a selective scan, out_proj. The scan costs
+ * ~9 flops per (token, channel, state) element and streams its inputs and outputs once. */
+static void ssm(gen *g, int gdn) {
+    const ep_config *c = g->cfg;
+    double H = c->hidden_size, tg = g->tg;
+    double heads = c->mamba_num_heads > 0
+                       ? c->mamba_num_heads
+                       : 2 * H / (c->mamba_head_dim > 0 ? c->mamba_head_dim : 64);
+    double inner = gdn ? 2 * H : heads * (c->mamba_head_dim > 0 ? c->mamba_head_dim : 64);
+    double state = gdn ? (c->kv_channels > 0 ? c->kv_channels : 128)
+                       : (c->mamba_state_dim > 0 ? c->mamba_state_dim : 128);
+    inner /= g->tp;
+    heads /= g->tp;
+    mem(g, gdn ? "gdn_norm" : "mamba_norm", EP_OP_NORM, 2 * g->t * g->R);
+    tp_gather(g, gdn ? "gdn_ag" : "mamba_ag");
+    gemm(g, gdn ? "gdn_in_proj" : "mamba_in_proj", tg, 2 * inner + 2 * state + heads, H);
+    spec *s = add(g, gdn ? "gdn_scan" : "mamba_scan", EP_OP_SCAN);
+    s->m = (int)tg;
+    s->flops = 9.0 * tg * inner * state;
+    s->bytes = tg * (3 * inner + 2 * state) * EP_BF16;
+    gemm(g, gdn ? "gdn_out_proj" : "mamba_out_proj", tg, H, inner);
+    tp_scatter(g, gdn ? "gdn_rs" : "mamba_rs");
+}
+
+/* --- MoE ------------------------------------------------------------------------------------- */
+
+typedef struct {
+    const ep_traffic *tr;
+    int ti, me;
+    double send, recv, erows, prows, gemm_rows, sent_bytes, recv_bytes;
+    double tmax; /* largest token count in the group */
+} moe_rows;
+
+static int moe_rows_get(gen *g, moe_rows *r) {
+    ep_rank_builder *rb = g->rb;
+    r->ti = ep_sched_traffic_get(rb->s, g->mb, g->layer, rb->g_ep);
+    if (r->ti < 0) return -1;
+    r->tr = &rb->s->traffic[r->ti];
+    int me = r->me = rb->ep_index, n = r->tr->n;
+    r->send = (double)r->tr->send_rows[me];
+    r->recv = (double)r->tr->recv_rows[me];
+    r->erows = (double)r->tr->expert_rows[me];
+    r->prows = (double)r->tr->pad_rows[me];
+    r->gemm_rows = g->cfg->pad_mode == EP_PAD_NONE ? r->erows : r->prows;
+    r->sent_bytes = r->recv_bytes = 0;
+    r->tmax = 0;
+    for (int j = 0; j < n; j++) {
+        if (r->tr->tokens[j] > r->tmax) r->tmax = r->tr->tokens[j];
+        if (j == me) continue; /* the local copy does not cross a link */
+        r->sent_bytes += (double)r->tr->bytes[(size_t)me * n + j];
+        r->recv_bytes += (double)r->tr->bytes[(size_t)j * n + me];
+    }
+    return 0;
+}
+
+static void a2a(gen *g, const char *label, const moe_rows *r, int combine, int sms) {
+    spec *s = add(g, label, combine ? EP_OP_A2A_COMBINE : EP_OP_A2A_DISPATCH);
+    s->group = g->rb->g_ep;
+    s->traffic = r->ti;
+    s->transpose = combine;
+    s->bytes = combine ? r->recv_bytes : r->sent_bytes;
+    s->sms = sms;
+}
+
+static void experts(gen *g, const moe_rows *r) {
+    const ep_config *c = g->cfg;
+    int local =
+        c->num_experts / (c->expert_model_parallel_size > 0 ? c->expert_model_parallel_size : 1);
+    double F = (double)c->moe_ffn_hidden_size / g->etp, H = c->hidden_size;
+    double m = r->gemm_rows;
+    if (c->pad_mode == EP_PAD_HOST) {
+        host_sync(g, "pad_sync"); /* tokens_per_expert.tolist() */
+        mem(g, "pad", EP_OP_ELEMENTWISE, (r->erows + r->prows) * g->R);
+    }
+    grouped_gemm(g, "expert_fc1", m, F * (c->swiglu ? 2 : 1), H, local);
+    mem(g, "expert_act", EP_OP_ELEMENTWISE, m * F * (c->swiglu ? 3 : 2) * EP_BF16);
+    grouped_gemm(g, "expert_fc2", m, H, F, local);
+    if (c->pad_mode == EP_PAD_HOST)
+        mem(g, "unpad", EP_OP_ELEMENTWISE, (r->prows + r->erows) * g->R);
+}
+
+static int sms_of(const ep_config *c, ep_backend be) {
+    if (be == EP_BACKEND_DEEPEP) return c->moe_deepep_num_sms;
+    if (be == EP_BACKEND_HYBRIDEP)
+        return c->moe_hybridep_num_sms +
+               (c->moe_hybridep_permute_fusion ? c->moe_hybridep_num_blocks_permute : 0);
+    return 0;
+}
+
+/* Rows the experts see after the receive-side permute (device padding pads inside it). */
+static double permuted_rows(const ep_config *c, const moe_rows *r) {
+    return c->pad_mode == EP_PAD_DEVICE ? r->prows : r->erows;
+}
+
+static int moe_node(gen *g, ep_node node) {
+    const ep_config *c = g->cfg;
+    ep_backend be = ep_config_backend(c);
+    moe_rows r;
+    if (moe_rows_get(g, &r) != 0) return -1;
+    double R = g->R, t = g->t, H = c->hidden_size, E = c->num_experts;
+    int ep = g->rb->ep_size, sms = sms_of(c, be);
+    int fused = be == EP_BACKEND_HYBRIDEP && c->moe_hybridep_permute_fusion;
+    switch (node) {
+    case EP_NODE_PRE_DISPATCH: {
+        spec *s = add(g, "router", EP_OP_ROUTER);
+        s->m = (int)t, s->n = (int)E, s->k = (int)H, s->batch = 1;
+        s->flops = ep_cost_gemm_flops(t, E, H) + 8 * t * E; /* scores, then top-k and softmax */
+        s->bytes = ep_cost_gemm_bytes(t, E, H) + t * E * 4;
+        s->weight = 1;
+        if (c->moe_shared_expert_intermediate_size > 0) {
+            double S = (double)c->moe_shared_expert_intermediate_size / g->tp;
+            gemm(g, "shared_fc1", g->tg, S * (c->swiglu ? 2 : 1), H);
+            mem(g, "shared_act", EP_OP_ELEMENTWISE, g->tg * S * (c->swiglu ? 3 : 2) * EP_BF16);
+            gemm(g, "shared_fc2", g->tg, H, S);
+        }
+        if (be == EP_BACKEND_ALLTOALL) {
+            mem(g, "permute", EP_OP_PERMUTE, (t + r.send) * R);
+            coll(g, "count_a2a", EP_OP_ALLTOALL, g->rb->g_ep, E / ep * 8.0)->fwd_only = 1;
+            host_sync(g, "count_sync");
+        }
+        return 0;
+    }
+    case EP_NODE_DISPATCH:
+        if (be == EP_BACKEND_DEEPEP) {
+            mem(g, "layout", EP_OP_ELEMENTWISE, t * (E + c->moe_router_topk * 8.0));
+            g->out[g->n - 1].fwd_only = 1;
+            coll(g, "notify", EP_OP_ALLTOALL, g->rb->g_ep, (E / ep + 1) * 4.0)->fwd_only = 1;
+            host_sync(g, "notify_sync");
+        } else if (be == EP_BACKEND_HYBRIDEP) {
+            double tp_tokens = t;
+            if (c->sequence_packing) {
+                coll(g, "thd_max", EP_OP_ALL_REDUCE, g->rb->g_tpep, 8.0)->fwd_only = 1;
+                host_sync(g, "thd_sync");
+                tp_tokens = r.tr->thd_padded_tokens;
+            }
+            coll(g, "routing_ag", EP_OP_ALL_GATHER, g->rb->g_ep, tp_tokens * E / 8.0)->fwd_only = 1;
+            mem(g, "metadata", EP_OP_ELEMENTWISE, ep * tp_tokens * E / 8.0 + E * ep * 8.0);
+            g->out[g->n - 1].fwd_only = 1;
+        }
+        if (be == EP_BACKEND_ALLGATHER) /* NCCL needs one size: the group's largest count */
+            coll(g, "dispatch", EP_OP_ALL_GATHER, g->rb->g_ep, r.tmax * R);
+        else
+            a2a(g, "dispatch", &r, 0, sms);
+        return 0;
+    case EP_NODE_MLP:
+        if (be == EP_BACKEND_ALLTOALL)
+            mem(g, "sort_chunks", EP_OP_PERMUTE, (r.recv + permuted_rows(c, &r)) * R);
+        else if (be == EP_BACKEND_ALLGATHER)
+            mem(g, "permute", EP_OP_PERMUTE, (ep * r.tmax + permuted_rows(c, &r)) * R);
+        else if (!fused)
+            mem(g, "permute", EP_OP_PERMUTE, (r.recv + permuted_rows(c, &r)) * R);
+        experts(g, &r);
+        if (be == EP_BACKEND_ALLTOALL)
+            mem(g, "unsort_chunks", EP_OP_PERMUTE, (permuted_rows(c, &r) + r.recv) * R);
+        else if (be == EP_BACKEND_ALLGATHER)
+            mem(g, "unpermute", EP_OP_UNPERMUTE, (permuted_rows(c, &r) + ep * r.tmax) * R);
+        else if (!fused)
+            mem(g, "unpermute", EP_OP_UNPERMUTE, (permuted_rows(c, &r) + r.recv) * R);
+        return 0;
+    case EP_NODE_COMBINE:
+        if (be == EP_BACKEND_ALLGATHER) {
+            coll(g, "combine", EP_OP_REDUCE_SCATTER, g->rb->g_ep, ep * r.tmax * R);
+        } else {
+            a2a(g, "combine", &r, 1, sms);
+            if (be == EP_BACKEND_ALLTOALL) mem(g, "unpermute", EP_OP_UNPERMUTE, (r.send + t) * R);
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* --- nodes of a layer ------------------------------------------------------------------------ */
+
+static int family(char sym) {
+    switch (sym) {
+    case '*':
+    case 'D':
+        return 0;
+    case 'M':
+        return 1;
+    case 'G':
+        return 2;
+    default:
+        return 3;
+    }
+}
+
+static void mixers(gen *g) {
+    const ep_layer *L = g->L;
+    int nmix = L->nblocks;
+    char last = nmix > 0 ? L->blocks[nmix - 1] : 0;
+    if (last == 'E' || last == '-') nmix--;
+    static const char *const prefixes[EP_MAX_BLOCKS] = {"b0_", "b1_", "b2_", "b3_",
+                                                        "b4_", "b5_", "b6_", "b7_"};
+    for (int i = 0; i < nmix; i++) {
+        char sym = L->blocks[i];
+        int repeated = 0;
+        for (int j = 0; j < i; j++)
+            repeated |= family(L->blocks[j]) == family(sym);
+        g->prefix = repeated ? prefixes[i] : "";
+        if (sym == '*')
+            attention(g, g->cfg->multi_latent_attention);
+        else if (sym == 'D')
+            attention(g, 1);
+        else if (sym == 'M')
+            ssm(g, 0);
+        else if (sym == 'G')
+            ssm(g, 1);
+    }
+    g->prefix = "";
+}
+
+static int node_specs(gen *g, ep_node node) {
+    const ep_config *c = g->cfg;
+    const ep_layer *L = g->L;
+    char last = L->nblocks > 0 ? L->blocks[L->nblocks - 1] : 0;
+    double H = c->hidden_size, V = c->vocab_size;
+    switch (node) {
+    case EP_NODE_PRE_DISPATCH:
+        if (L->is_mtp) {
+            mem(g, "mtp_enorm", EP_OP_NORM, 4 * g->t * g->R);
+            gemm(g, "eh_proj", g->tg, H, 2 * H);
+        }
+        mixers(g);
+        if (last == 'E' || last == '-') mem(g, "mlp_norm", EP_OP_NORM, 2 * g->t * g->R);
+        if (last == 'E') return moe_node(g, node);
+        return 0;
+    case EP_NODE_DISPATCH:
+    case EP_NODE_COMBINE:
+        return last == 'E' ? moe_node(g, node) : 0; /* dense layers: empty nodes */
+    case EP_NODE_MLP:
+        if (last == 'E') return moe_node(g, node);
+        if (last == '-') {
+            double F = (double)c->ffn_hidden_size / g->tp;
+            tp_gather(g, "mlp_ag");
+            gemm(g, "fc1", g->tg, F * (c->swiglu ? 2 : 1), H);
+            mem(g, "act", EP_OP_ELEMENTWISE, g->tg * F * (c->swiglu ? 3 : 2) * EP_BF16);
+            gemm(g, "fc2", g->tg, H, F);
+            tp_scatter(g, "mlp_rs");
+        }
+        return 0;
+    case EP_NODE_MTP:
+        if (L->is_mtp) {
+            mem(g, "mtp_norm", EP_OP_NORM, 2 * g->t * g->R);
+            gemm(g, "mtp_output", g->tg, V / g->tp, H);
+            spec *s = add(g, "mtp_loss", EP_OP_LOSS);
+            s->flops = 5 * g->tg * V / g->tp;
+            s->bytes = 2 * g->tg * V / g->tp * 4;
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static void gen_init(gen *g, ep_rank_builder *rb, int layer, int mb, spec *buf) {
+    memset(g, 0, sizeof *g);
+    g->rb = rb;
+    g->cfg = rb->cfg;
+    g->L = layer >= 0 ? &rb->s->plan.layers[layer] : NULL;
+    g->layer = layer;
+    g->mb = mb;
+    g->tp = rb->tp_size;
+    g->etp = rb->cfg->expert_tensor_parallel_size > 0 ? rb->cfg->expert_tensor_parallel_size : 1;
+    g->t = ep_sched_tokens(rb->cfg, ep_sched_route_mb(rb->s, mb), rb->rank);
+    g->tg = g->t * g->tp;
+    g->R = EP_ROW_BYTES(rb->cfg);
+    g->prefix = "";
+    g->out = buf;
+}
+
+double ep_layer_activation_bytes(const ep_config *cfg, int mb, int rank) {
+    return (double)ep_sched_tokens(cfg, mb, rank) * EP_ROW_BYTES(cfg);
+}
+
+/* --- emission ------------------------------------------------------------------------------- */
+
+static ep_op op_of(const gen *g, const spec *sp, int chunk, ep_node node, ep_stream stream) {
+    ep_op op = ep_op_blank();
+    op.kind = sp->kind;
+    op.stream = stream;
+    op.node = node;
+    op.label = sp->label;
+    op.mb = (int16_t)g->mb;
+    op.chunk = (int16_t)chunk;
+    op.layer = (int16_t)g->layer;
+    op.flops = sp->flops;
+    op.bytes = sp->bytes;
+    op.m = sp->m, op.n = sp->n, op.k = sp->k, op.batch = sp->batch;
+    op.group = sp->group;
+    op.traffic = sp->traffic;
+    op.transpose = (int8_t)sp->transpose;
+    op.sms = sp->sms;
+    return op;
+}
+
+static ep_op_kind backward_kind(ep_op_kind k) {
+    switch (k) {
+    case EP_OP_A2A_DISPATCH:
+        return EP_OP_A2A_COMBINE;
+    case EP_OP_A2A_COMBINE:
+        return EP_OP_A2A_DISPATCH;
+    case EP_OP_ALL_GATHER:
+        return EP_OP_REDUCE_SCATTER;
+    case EP_OP_REDUCE_SCATTER:
+        return EP_OP_ALL_GATHER;
+    default:
+        return k;
+    }
+}
+
+/* dgrad of Y = X W (m x n x k): dX = dY W^T, an m x k x n GEMM. */
+static ep_op backward_op(const gen *g, const spec *sp, int chunk, ep_node node, ep_stream stream) {
+    ep_op op = op_of(g, sp, chunk, node, stream);
+    op.phase = EP_PHASE_BWD;
+    op.kind = backward_kind(sp->kind);
+    switch (sp->kind) {
+    case EP_OP_GEMM:
+    case EP_OP_GROUPED_GEMM:
+        op.n = sp->k, op.k = sp->n;
+        break;
+    case EP_OP_ROUTER:
+        op.flops = 2 * sp->flops; /* dgrad and wgrad of the small router GEMM in one op */
+        op.bytes = 2 * sp->bytes;
+        break;
+    case EP_OP_ATTENTION:
+        op.flops = 2.5 * sp->flops;
+        op.bytes = 2 * sp->bytes;
+        break;
+    case EP_OP_SCAN:
+        op.flops = 2 * sp->flops;
+        op.bytes = 2 * sp->bytes;
+        break;
+    case EP_OP_NORM:
+    case EP_OP_ELEMENTWISE:
+    case EP_OP_LOSS:
+        op.bytes = 2 * sp->bytes; /* reads the saved input and the incoming gradient */
+        break;
+    case EP_OP_A2A_DISPATCH:
+    case EP_OP_A2A_COMBINE:
+        op.transpose = (int8_t)!sp->transpose;
+        break;
+    case EP_OP_ALL_GATHER: /* becomes a reduce-scatter of the gathered size */
+        op.bytes = sp->bytes * g->rb->s->groups[sp->group].size;
+        break;
+    case EP_OP_REDUCE_SCATTER:
+        op.bytes = sp->bytes / g->rb->s->groups[sp->group].size;
+        break;
+    default:
+        break;
+    }
+    return op;
+}
+
+/* Weight gradient dW = X^T dY: a k x n x m GEMM. */
+static ep_op wgrad_op(const gen *g, const spec *sp, int chunk, ep_node node, ep_stream stream) {
+    ep_op op = op_of(g, sp, chunk, node, stream);
+    op.phase = EP_PHASE_BWD_DW;
+    op.m = sp->k, op.n = sp->n, op.k = sp->m;
+    return op;
+}
+
+static ep_stream node_stream(ep_node node) {
+    return node == EP_NODE_DISPATCH || node == EP_NODE_COMBINE ? EP_STREAM_COMM : EP_STREAM_COMP;
+}
+
+/* Emits ops[0..n) of a node: the first waits on the chain; an empty node still passes the event
+ * through its stream, so the chain then also waits for that stream's last op. */
+static int emit_list(ep_rank_builder *rb, ep_chain *c, ep_op *ops, const int *chain_wait, int n,
+                     ep_stream stream, int layer, int bwd) {
+    int first = -1, last = -1;
+    for (int i = 0; i < n; i++) {
+        int idx = ep_rb_emit(rb, &ops[i]);
+        if (idx < 0) return -1;
+        if (chain_wait[i] && first < 0) {
+            first = idx;
+            if (ep_rb_wait_chain(rb, idx, c, stream) != 0) return -1;
+        }
+        last = idx;
+    }
+    if (n == 0) {
+        if (rb->last_on_stream[stream] > c->tail[stream])
+            c->tail[stream] = rb->last_on_stream[stream];
+        return 0;
+    }
+    ep_chain_reset(c);
+    c->tail[stream] = last;
+    if (bwd && layer >= 0) rb->layer_last_bwd[layer] = last;
+    return 0;
+}
+
+int ep_layer_emit_node(ep_rank_builder *rb, ep_chain *c, int layer, int mb, int chunk, ep_node node,
+                       ep_phase phase, int defer_dw) {
+    spec specs[EP_MAX_NODE_OPS];
+    ep_op ops[2 * EP_MAX_NODE_OPS];
+    int wait[2 * EP_MAX_NODE_OPS];
+    gen g;
+    gen_init(&g, rb, layer, mb, specs);
+    if (node_specs(&g, node) != 0 || g.failed) {
+        snprintf(rb->err, EP_ERRLEN,
+                 "layer %d: cannot build the %s node (out of memory or too many ops)", layer,
+                 ep_node_name(node));
+        return -1;
+    }
+    ep_stream stream = node_stream(node);
+    int n = 0;
+    if (phase == EP_PHASE_FWD) {
+        for (int i = 0; i < g.n; i++) {
+            ops[n] = op_of(&g, &specs[i], chunk, node, stream);
+            ops[n].phase = EP_PHASE_FWD;
+            wait[n++] = 1;
+        }
+    } else {
+        for (int i = g.n - 1; i >= 0; i--) {
+            if (specs[i].fwd_only) continue;
+            ops[n] = backward_op(&g, &specs[i], chunk, node, stream);
+            wait[n++] = 1;
+            if (specs[i].weight && !defer_dw) {
+                ops[n] = wgrad_op(&g, &specs[i], chunk, node, stream);
+                wait[n++] = 0;
+            }
+        }
+    }
+    return emit_list(rb, c, ops, wait, n, stream, layer, phase != EP_PHASE_FWD);
+}
+
+int ep_layer_emit_dw(ep_rank_builder *rb, int layer, int mb, int chunk, ep_node node) {
+    spec specs[EP_MAX_NODE_OPS];
+    gen g;
+    gen_init(&g, rb, layer, mb, specs);
+    if (node_specs(&g, node) != 0 || g.failed) {
+        snprintf(rb->err, EP_ERRLEN, "layer %d: cannot build the %s node", layer,
+                 ep_node_name(node));
+        return -1;
+    }
+    ep_stream stream = node_stream(node);
+    for (int i = g.n - 1; i >= 0; i--) { /* the order autograd produced the dgrads in */
+        if (!specs[i].weight) continue;
+        ep_op op = wgrad_op(&g, &specs[i], chunk, node, stream);
+        int idx = ep_rb_emit(rb, &op);
+        if (idx < 0) return -1;
+        rb->layer_last_bwd[layer] = idx;
+    }
+    return 0;
+}
+
+int ep_layer_emit_embedding(ep_rank_builder *rb, ep_chain *c, int mb, int chunk, ep_phase phase) {
+    spec specs[2];
+    gen g;
+    gen_init(&g, rb, -1, mb, specs);
+    /* a row gather from the (TP-sharded) table, then the TP all-reduce folded into its bytes */
+    mem(&g, "embedding", EP_OP_ELEMENTWISE, 2 * g.t * g.R);
+    ep_op op = op_of(&g, &specs[0], chunk, EP_NODE_NONE, EP_STREAM_COMP);
+    op.phase = phase;
+    if (phase != EP_PHASE_FWD) op.bytes *= 2; /* scatter-add of the gradient rows into the table */
+    int wait = 1;
+    return emit_list(rb, c, &op, &wait, 1, EP_STREAM_COMP, -1, 0);
+}
+
+int ep_layer_emit_output(ep_rank_builder *rb, ep_chain *c, int mb, int chunk, ep_phase phase) {
+    spec specs[4];
+    ep_op ops[5];
+    int wait[5];
+    gen g;
+    gen_init(&g, rb, -1, mb, specs);
+    const ep_config *cfg = rb->cfg;
+    double V = cfg->vocab_size;
+    mem(&g, "final_norm", EP_OP_NORM, 2 * g.t * g.R);
+    gemm(&g, "output", g.tg, V / g.tp, cfg->hidden_size);
+    spec *s = add(&g, "loss", EP_OP_LOSS);
+    s->flops = 5 * g.tg * V / g.tp; /* max, exp, sum, log over the vocabulary shard */
+    s->bytes = 2 * g.tg * V / g.tp * 4;
+    int n = 0;
+    if (phase == EP_PHASE_FWD) {
+        for (int i = 0; i < g.n; i++) {
+            ops[n] = op_of(&g, &specs[i], chunk, EP_NODE_NONE, EP_STREAM_COMP);
+            ops[n].phase = EP_PHASE_FWD;
+            wait[n++] = 1;
+        }
+    } else {
+        for (int i = g.n - 1; i >= 0; i--) {
+            ops[n] = backward_op(&g, &specs[i], chunk, EP_NODE_NONE, EP_STREAM_COMP);
+            wait[n++] = 1;
+            if (specs[i].weight) {
+                ops[n] = wgrad_op(&g, &specs[i], chunk, EP_NODE_NONE, EP_STREAM_COMP);
+                wait[n++] = 0;
+            }
+        }
+    }
+    return emit_list(rb, c, ops, wait, n, EP_STREAM_COMP, -1, 0);
+}
