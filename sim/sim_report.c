@@ -61,7 +61,11 @@ int sim_metrics_compute(const ep_sched *s, const sim_result *r, const sim_platfo
                 if (op->traffic >= 0 && op->traffic < s->ntraffic) {
                     const ep_traffic *tr = &s->traffic[op->traffic];
                     /* counted once per instance: each member carries 1/n of it */
-                    m->thd_pad_tokens += (double)tr->thd_pad_tokens / (tr->n > 0 ? tr->n : 1);
+                    double pad = (double)tr->thd_pad_tokens;
+                    if (pad == 0 && tr->thd_padded_tokens > 0 && tr->tokens)
+                        for (int j = 0; j < tr->n; j++)
+                            pad += tr->thd_padded_tokens - tr->tokens[j];
+                    m->thd_pad_tokens += pad / (tr->n > 0 ? tr->n : 1);
                 }
             }
             int cls;
@@ -171,16 +175,16 @@ int sim_write_csv(const char *path, const ep_sched *s, const sim_result *r, char
     ep_outfile o;
     if (ep_outfile_open(&o, path, err) != 0) return -1;
     FILE *f = o.f;
-    fputs("rank,stream,name,kind,start_s,end_s,duration_s,bytes,flops\n", f);
+    fputs("rank,stream,name,kind,start_s,end_s,duration_s,bytes,flops,sms\n", f);
     char name[256];
     for (int k = 0; k < s->world; k++)
         for (int i = 0; i < s->ranks[k].nops; i++) {
             const ep_op *op = &s->ranks[k].ops[i];
             const sim_op_time *t = &r->t[r->off[k] + i];
             ep_op_name(op, name, sizeof name);
-            fprintf(f, "%d,%s,%s,%s,%.9f,%.9f,%.9f,%.0f,%.0f\n", k, ep_stream_name(op->stream),
+            fprintf(f, "%d,%s,%s,%s,%.9f,%.9f,%.9f,%.0f,%.0f,%d\n", k, ep_stream_name(op->stream),
                     name, ep_op_kind_name(op->kind), t->start, t->end, t->end - t->start, op->bytes,
-                    op->flops);
+                    op->flops, op->sms);
         }
     return ep_outfile_commit(&o, err);
 }

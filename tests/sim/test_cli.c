@@ -1,0 +1,366 @@
+/* epsim end to end: errors, determinism, outputs, the five seed features, sweeps, topologies. */
+#include <CUnit/CUnit.h>
+#include <math.h>
+
+#include "sim_test_util.h"
+
+/* 4 MoE layers of the DeepSeek-V3 proxy's widths on 2 DGX nodes, EP 8: about a second. */
+#define SMALL                                                                                      \
+    "--topo dgx16 --num-layers 4 --moe-layer-freq 1 --mtp-num-layers 0 "                           \
+    "--expert-model-parallel-size 8"
+#define HYBRIDEP "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep"
+#define DEEPEP   "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep"
+
+static int lines_of(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = 0, c;
+    while ((c = fgetc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+static int same_file(const char *a, const char *b) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cmp -s %s %s", a, b);
+    return system(cmd) == 0;
+}
+
+/* Runs SMALL + extra, writing a summary; returns the exit status. */
+static int run_summary(const char *extra, const char *json) {
+    char args[4096];
+    snprintf(args, sizeof args, SMALL " %s --summary-json %s", extra, json);
+    return epsim_exec(args, NULL, NULL);
+}
+
+static void expect_error(const char *args) {
+    char out[512], err[512], js[512], full[4096];
+    tmp_path(out, sizeof out, "err.out");
+    tmp_path(err, sizeof err, "err.err");
+    tmp_path(js, sizeof js, "err.json");
+    remove(js);
+    snprintf(full, sizeof full, "%s --summary-json %s", args, js);
+    CU_ASSERT_EQUAL(epsim_exec(full, out, err), 2);
+    CU_ASSERT_EQUAL(lines_of(err), 1);
+    CU_ASSERT_EQUAL(lines_of(out), 0);
+    CU_ASSERT_FALSE(file_exists(js));
+    remove(out);
+    remove(err);
+}
+
+static void test_errors(void) {
+    char bad[512];
+    tmp_path(bad, sizeof bad, "bad.xml");
+    FILE *f = fopen(bad, "w");
+    fputs("<?xml version='1.0'?>\n<platform version=\"4.1\"><zone id=\"z\"", f);
+    fclose(f);
+    expect_error("--topo /nonexistent/platform.xml");
+    expect_error("--topo no-such-topology");
+    char a[600];
+    snprintf(a, sizeof a, "--topo %s", bad);
+    expect_error(a);
+    expect_error("--topo h200x2 --world-size 4");
+    expect_error("--topo h200x2 --expert-model-parallel-size 4");
+    expect_error("--topo h200x2 --no-such-flag 3");
+    expect_error("--topo h200x2 --calib /nonexistent.json");
+    remove(bad);
+}
+
+static void test_summary_keys(void) {
+    char js[512];
+    tmp_path(js, sizeof js, "keys.json");
+    CU_ASSERT_EQUAL_FATAL(run_summary("", js), 0);
+    static const char *keys[] = {"iteration_time_s",
+                                 "tokens_per_s",
+                                 "tokens_per_s_per_gpu",
+                                 "tflops_per_gpu",
+                                 "mfu",
+                                 "world_size",
+                                 "exposed_comm_s.dispatch",
+                                 "exposed_comm_s.combine",
+                                 "exposed_comm_s.dp",
+                                 "exposed_comm_s.pp",
+                                 "config.num_layers"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        CU_ASSERT_FALSE(isnan(json_num(js, keys[i])));
+    CU_ASSERT_EQUAL(json_num(js, "world_size"), 16);
+    double t = json_num(js, "iteration_time_s");
+    CU_ASSERT(t > 0);
+    CU_ASSERT(fabs(json_num(js, "tokens_per_s_per_gpu") * 16 - json_num(js, "tokens_per_s")) <
+              1e-6 * json_num(js, "tokens_per_s"));
+    CU_ASSERT(json_num(js, "mfu") > 0 && json_num(js, "mfu") < 1);
+    remove(js);
+}
+
+static void test_deterministic(void) {
+    char p[6][512], args[4096];
+    const char *names[6] = {"d1.json", "d1.csv", "d1.trace", "d2.json", "d2.csv", "d2.trace"};
+    for (int i = 0; i < 6; i++)
+        tmp_path(p[i], sizeof p[i], names[i]);
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args,
+                 SMALL " --overlap-moe-expert-parallel-comm --summary-json %s "
+                       "--csv %s --trace %s",
+                 p[3 * k], p[3 * k + 1], p[3 * k + 2]);
+        CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT(same_file(p[i], p[i + 3]));
+        remove(p[i]);
+        remove(p[i + 3]);
+    }
+}
+
+/* Feature 1: EP overlap cuts exposed dispatch + combine; delayed wgrad cuts exposed dispatch and
+ * the iteration further. */
+static void test_feature_overlap(void) {
+    char a[512], b[512], c[512];
+    tmp_path(a, sizeof a, "ov0.json");
+    tmp_path(b, sizeof b, "ov1.json");
+    tmp_path(c, sizeof c, "ov2.json");
+    CU_ASSERT_EQUAL_FATAL(run_summary("", a), 0);
+    CU_ASSERT_EQUAL_FATAL(run_summary("--overlap-moe-expert-parallel-comm", b), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        run_summary("--overlap-moe-expert-parallel-comm --delay-wgrad-compute", c), 0);
+    double e0 = json_num(a, "exposed_comm_s.dispatch") + json_num(a, "exposed_comm_s.combine");
+    double e1 = json_num(b, "exposed_comm_s.dispatch") + json_num(b, "exposed_comm_s.combine");
+    CU_ASSERT(e1 < 0.7 * e0);
+    CU_ASSERT(json_num(b, "iteration_time_s") < json_num(a, "iteration_time_s"));
+    CU_ASSERT(json_num(c, "exposed_comm_s.dispatch") < json_num(b, "exposed_comm_s.dispatch"));
+    CU_ASSERT(json_num(c, "iteration_time_s") < json_num(b, "iteration_time_s"));
+    remove(a);
+    remove(b);
+    remove(c);
+}
+
+/* Counts CSV rows of rank 0 with `kind`, and the largest sms of rows with kind2. */
+static void csv_stats(const char *path, const char *kind, int *count, const char *kind2,
+                      int *maxsms) {
+    *count = 0;
+    *maxsms = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        char *fld[10];
+        int n = 0;
+        for (char *s = NULL, *t = strtok_r(line, ",\n", &s); t && n < 10;
+             t = strtok_r(NULL, ",\n", &s))
+            fld[n++] = t;
+        if (n < 10 || strcmp(fld[0], "0") != 0) continue;
+        if (strcmp(fld[3], kind) == 0) (*count)++;
+        if (strcmp(fld[3], kind2) == 0 && atoi(fld[9]) > *maxsms) *maxsms = atoi(fld[9]);
+    }
+    fclose(f);
+}
+
+/* Feature 2: permute fused into hybridep dispatch removes the permute kernels and their time, and
+ * the dispatch kernel takes more SMs. */
+static void test_feature_fused_permute(void) {
+    char a[512], b[512], ca[512], cb[512], args[4096];
+    tmp_path(a, sizeof a, "fp0.json");
+    tmp_path(b, sizeof b, "fp1.json");
+    tmp_path(ca, sizeof ca, "fp0.csv");
+    tmp_path(cb, sizeof cb, "fp1.csv");
+    snprintf(args, sizeof args, SMALL " " HYBRIDEP " --summary-json %s --csv %s", a, ca);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    snprintf(args, sizeof args,
+             SMALL " " HYBRIDEP " --moe-hybridep-fuse-permute --summary-json %s --csv %s", b, cb);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    int np0, np1, sms0, sms1;
+    csv_stats(ca, "permute", &np0, "a2a_dispatch", &sms0);
+    csv_stats(cb, "permute", &np1, "a2a_dispatch", &sms1);
+    CU_ASSERT(np0 > 0);
+    CU_ASSERT(np1 < np0);
+    CU_ASSERT(sms1 > sms0);
+    CU_ASSERT(json_num(b, "iteration_time_s") < json_num(a, "iteration_time_s"));
+    remove(a);
+    remove(b);
+    remove(ca);
+    remove(cb);
+}
+
+/* Feature 3: device-side padding removes the per-layer host syncs of host padding. */
+static void test_feature_device_padding(void) {
+    char a[512], b[512];
+    tmp_path(a, sizeof a, "pad0.json");
+    tmp_path(b, sizeof b, "pad1.json");
+    CU_ASSERT_EQUAL_FATAL(run_summary(HYBRIDEP " --moe-pad-mode host --moe-pad-multiple 16", a), 0);
+    CU_ASSERT_EQUAL_FATAL(run_summary(HYBRIDEP " --moe-pad-mode device --moe-pad-multiple 16", b),
+                          0);
+    CU_ASSERT(json_num(a, "host_syncs") > 0);
+    CU_ASSERT_EQUAL(json_num(b, "host_syncs"), 0);
+    CU_ASSERT(json_num(b, "iteration_time_s") < json_num(a, "iteration_time_s"));
+    remove(a);
+    remove(b);
+}
+
+/* Feature 4: THD with hybridep pads to the group maximum (wasted rows reported) and syncs the host
+ * every layer; deepep pads nothing. */
+static void test_feature_thd(void) {
+    char a[512], b[512], c[512];
+    tmp_path(a, sizeof a, "thd0.json");
+    tmp_path(b, sizeof b, "thd1.json");
+    tmp_path(c, sizeof c, "thd2.json");
+    CU_ASSERT_EQUAL_FATAL(run_summary(HYBRIDEP, c), 0);
+    CU_ASSERT_EQUAL_FATAL(run_summary(HYBRIDEP " --sequence-packing --seqlen-dist uniform", a), 0);
+    CU_ASSERT_EQUAL_FATAL(run_summary(DEEPEP " --sequence-packing --seqlen-dist uniform", b), 0);
+    CU_ASSERT(json_num(a, "thd.pad_tokens") > 0);
+    CU_ASSERT(json_num(a, "thd.wasted_bytes") > 0);
+    CU_ASSERT_EQUAL(json_num(b, "thd.pad_tokens"), 0);
+    CU_ASSERT(json_num(a, "host_syncs") > json_num(c, "host_syncs"));
+    remove(a);
+    remove(b);
+    remove(c);
+}
+
+/* Largest bytes/duration of rank-0 ops of `kind` in a CSV (GB/s). */
+static double csv_max_bw(const char *path, const char *kind) {
+    FILE *f = fopen(path, "r");
+    double best = 0;
+    if (!f) return -1;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        char *fld[10];
+        int n = 0;
+        for (char *s = NULL, *t = strtok_r(line, ",\n", &s); t && n < 10;
+             t = strtok_r(NULL, ",\n", &s))
+            fld[n++] = t;
+        if (n < 10 || strcmp(fld[0], "0") != 0 || strcmp(fld[3], kind) != 0) continue;
+        double d = atof(fld[6]), b = atof(fld[7]);
+        if (d > 0 && b / d / 1e9 > best) best = b / d / 1e9;
+    }
+    fclose(f);
+    return best;
+}
+
+/* Feature 5: HSDP with 2 instances on 2 nodes keeps the reduce-scatters inside a node (NVLink
+ * speed) and leaves only the outer all-reduce on the NICs (<= 50 GB/s); plain FSDP's 16-rank
+ * reduce-scatters cross the NICs. */
+static void test_feature_hsdp(void) {
+    char a[512], b[512], ca[512], cb[512], args[4096];
+    tmp_path(a, sizeof a, "hs0.json");
+    tmp_path(b, sizeof b, "hs1.json");
+    tmp_path(ca, sizeof ca, "hs0.csv");
+    tmp_path(cb, sizeof cb, "hs1.csv");
+    const char *fsdp = "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params";
+    snprintf(args, sizeof args, SMALL " %s --summary-json %s --csv %s", fsdp, a, ca);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    snprintf(args, sizeof args,
+             SMALL " %s --num-distributed-optimizer-instances 2 --summary-json %s --csv %s", fsdp,
+             b, cb);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    CU_ASSERT(csv_max_bw(ca, "reduce_scatter") < 100);
+    CU_ASSERT(csv_max_bw(cb, "reduce_scatter") > 200);
+    CU_ASSERT(csv_max_bw(cb, "all_reduce") > 0);
+    CU_ASSERT(csv_max_bw(cb, "all_reduce") <= 50);
+    CU_ASSERT(json_num(b, "exposed_comm_s.dp") < json_num(a, "exposed_comm_s.dp"));
+    remove(a);
+    remove(b);
+    remove(ca);
+    remove(cb);
+}
+
+static void test_calibration_file(void) {
+    char cal[512], bad[512], a[512], b[512], args[4096];
+    tmp_path(cal, sizeof cal, "cal.json");
+    tmp_path(bad, sizeof bad, "calbad.json");
+    tmp_path(a, sizeof a, "cal0.json");
+    tmp_path(b, sizeof b, "cal1.json");
+    FILE *f = fopen(cal, "w");
+    fputs("{\"_comment\":\"slower NVLink\",\"nccl_nvlink_efficiency\":0.3,"
+          "\"gemm_efficiency\":[[1e9,0.2],[1e12,0.5]]}\n",
+          f);
+    fclose(f);
+    f = fopen(bad, "w");
+    fputs("{\"nccl_nvlink_eficiency\":0.3}\n", f);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(run_summary("", a), 0);
+    snprintf(args, sizeof args, "--calib %s", cal);
+    CU_ASSERT_EQUAL_FATAL(run_summary(args, b), 0);
+    CU_ASSERT(json_num(b, "iteration_time_s") > json_num(a, "iteration_time_s"));
+    CU_ASSERT_EQUAL(json_num(b, "calibration.nccl_nvlink_efficiency"), 0.3);
+    snprintf(args, sizeof args, "--topo h200x2 --calib %s", bad);
+    expect_error(args);
+    remove(cal);
+    remove(bad);
+    remove(a);
+    remove(b);
+}
+
+static void test_sweep(void) {
+    char out[512], args[4096];
+    tmp_path(out, sizeof out, "sweep.csv");
+    snprintf(args, sizeof args,
+             "sweep --grid \"moe-token-dispatcher-type=alltoall,flex;"
+             "overlap-moe-expert-parallel-comm=0,1\" --jobs 2 --out %s --topo dgx16 --num-layers 2 "
+             "--moe-layer-freq 1 --mtp-num-layers 0 --expert-model-parallel-size 8",
+             out);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    CU_ASSERT_EQUAL(lines_of(out), 5);
+    FILE *f = fopen(out, "r");
+    char line[1024];
+    double prev = INFINITY;
+    int ok = 1;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_PTR_NOT_NULL(fgets(line, sizeof line, f)); /* header */
+    while (fgets(line, sizeof line, f)) {
+        char *fld[6];
+        int n = 0;
+        for (char *s = NULL, *t = strtok_r(line, ",", &s); t && n < 6; t = strtok_r(NULL, ",", &s))
+            fld[n++] = t;
+        double v = n >= 5 ? atof(fld[4]) : -1;
+        ok &= v > 0 && v <= prev;
+        prev = v;
+    }
+    fclose(f);
+    CU_ASSERT(ok); /* ranked by tokens/s/GPU, best first */
+    snprintf(args, sizeof args, "sweep --grid \"a=1\" --shard 2/2 --out %s", out);
+    CU_ASSERT_EQUAL(epsim_exec(args, NULL, NULL), 2);
+    remove(out);
+}
+
+/* The XML files in sim/topos are exactly the generator's output. */
+static void test_topologies_regenerate(void) {
+    char dir[512], cmd[2048];
+    tmp_path(dir, sizeof dir, "topos");
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s && %s/sim/epsim_gen_topos %s && diff -r -q %s %s/sim/topos -x '*.c' "
+             ">/dev/null",
+             dir, EP_BINARY_DIR, dir, dir, EP_SOURCE_DIR);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
+/* Every bundled topology loads and runs a small model (nvl72 and the fat trees included). */
+static void test_bundled_topologies_run(void) {
+    static const char *topos[] = {"h200x2", "dgx8", "dgx64", "nvl72"};
+    for (size_t i = 0; i < sizeof topos / sizeof topos[0]; i++) {
+        char args[1024];
+        snprintf(
+            args, sizeof args,
+            "--topo %s --num-layers 2 --moe-layer-freq 1 --mtp-num-layers 0 --global-batch-size 0",
+            topos[i]);
+        int rc = epsim_exec(args, NULL, NULL);
+        if (rc != 0) fprintf(stderr, "topology %s: exit %d\n", topos[i], rc);
+        CU_ASSERT_EQUAL(rc, 0);
+    }
+}
+
+void ep_suite_cli(void) {
+    CU_pSuite s = CU_add_suite("sim_cli", NULL, NULL);
+    CU_add_test(s, "errors: one line, exit 2, no output file", test_errors);
+    CU_add_test(s, "summary JSON keys and consistency", test_summary_keys);
+    CU_add_test(s, "same inputs give byte-identical outputs", test_deterministic);
+    CU_add_test(s, "feature 1: EP overlap and delayed wgrad", test_feature_overlap);
+    CU_add_test(s, "feature 2: permute fused into hybridep dispatch", test_feature_fused_permute);
+    CU_add_test(s, "feature 3: device padding removes host syncs", test_feature_device_padding);
+    CU_add_test(s, "feature 4: THD padding with hybridep, none with deepep", test_feature_thd);
+    CU_add_test(s, "feature 5: HSDP inner groups on NVLink, outer on IB", test_feature_hsdp);
+    CU_add_test(s, "calibration file overrides defaults, typos refused", test_calibration_file);
+    CU_add_test(s, "sweep ranks a grid", test_sweep);
+    CU_add_test(s, "bundled topologies equal the generator's output", test_topologies_regenerate);
+    CU_add_test(s, "bundled topologies run", test_bundled_topologies_run);
+}
