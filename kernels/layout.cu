@@ -13,10 +13,11 @@
 namespace {
 
 __global__ void count_kernel(ep_layout L) {
-    extern __shared__ int sm[]; // [EP_CHUNK*topk] ids, [experts_per_rank] counts, [2*ep] warp sums
-    int *ids = sm;
-    int *ecount = ids + EP_CHUNK * L.topk;
-    int *wsum = ecount + L.experts_per_rank;
+    // [experts_per_rank] token bitmasks, [EP_CHUNK*topk] ids, [2*ep] warp sums
+    extern __shared__ unsigned long long sm[];
+    unsigned long long *emask = sm;
+    int *ids = reinterpret_cast<int *>(emask + L.experts_per_rank);
+    int *wsum = ids + EP_CHUNK * L.topk;
     const int s = blockIdx.y, c = blockIdx.x, i = threadIdx.x, lane = i % 32, warp = i / 32;
     const int t = c * EP_CHUNK + i;
     const int nt = L.ntok[s];
@@ -24,7 +25,7 @@ __global__ void count_kernel(ep_layout L) {
     const int Ep = L.experts_per_rank;
     const size_t tk = ((size_t)s * L.max_tokens + t) * L.topk;
     for (int e = i; e < Ep; e += blockDim.x)
-        ecount[e] = 0;
+        emask[e] = 0;
     for (int j = 0; j < L.topk; j++)
         ids[i * L.topk + j] = valid ? L.topk_idx[tk + j] : -1;
     __syncthreads();
@@ -45,23 +46,21 @@ __global__ void count_kernel(ep_layout L) {
         __syncthreads();
     }
     // Local experts: rank of this selection among the chunk's earlier tokens choosing the expert
-    // (an expert appears at most once per token).
+    // (an expert appears at most once per token): popcount of the expert's token bitmask.
     const int lo = L.me * Ep;
     for (int j = 0; j < L.topk; j++) {
         int e = ids[i * L.topk + j];
-        int r = -1;
-        if (e >= lo && e < lo + Ep) {
-            r = 0;
-            for (int i2 = 0; i2 < i; i2++)
-                for (int j2 = 0; j2 < L.topk; j2++)
-                    r += ids[i2 * L.topk + j2] == e;
-            atomicAdd(&ecount[e - lo], 1);
-        }
+        if (e >= lo && e < lo + Ep) atomicOr(&emask[e - lo], 1ull << i);
+    }
+    __syncthreads();
+    for (int j = 0; j < L.topk; j++) {
+        int e = ids[i * L.topk + j];
+        int r = e >= lo && e < lo + Ep ? __popcll(emask[e - lo] & ((1ull << i) - 1)) : -1;
         if (t < L.max_tokens) L.epos[tk + j] = r;
     }
     __syncthreads();
     for (int e = i; e < Ep; e += blockDim.x)
-        L.hist_e[((size_t)s * L.nchunks + c) * Ep + e] = ecount[e];
+        L.hist_e[((size_t)s * L.nchunks + c) * Ep + e] = __popcll(emask[e]);
 }
 
 // Exclusive scan in place of n values at p[k*stride]; total to *total. One block per column.
@@ -242,7 +241,7 @@ extern "C" int64_t ep_layout_max_perm_rows(const ep_layout *L) {
 
 extern "C" cudaError_t ep_layout_compute(ep_layout *L, cudaStream_t st) {
     const int Ep = L->experts_per_rank;
-    size_t smem = (EP_CHUNK * L->topk + Ep + 2 * L->ep) * sizeof(int);
+    size_t smem = Ep * sizeof(unsigned long long) + (EP_CHUNK * L->topk + 2 * L->ep) * sizeof(int);
     count_kernel<<<dim3(L->nchunks, L->ep), EP_CHUNK, smem, st>>>(*L);
     KLAUNCHED();
     scan_kernel<<<L->ep * L->ep + Ep, 512, 0, st>>>(*L);

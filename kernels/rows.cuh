@@ -24,21 +24,30 @@ __device__ __forceinline__ void permute_token(const ep_layout &L, int s, int t,
     const int4 *src =
         reinterpret_cast<const int4 *>(stage) + (size_t)(L.roff[s * L.ep + L.me] + di) * n16;
     int4 *dst = reinterpret_cast<int4 *>(perm);
-    for (int i = lane; i < n16; i += 32) {
-        int4 v = ld_flagged(src + i);
-        float f[8];
-        if (scale) bf16x8_to_f32(v, f);
+    // 4 loads in flight per lane before the (up to k) stores of each.
+    for (int i0 = lane; i0 < n16; i0 += 128) {
+        int4 v[4];
 #pragma unroll
-        for (int k = 0; k < EP_MAX_TOPK; k++) {
-            if (rows[k] < 0) continue;
-            if (scale) {
-                float o[8];
+        for (int u = 0; u < 4; u++)
+            if (i0 + 32 * u < n16) v[u] = ld_flagged(src + i0 + 32 * u);
 #pragma unroll
-                for (int q = 0; q < 8; q++)
-                    o[q] = f[q] * w[k];
-                dst[(size_t)rows[k] * n16 + i] = f32_to_bf16x8(o);
-            } else {
-                dst[(size_t)rows[k] * n16 + i] = v;
+        for (int u = 0; u < 4; u++) {
+            const int i = i0 + 32 * u;
+            if (i >= n16) break;
+            float f[8];
+            if (scale) bf16x8_to_f32(v[u], f);
+#pragma unroll
+            for (int k = 0; k < EP_MAX_TOPK; k++) {
+                if (rows[k] < 0) continue;
+                if (scale) {
+                    float o[8];
+#pragma unroll
+                    for (int q = 0; q < 8; q++)
+                        o[q] = f[q] * w[k];
+                    dst[(size_t)rows[k] * n16 + i] = f32_to_bf16x8(o);
+                } else {
+                    dst[(size_t)rows[k] * n16 + i] = v[u];
+                }
             }
         }
     }

@@ -7,7 +7,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 MODEL="--hidden-size 7168 --num-experts 256 --moe-router-topk 8 --expert-model-parallel-size 2 --moe-ffn-hidden-size 2048"
-BENCH_FLAGS=${BENCH_FLAGS:-"--num-sms 16 --permute-blocks 16 --reduce-blocks 8 --iters 30 --warmup 5"}
+BENCH_FLAGS=${BENCH_FLAGS:-"--num-sms 16 --permute-blocks 32 --reduce-blocks 8 --iters 30 --warmup 5"}
 status=()
 
 { nvidia-smi; nvidia-smi topo -m; } > "$OUT/machine.txt" 2>&1
@@ -15,18 +15,18 @@ cmake -S . -B build-gpu -DEP_WITH_SIM=OFF > "$OUT/build.log" 2>&1 &&
     cmake --build build-gpu -j16 --target epref test_gpu_kernels test_gpu_ep >> "$OUT/build.log" 2>&1
 rc=$?; status+=("build rc=$rc"); [ $rc = 0 ] || { tail -40 "$OUT/build.log"; exit 1; }
 
-(cd build-gpu && timeout 240 ctest -L gpu --output-on-failure) > "$OUT/ctest.log" 2>&1
+(cd build-gpu && timeout 150 ctest -L gpu --output-on-failure) > "$OUT/ctest.log" 2>&1
 status+=("ctest rc=$?")
 
 # Sanitizers: the 2-rank test (NVLink kernels included); children of the launcher are followed.
 for tool in memcheck racecheck; do
-    timeout 200 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 \
+    timeout 100 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 \
         build-gpu/tests/gpu/test_gpu_ep > "$OUT/sanitizer_$tool.log" 2>&1
     status+=("$tool rc=$?")
 done
 
 for b in dispatch combine gemm; do
-    timeout 200 build-gpu/ref/epref --nproc 2 bench $b $MODEL $BENCH_FLAGS --json "$OUT/$b.json" \
+    timeout 90 build-gpu/ref/epref --nproc 2 bench $b $MODEL $BENCH_FLAGS --json "$OUT/$b.json" \
         > "$OUT/bench_$b.txt" 2>&1
     status+=("bench $b rc=$?")
 done
