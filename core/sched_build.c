@@ -329,7 +329,13 @@ static int build_rank(ep_sched *s, int rank, const ep_step *steps, int nsteps, i
     if (nsteps > 0 && exchange(&rb, NULL, &steps[0]) != 0) goto done;
     for (int i = 0; i < nsteps; i++) {
         deferred_dw d;
-        if (emit_step(&rb, &steps[i], &d) != 0) goto done;
+        const ep_step *st = &steps[i];
+        if (st->f_mb >= 0 && st->b_mb >= 0 && !cfg->overlap_moe_expert_parallel_comm) {
+            ep_step f = {st->f_mb, st->f_chunk, -1, -1}, b = {-1, -1, st->b_mb, st->b_chunk};
+            if (emit_step(&rb, &f, &d) != 0 || emit_step(&rb, &b, &d) != 0) goto done;
+        } else if (emit_step(&rb, st, &d) != 0) {
+            goto done;
+        }
         if (exchange(&rb, &steps[i], i + 1 < nsteps ? &steps[i + 1] : NULL) != 0) goto done;
         if (d.layer >= 0) {
             if (ep_layer_emit_dw(&rb, d.layer, d.mb, d.chunk, EP_NODE_PRE_DISPATCH) != 0 ||

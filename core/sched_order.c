@@ -7,6 +7,8 @@
  *    warm-up (PP - stage - 1) * 2 + (VPP - 1) * PP virtual microbatches;
  *  - combined 1F1B (EP overlap, FIELD_NOTES section 3): one extra warm-up forward, then the
  *    forward of virtual microbatch k + warm-up and the backward of k run as one step.
+ * A step with both a forward and a backward is one combined step under EP overlap; otherwise its
+ * forward runs, then its backward, and the pipeline exchange follows both (interleaved 1F1B).
  */
 #include <stdlib.h>
 
@@ -71,13 +73,10 @@ int ep_sched_steps(const ep_config *cfg, int nmb, int stage, ep_step **steps) {
         for (int k = 0; k < warmup; k++)
             s[n++] = step_f(t[k].mb, t[k].chunk);
         for (int k = 0; k < total - warmup; k++) {
+            /* one step, one exchange after it (send_forward_backward_recv_forward_backward);
+             * without overlap its forward runs before its backward */
             virtual_mb f = t[k + warmup], b = t[k];
-            if (overlap) {
-                s[n++] = (ep_step){f.mb, f.chunk, b.mb, vpp - 1 - b.chunk};
-            } else {
-                s[n++] = step_f(f.mb, f.chunk);
-                s[n++] = step_b(b.mb, vpp - 1 - b.chunk);
-            }
+            s[n++] = (ep_step){f.mb, f.chunk, b.mb, vpp - 1 - b.chunk};
         }
         for (int k = total - warmup; k < total; k++)
             s[n++] = step_b(t[k].mb, vpp - 1 - t[k].chunk);

@@ -1,0 +1,265 @@
+/* What each dispatcher, padding mode, THD and HSDP layout adds to the schedule
+ * (docs/schedule.md, "Layers" and "Data parallel"): host syncs, fused permute, group placement,
+ * traffic sizes. */
+#include <CUnit/CUnit.h>
+#include <string.h>
+
+#include "sched_test_util.h"
+
+#define EP2      SCHED_SMALL "--expert-model-parallel-size 2 --world-size 2 --global-batch-size 4 "
+#define HYBRIDEP "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep "
+#define DEEPEP   "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep "
+#define THD      "--sequence-packing --seqlen-dist uniform --seqlen-mean 40 "
+
+static int count_kind(const ep_sched *s, int r, ep_op_kind k) {
+    int n = 0;
+    for (int i = 0; i < s->ranks[r].nops; i++)
+        n += s->ranks[r].ops[i].kind == k;
+    return n;
+}
+
+/* Host syncs per MoE layer per microbatch, for each variant. */
+static void expect_syncs(const char *flags, int per_layer, const char *label, int label_per_layer) {
+    ep_sched s;
+    if (sched_build_flags(&s, flags) != 0) return;
+    int moe = sched_moe_layers(&s), nmb = s.num_microbatches;
+    CU_ASSERT(moe > 0 && nmb > 0);
+    for (int r = 0; r < s.world; r++) {
+        CU_ASSERT_EQUAL(count_kind(&s, r, EP_OP_HOST_SYNC), per_layer * moe * nmb);
+        if (label) CU_ASSERT_EQUAL(sched_count(&s, r, label), label_per_layer * moe * nmb);
+    }
+    char err[EP_ERRLEN];
+    CU_ASSERT_EQUAL(ep_sched_check(&s, err), 0);
+    ep_sched_free(&s);
+}
+
+static void test_host_syncs(void) {
+    expect_syncs(EP2, 1, "count_sync", 1); /* alltoall counts */
+    expect_syncs(EP2 "--moe-pad-mode host --moe-pad-multiple 16", 2, "pad_sync", 1); /* + pad */
+    expect_syncs(EP2 HYBRIDEP, 0, NULL, 0); /* graph-safe */
+    expect_syncs(EP2 HYBRIDEP "--moe-pad-mode device --moe-pad-multiple 16", 0, "pad.", 0);
+    expect_syncs(EP2 HYBRIDEP "--moe-pad-mode host --moe-pad-multiple 16", 1, "pad_sync", 1);
+    expect_syncs(EP2 HYBRIDEP THD, 1, "thd_max.fwd", 1); /* all-reduce MAX + sync */
+    expect_syncs(EP2 HYBRIDEP THD, 1, "thd_sync", 1);
+    expect_syncs(EP2 DEEPEP, 1, "notify_sync", 1); /* the receive count */
+    expect_syncs(EP2 DEEPEP THD, 1, "thd_", 0);    /* deepep handles uneven counts */
+    expect_syncs(EP2 THD, 1, "thd_", 0);
+}
+
+static void test_thd_hybridep_padding(void) {
+    ep_sched s;
+    if (sched_build_flags(&s, EP2 HYBRIDEP THD) != 0) return;
+    CU_ASSERT(s.ntraffic > 0);
+    for (int t = 0; t < s.ntraffic; t++) {
+        const ep_traffic *tr = &s.traffic[t];
+        int max = 0;
+        int64_t waste = 0;
+        for (int i = 0; i < tr->n; i++)
+            if (tr->tokens[i] > max) max = tr->tokens[i];
+        CU_ASSERT_EQUAL(tr->thd_padded_tokens % 64, 0);
+        CU_ASSERT(tr->thd_padded_tokens >= max && tr->thd_padded_tokens < max + 64);
+        for (int i = 0; i < tr->n; i++)
+            waste += tr->thd_padded_tokens - tr->tokens[i];
+        CU_ASSERT_EQUAL(tr->thd_pad_tokens, waste);
+    }
+    /* the all-reduce MAX runs over TP x EP with 8 bytes */
+    int i = sched_find(&s, 0, "mb0.c0.L0.thd_max.fwd");
+    CU_ASSERT_FATAL(i >= 0);
+    const ep_op *op = &s.ranks[0].ops[i];
+    CU_ASSERT_EQUAL(op->kind, EP_OP_ALL_REDUCE);
+    CU_ASSERT_EQUAL(s.groups[op->group].kind, EP_GROUP_TPEP);
+    CU_ASSERT_DOUBLE_EQUAL(op->bytes, 8, 0);
+    CU_ASSERT_EQUAL(s.ranks[0].ops[i + 1].kind, EP_OP_HOST_SYNC);
+    ep_sched_free(&s);
+    /* deepep with THD: no padding recorded */
+    if (sched_build_flags(&s, EP2 DEEPEP THD) != 0) return;
+    for (int t = 0; t < s.ntraffic; t++)
+        CU_ASSERT_EQUAL(s.traffic[t].thd_pad_tokens, 0);
+    ep_sched_free(&s);
+}
+
+static void test_fused_permute(void) {
+    ep_sched plain, fused;
+    if (sched_build_flags(&plain, EP2 HYBRIDEP "--moe-hybridep-num-sms 8") != 0) return;
+    if (sched_build_flags(&fused, EP2 HYBRIDEP "--moe-hybridep-num-sms 8 "
+                                               "--moe-hybridep-fuse-permute "
+                                               "--moe-hybridep-num-blocks-permute 4") != 0) {
+        ep_sched_free(&plain);
+        return;
+    }
+    int moe = sched_moe_layers(&plain), nmb = plain.num_microbatches;
+    CU_ASSERT_EQUAL(sched_count(&plain, 0, ".permute."), 2 * moe * nmb); /* fwd + bwd */
+    CU_ASSERT_EQUAL(sched_count(&plain, 0, ".unpermute."), 2 * moe * nmb);
+    CU_ASSERT_EQUAL(sched_count(&fused, 0, ".permute."), 0);
+    CU_ASSERT_EQUAL(sched_count(&fused, 0, ".unpermute."), 0);
+    CU_ASSERT_EQUAL(plain.ranks[0].nops - fused.ranks[0].nops, 4 * moe * nmb);
+    int a = sched_find(&plain, 0, "mb0.c0.L0.dispatch.fwd");
+    int b = sched_find(&fused, 0, "mb0.c0.L0.dispatch.fwd");
+    CU_ASSERT_FATAL(a >= 0 && b >= 0);
+    CU_ASSERT_EQUAL(plain.ranks[0].ops[a].sms, 8);
+    CU_ASSERT_EQUAL(fused.ranks[0].ops[b].sms, 12); /* the permute blocks take SMs */
+    /* hybridep gathers the routing map (T x E bits) before dispatching */
+    int g = sched_find(&plain, 0, "mb0.c0.L0.routing_ag.fwd");
+    CU_ASSERT_FATAL(g >= 0);
+    CU_ASSERT_EQUAL(plain.ranks[0].ops[g].kind, EP_OP_ALL_GATHER);
+    CU_ASSERT_DOUBLE_EQUAL(plain.ranks[0].ops[g].bytes, 128 * 8 / 8.0, 0);
+    ep_sched_free(&plain);
+    ep_sched_free(&fused);
+}
+
+static void test_deepep_sms_and_traffic(void) {
+    ep_sched s;
+    if (sched_build_flags(&s, EP2 DEEPEP "--moe-deepep-num-sms 20 --gpus-per-node 1") != 0) return;
+    int d = sched_find(&s, 1, "mb1.c0.L1.dispatch.fwd");
+    int c = sched_find(&s, 1, "mb1.c0.L1.combine.fwd");
+    CU_ASSERT_FATAL(d >= 0 && c >= 0);
+    const ep_op *dop = &s.ranks[1].ops[d], *cop = &s.ranks[1].ops[c];
+    CU_ASSERT_EQUAL(dop->sms, 20);
+    CU_ASSERT_EQUAL(dop->kind, EP_OP_A2A_DISPATCH);
+    CU_ASSERT_EQUAL(cop->kind, EP_OP_A2A_COMBINE);
+    CU_ASSERT_EQUAL(dop->traffic, cop->traffic);
+    CU_ASSERT_EQUAL(cop->transpose, 1);
+    const ep_traffic *tr = &s.traffic[dop->traffic];
+    CU_ASSERT_EQUAL(tr->n, 2);
+    CU_ASSERT_PTR_NOT_NULL(tr->node_bytes); /* per-node deduplicated for deepep */
+    CU_ASSERT_EQUAL(tr->nnodes, 2);
+    /* op bytes = what the rank sends to others (dispatch) / sends back (combine) */
+    CU_ASSERT_DOUBLE_EQUAL(dop->bytes, (double)tr->bytes[1 * 2 + 0], 0);
+    CU_ASSERT_DOUBLE_EQUAL(cop->bytes, (double)tr->bytes[0 * 2 + 1], 0);
+    /* the backward of dispatch is a combine-direction transfer of the same instance */
+    int db = sched_find(&s, 1, "mb1.c0.L1.dispatch.bwd");
+    CU_ASSERT_FATAL(db >= 0);
+    CU_ASSERT_EQUAL(s.ranks[1].ops[db].kind, EP_OP_A2A_COMBINE);
+    CU_ASSERT_EQUAL(s.ranks[1].ops[db].traffic, dop->traffic);
+    /* the expert GEMMs take the rows the traffic says this rank's experts receive */
+    int f1 = sched_find(&s, 1, "mb1.c0.L1.expert_fc1.fwd");
+    CU_ASSERT_FATAL(f1 >= 0);
+    CU_ASSERT_EQUAL(s.ranks[1].ops[f1].m, tr->expert_rows[1]);
+    CU_ASSERT_EQUAL(s.ranks[1].ops[f1].batch, 4);
+    /* conservation: token rows sent = token rows received over the group */
+    int64_t sent = 0, recv = 0;
+    for (int i = 0; i < tr->n; i++)
+        sent += tr->send_rows[i], recv += tr->recv_rows[i];
+    CU_ASSERT_EQUAL(sent, recv);
+    ep_sched_free(&s);
+}
+
+static void test_padding_rows(void) {
+    ep_sched s;
+    if (sched_build_flags(&s, EP2 HYBRIDEP "--moe-pad-mode device --moe-pad-multiple 16") != 0)
+        return;
+    int f1 = sched_find(&s, 0, "mb0.c0.L0.expert_fc1.fwd");
+    CU_ASSERT_FATAL(f1 >= 0);
+    const ep_op *op = &s.ranks[0].ops[f1];
+    const ep_traffic *tr = NULL;
+    for (int i = 0; i < s.ranks[0].nops && !tr; i++)
+        if (s.ranks[0].ops[i].traffic >= 0 && s.ranks[0].ops[i].layer == 0 &&
+            s.ranks[0].ops[i].mb == 0)
+            tr = &s.traffic[s.ranks[0].ops[i].traffic];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
+    CU_ASSERT_EQUAL(op->m, tr->pad_rows[0]);
+    CU_ASSERT(tr->pad_rows[0] >= tr->expert_rows[0]);
+    CU_ASSERT(tr->pad_rows[0] - tr->expert_rows[0] < 16 * 4); /* < multiple per local expert */
+    ep_sched_free(&s);
+}
+
+/* FIELD_NOTES 2.4: 16 GPUs, EP=4, N=2. Dense inner {0-7}, expert inner {0,4}, outer {0,8}. */
+static void expect_group(const ep_sched *s, int r, const char *name, ep_group_kind kind,
+                         const int *members, int n) {
+    int i = sched_find(s, r, name);
+    if (i < 0) fprintf(stderr, "\n  missing %s on rank %d\n", name, r);
+    CU_ASSERT_FATAL(i >= 0);
+    const ep_group *g = &s->groups[s->ranks[r].ops[i].group];
+    CU_ASSERT_EQUAL(g->kind, kind);
+    CU_ASSERT_EQUAL_FATAL(g->size, n);
+    for (int k = 0; k < n; k++)
+        CU_ASSERT_EQUAL(g->ranks[k], members[k]);
+}
+
+static void test_hsdp_groups(void) {
+    ep_sched s;
+    if (sched_build_flags(&s, SCHED_SMALL "--expert-model-parallel-size 4 --world-size 16 "
+                                          "--global-batch-size 16 --use-megatron-fsdp "
+                                          "--data-parallel-sharding-strategy optim_grads_params "
+                                          "--num-distributed-optimizer-instances 2") != 0)
+        return;
+    int nmb = s.num_microbatches, last = nmb - 1;
+    static const int dense_inner[] = {0, 1, 2, 3, 4, 5, 6, 7}, expert_inner[] = {0, 4},
+                     outer[] = {0, 8}, ep_group[] = {0, 1, 2, 3};
+    char name[64];
+    expect_group(&s, 0, "mb0.L1.fsdp.ag_dense.fwd", EP_GROUP_DP_INNER, dense_inner, 8);
+    expect_group(&s, 0, "mb0.L1.fsdp.ag_expert.fwd", EP_GROUP_EDP_INNER, expert_inner, 2);
+    expect_group(&s, 0, "mb0.L1.fsdp.ag_expert.bwd", EP_GROUP_EDP_INNER, expert_inner, 2);
+    expect_group(&s, 0, "mb0.L1.fsdp.rs_dense.bwd", EP_GROUP_DP_INNER, dense_inner, 8);
+    expect_group(&s, 0, "mb0.L1.fsdp.rs_expert.bwd", EP_GROUP_EDP_INNER, expert_inner, 2);
+    snprintf(name, sizeof name, "mb%d.L1.hsdp.ar_dense.bwd", last);
+    expect_group(&s, 0, name, EP_GROUP_DP_OUTER, outer, 2);
+    snprintf(name, sizeof name, "mb%d.L1.hsdp.ar_expert.bwd", last);
+    expect_group(&s, 0, name, EP_GROUP_EDP_OUTER, outer, 2);
+    expect_group(&s, 0, "mb0.c0.L1.dispatch.fwd", EP_GROUP_EP, ep_group, 4);
+    /* outer reductions only at the last microbatch; inner ones every microbatch */
+    CU_ASSERT_EQUAL(sched_count(&s, 0, "hsdp.ar_dense"), s.plan.num_layers);
+    CU_ASSERT_EQUAL(sched_count(&s, 0, "fsdp.rs_dense"), s.plan.num_layers * nmb);
+    CU_ASSERT_EQUAL(sched_count(&s, 0, "fsdp.ag_dense"), 2 * s.plan.num_layers * nmb);
+    /* expert parameters never travel over EP */
+    for (int i = 0; i < s.ranks[0].nops; i++) {
+        const ep_op *op = &s.ranks[0].ops[i];
+        if (op->stream == EP_STREAM_DP) CU_ASSERT_NOT_EQUAL(s.groups[op->group].kind, EP_GROUP_EP);
+    }
+    /* rank 12: expert inner {8,12}, outer {4,12} */
+    static const int ei12[] = {8, 12}, eo12[] = {4, 12};
+    expect_group(&s, 12, "mb0.L0.fsdp.ag_expert.fwd", EP_GROUP_EDP_INNER, ei12, 2);
+    snprintf(name, sizeof name, "mb%d.L0.hsdp.ar_expert.bwd", last);
+    expect_group(&s, 12, name, EP_GROUP_EDP_OUTER, eo12, 2);
+    ep_sched_free(&s);
+    /* optim: the outer shard is gathered at the first microbatch and reduce-scattered at the last
+     */
+    if (sched_build_flags(&s, SCHED_SMALL "--expert-model-parallel-size 4 --world-size 16 "
+                                          "--global-batch-size 16 --use-megatron-fsdp "
+                                          "--data-parallel-sharding-strategy optim_grads_params "
+                                          "--num-distributed-optimizer-instances 2 "
+                                          "--outer-dp-sharding-strategy optim") != 0)
+        return;
+    expect_group(&s, 0, "mb0.L0.hsdp.ag_dense.fwd", EP_GROUP_DP_OUTER, outer, 2);
+    CU_ASSERT_EQUAL(sched_count(&s, 0, "hsdp.ag_dense"), s.plan.num_layers);
+    snprintf(name, sizeof name, "mb%d.L0.hsdp.rs_dense.bwd", s.num_microbatches - 1);
+    expect_group(&s, 0, name, EP_GROUP_DP_OUTER, outer, 2);
+    ep_sched_free(&s);
+}
+
+static void test_ddp_buckets(void) {
+    ep_sched s;
+    /* world 4, EP 2: dense DP {0,1,2,3}, expert DP {0,2} */
+    if (sched_build_flags(&s, SCHED_SMALL "--expert-model-parallel-size 2 --world-size 4 "
+                                          "--global-batch-size 8 --overlap-grad-reduce") != 0)
+        return;
+    /* one bucket per layer plus the embedding's: all-reduces over DP and EDP */
+    CU_ASSERT_EQUAL(sched_count(&s, 0, "ddp.ar_dense"), s.plan.num_layers + 1);
+    CU_ASSERT_EQUAL(sched_count(&s, 0, "ddp.ar_expert"), s.plan.num_layers);
+    /* overlapped: the top layer's bucket is launched before the last backward finishes */
+    int top = -1, emb = sched_find(&s, 0, "mb1.c0.embedding.bwd");
+    for (int i = 0; i < s.ranks[0].nops && top < 0; i++)
+        if (s.ranks[0].ops[i].stream == EP_STREAM_DP) top = i;
+    CU_ASSERT(top >= 0 && emb >= 0 && top < emb);
+    ep_sched_free(&s);
+    if (sched_build_flags(&s, SCHED_SMALL "--expert-model-parallel-size 2 --world-size 4 "
+                                          "--global-batch-size 8 --use-distributed-optimizer") != 0)
+        return;
+    int opt = sched_find(&s, 0, "optimizer.step");
+    int rs = sched_find(&s, 0, "B0.distopt.rs_dense"),
+        ag = sched_find(&s, 0, "B0.distopt.ag_dense");
+    CU_ASSERT(rs >= 0 && opt > rs && ag > opt); /* reduce, step, gather */
+    ep_sched_free(&s);
+}
+
+void ep_suite_sched_variants(void) {
+    CU_pSuite s = CU_add_suite("sched_variants", NULL, NULL);
+    CU_add_test(s, "host syncs per dispatcher, padding mode and THD", test_host_syncs);
+    CU_add_test(s, "THD with hybridep pads to the group max rounded to 64",
+                test_thd_hybridep_padding);
+    CU_add_test(s, "fused permute removes permute/unpermute, adds SMs", test_fused_permute);
+    CU_add_test(s, "deepep SMs, traffic and expert rows", test_deepep_sms_and_traffic);
+    CU_add_test(s, "device padding pads the expert GEMM rows", test_padding_rows);
+    CU_add_test(s, "HSDP inner/outer groups (16 GPUs, EP 4, N 2)", test_hsdp_groups);
+    CU_add_test(s, "DDP buckets and distributed optimizer order", test_ddp_buckets);
+}
