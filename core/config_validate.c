@@ -143,7 +143,20 @@ static int check_world(ep_config *c, char err[EP_ERRLEN]) {
                  c->world_size, mp);
         c->data_parallel_size = (int)(c->world_size / mp);
     } else {
-        if (c->data_parallel_size == 0) c->data_parallel_size = 1;
+        if (c->data_parallel_size == 0) {
+            /* Neither world nor DP given: the smallest layout the experts fit, i.e. the least DP
+             * with ETP x EP dividing TP x CP x DP (epsched @preset --expert-model-parallel-size 2
+             * then shows a 2-rank schedule). */
+            long long etp = c->expert_tensor_parallel_size > 0 ? c->expert_tensor_parallel_size : tp;
+            long long need = etp * c->expert_model_parallel_size, have = tp * cp;
+            long long a = need, b = have;
+            while (b) {
+                long long r = a % b;
+                a = b;
+                b = r;
+            }
+            c->data_parallel_size = need > 0 ? (int)(need / a) : 1;
+        }
         if (mp * c->data_parallel_size > MAX_WORLD)
             FAIL("TP x CP x PP x --data-parallel-size = %lld exceeds %d GPUs",
                  mp * c->data_parallel_size, MAX_WORLD);
