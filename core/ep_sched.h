@@ -152,7 +152,8 @@ typedef struct {
 int ep_sched_build(const ep_config *cfg, ep_sched *out, char err[EP_ERRLEN]);
 void ep_sched_free(ep_sched *s);
 
-/* Writes the op's name, e.g. "mb3.c0.L5.dispatch.fwd", "L5.fsdp.ag.fwd", "mb2.c1.pp.send.fwd". */
+/* Writes the op's name: mb{m}.c{c}.L{l}.B{bucket}.{label}.{phase}, absent parts left out, e.g.
+ * "mb3.c0.L5.dispatch.fwd", "mb1.L5.fsdp.ag_dense.bwd", "mb2.c1.pp.send.fwd", "optimizer.step". */
 void ep_op_name(const ep_op *op, char *buf, size_t len);
 
 /* Checks the invariants of the NOTES above: dependencies point to earlier ops, no cycles, every
