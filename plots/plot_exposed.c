@@ -13,16 +13,8 @@ const char *const plot_exposed_kind[PLOT_EXPOSED_KINDS] = {"dispatch", "combine"
 int plot_exposed_load(const char *path, const char *label, plot_exposed_bar *bar,
                       char err[EP_ERRLEN]) {
     memset(bar, 0, sizeof *bar);
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        if (je.line <= 0 && je.position == 0)
-            snprintf(err, EP_ERRLEN, "cannot read %s: %s", path, je.text);
-        else
-            snprintf(err, EP_ERRLEN, "%s:%d:%d: malformed JSON: %s", path, je.line, je.column,
-                     je.text);
-        return -1;
-    }
+    json_t *root = plot_load_json(path, err);
+    if (!root) return -1;
     int rc = -1;
     json_t *ex = json_is_object(root) ? json_object_get(root, "exposed_comm_s") : NULL;
     if (!json_is_object(ex)) {

@@ -109,7 +109,8 @@ int plot_timeline_build(const plot_timeline_opts *o, plot_timeline *tl, char err
             const plot_event *e = &o->src[s]->ev[i];
             double a = e->start_us, b = e->start_us + e->dur_us;
             /* zero-length ops (host syncs) at the window edge still count as inside */
-            if (!wanted(o, e->rank) || b < lo || a > hi || (b == lo && e->dur_us > 0)) continue;
+            if (!wanted(o, e->rank) || b < lo || a > hi || (e->dur_us > 0 && (b == lo || a == hi)))
+                continue;
             int lane = find_lane(tl, e->rank, e->stream);
             double y = plot_timeline_lane_y(tl, lane);
             plot_box *bx = &tl->boxes[tl->nboxes++];

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ep_sched.h"
+#include "plot_util.h"
 
 static const char *const k_class_names[PLOT_NUM_CLASSES] = {
     "compute", "dispatch", "combine", "dp", "pp", "other comm", "host sync"};
@@ -129,16 +130,8 @@ static const char *take_event(plot_trace *t, json_t *e) {
 int plot_trace_load(const char *path, plot_trace *t, char err[EP_ERRLEN]) {
     memset(t, 0, sizeof *t);
     snprintf(t->path, sizeof t->path, "%s", path);
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        if (je.line <= 0 && je.position == 0)
-            snprintf(err, EP_ERRLEN, "cannot read %s: %s", path, je.text);
-        else
-            snprintf(err, EP_ERRLEN, "%s:%d:%d: malformed JSON: %s", path, je.line, je.column,
-                     je.text);
-        return -1;
-    }
+    json_t *root = plot_load_json(path, err);
+    if (!root) return -1;
     json_t *evs = json_is_object(root) ? json_object_get(root, "traceEvents") : NULL;
     if (!json_is_array(evs)) {
         snprintf(err, EP_ERRLEN, "%s: not a trace: no \"traceEvents\" array", path);

@@ -48,6 +48,20 @@ char *plot_read_file(const char *path, size_t *len, char err[EP_ERRLEN]) {
     return buf;
 }
 
+json_t *plot_load_json(const char *path, char err[EP_ERRLEN]) {
+    FILE *f = fopen(path, "rb"); /* jansson's message for this case names no reason */
+    if (!f) {
+        snprintf(err, EP_ERRLEN, "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    json_error_t je;
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+    fclose(f);
+    if (!root)
+        snprintf(err, EP_ERRLEN, "%s:%d:%d: malformed JSON: %s", path, je.line, je.column, je.text);
+    return root;
+}
+
 int plot_parse_number(const char *s, double *out) {
     char *end;
     while (*s == ' ' || *s == '\t')

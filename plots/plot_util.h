@@ -6,11 +6,16 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "ep_config.h"
 
 /* Reads a whole file, NUL-terminated. Returns a malloc'd buffer (length in *len if not NULL), or
  * NULL with err naming the file. */
 char *plot_read_file(const char *path, size_t *len, char err[EP_ERRLEN]);
+/* Loads a JSON file (duplicate keys refused). Returns it, or NULL with err: "cannot read PATH:
+ * reason" or "PATH:LINE:COL: malformed JSON: reason". */
+json_t *plot_load_json(const char *path, char err[EP_ERRLEN]);
 /* Parses all of s (surrounding blanks allowed) as a finite number. Returns 0 or -1. */
 int plot_parse_number(const char *s, double *out);
 /* Writes s as a gnuplot single-quoted string (quotes doubled). */
