@@ -1,17 +1,17 @@
-/* ep_sched: the schedule IR - a list of ops per rank - and its generators (DESIGN.md, "The schedule
- * IR").
+/* ep_sched: the schedule IR - a list of ops per rank - and its generators (DESIGN.md, "The
+ * schedule IR"; docs/schedule.md is the full contract).
  *
  * NOTES: ordering rules that every executor (epsim, epref) follows:
- *  - ranks[r].ops is the *host launch order* of rank r: the host launches op i+1 only after op i;
+ *  - ranks[r].ops is the *host launch order* of rank r: the host launches op i+1 after op i;
  *  - each op runs on one stream; a stream runs its ops in launch order (FIFO);
  *  - an op starts only after its deps (indices of earlier ops of the same rank, any stream)
- * finished: these are the CUDA events between streams;
- *  - a HOST_SYNC op blocks the host: ops after it are launched only once it has completed on its
- *    stream (cudaStreamSynchronize / event sync), i.e. once everything before it on that stream
- * ran;
+ *    finished: these are the CUDA events between streams;
+ *  - a HOST_SYNC op blocks the host: ops after it are launched only once it has completed on
+ *    its stream (cudaStreamSynchronize / event sync), i.e. once everything before it ran;
  *  - collectives and send/recv match across ranks by (group, seq): every member of group g has
- * exactly one op with sequence number s, and they are one collective. Op names (ep_op_name) are the
- * join key between epsim and epref traces: identical in both programs.
+ *    exactly one op with sequence number s, and they are one collective. Send/recv groups are
+ *    directed pairs {src, dst} (EP_GROUP_P2P): ranks[0] sends, ranks[1] receives.
+ * Op names (ep_op_name) are the join key between epsim and epref traces: identical in both.
  */
 #ifndef EP_SCHED_H
 #define EP_SCHED_H
