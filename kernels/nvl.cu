@@ -87,6 +87,7 @@ __device__ __forceinline__ void warp_publish(uint32_t *counter, int lane) {
 __device__ bool block_wait(const Args &a, const uint32_t *flag, int peer, const char *what,
                            int idx) {
     __shared__ int ok;
+    __syncthreads(); // everyone has read the previous wait's result
     if (threadIdx.x == 0)
         ok = wait_flag(flag, a.target, a.timeout_ns, a.me, peer, what, idx, a.err);
     __syncthreads();
@@ -123,8 +124,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     const ep_layout &L = a.L;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     if ((int)blockIdx.x < a.senders) {
-        const int nt = L.ntok[a.me], nch = (nt + EP_CHUNK - 1) / EP_CHUNK;
-        for (int i = blockIdx.x; i < nch * a.ep; i += a.senders) {
+        // Every chunk counter of the capacity grows by WARPS each op, empty chunks included, so
+        // the receiver's target is the same for all chunks whatever the token counts were.
+        const int nt = L.ntok[a.me];
+        for (int i = blockIdx.x; i < L.nchunks * a.ep; i += a.senders) {
             const int c = i / a.ep, d = (a.me + 1 + i) % a.ep; // peers first, then self
             int4 *dst = rows_of(a, d, a.off_stage);
             const int base = L.roff[a.me * L.ep + d];
@@ -163,8 +166,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     if ((int)blockIdx.x < a.senders) {
         for (int i = blockIdx.x; i < L.nchunks * a.ep; i += a.senders) {
-            const int c = i / a.ep, s = (a.me + 1 + i) % a.ep, nt = L.ntok[s];
-            if (c * EP_CHUNK >= nt) continue;
+            const int c = i / a.ep, s = (a.me + 1 + i) % a.ep, nt = L.ntok[s]; // all chunks
+
             int4 *dst = rows_of(a, s, a.off_cstage);
             const int base = L.coff[s * L.ep + a.me];
             for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS) {

@@ -106,6 +106,7 @@ void bench_routing(bench *b, int tokens, int32_t *d_topk, float *d_prob) {
     }
     CUDA_CHECK(cudaMemcpy(d_topk, rt.choices[me], n * sizeof(int32_t), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(d_prob, p, n * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize()); /* pageable copies may land after they return */
     free(p);
     ep_routing_free(&rt);
 }

@@ -17,8 +17,7 @@ float bf2f(ep_bf16 v) {
 ep_bf16 f2bf(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
-    if (isnan(f))
-        return 0x7fc0;
+    if (isnan(f)) return 0x7fc0;
     u += 0x7fff + ((u >> 16) & 1); /* round to nearest even */
     return (ep_bf16)(u >> 16);
 }
@@ -39,8 +38,7 @@ void ref_router(const float *logits, const float *bias, ep_router_params p, int3
         }
         if (p.num_groups > 1) {
             int per = E / p.num_groups, m = p.topk / p.group_topk;
-            if (m < 1)
-                m = 1;
+            if (m < 1) m = 1;
             float gs[1024];
             int keep[1024] = {0};
             for (int g = 0; g < p.num_groups; g++) {
@@ -50,8 +48,7 @@ void ref_router(const float *logits, const float *bias, ep_router_params p, int3
                 for (int r = 0; r < m; r++) {
                     int bi = -1;
                     for (int i = 0; i < per; i++)
-                        if (tmp[i] != -INFINITY && (bi < 0 || tmp[i] > tmp[bi]))
-                            bi = i;
+                        if (tmp[i] != -INFINITY && (bi < 0 || tmp[i] > tmp[bi])) bi = i;
                     gs[g] += tmp[bi];
                     tmp[bi] = -INFINITY;
                 }
@@ -59,8 +56,7 @@ void ref_router(const float *logits, const float *bias, ep_router_params p, int3
             for (int r = 0; r < p.group_topk; r++) {
                 int bg = -1;
                 for (int g = 0; g < p.num_groups; g++)
-                    if (!keep[g] && (bg < 0 || better(gs[g], g, gs[bg], bg)))
-                        bg = g;
+                    if (!keep[g] && (bg < 0 || better(gs[g], g, gs[bg], bg))) bg = g;
                 keep[bg] = 1;
             }
             for (int g = 0; g < p.num_groups; g++)
@@ -72,8 +68,7 @@ void ref_router(const float *logits, const float *bias, ep_router_params p, int3
         for (int j = 0; j < p.topk; j++) {
             int be = -1;
             for (int e = 0; e < E; e++)
-                if (sel[e] != -INFINITY && (be < 0 || better(sel[e], e, sel[be], be)))
-                    be = e;
+                if (sel[e] != -INFINITY && (be < 0 || better(sel[e], e, sel[be], be))) be = e;
             sel[be] = -INFINITY;
             idx[(size_t)t * p.topk + j] = be;
             ch[j] = score[be];
@@ -102,8 +97,7 @@ int64_t ref_layout(int ep, int me, int E, int k, int max_tokens, const int32_t *
             for (int t = 0; t < ntok[s]; t++)
                 for (int j = 0; j < k; j++) {
                     size_t g = ((size_t)s * max_tokens + t) * k + j;
-                    if (idx[g] == me * Ep + e)
-                        pos[g] = (int32_t)(off + n++);
+                    if (idx[g] == me * Ep + e) pos[g] = (int32_t)(off + n++);
                 }
         int padded = (n + pad - 1) / pad * pad;
         rows_per_expert[e] = padded;
@@ -177,8 +171,7 @@ void ref_mlp_bwd(int m, int H, int F, const float *x, const float *W1, const flo
 double rel_err(const float *got, const float *want, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
-        if (isnan(got[i]) || isinf(got[i]))
-            return INFINITY;
+        if (isnan(got[i]) || isinf(got[i])) return INFINITY;
         double d = (double)got[i] - want[i];
         num += d * d;
         den += (double)want[i] * want[i];

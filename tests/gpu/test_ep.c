@@ -32,12 +32,9 @@ static float val(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
     return (float)((ep_hash4(seed ^ a, b, c, d) >> 11) * (1.0 / 9007199254740992.0) * 2 - 1);
 }
 static float xval(int s, int t, int h) {
-    if (h == 0)
-        return (float)s; /* signature: exact in bf16 */
-    if (h == 1)
-        return (float)(t >> 8);
-    if (h == 2)
-        return (float)(t & 255);
+    if (h == 0) return (float)s; /* signature: exact in bf16 */
+    if (h == 1) return (float)(t >> 8);
+    if (h == 2) return (float)(t & 255);
     return bf2f(f2bf(val(1, (uint64_t)s, (uint64_t)t, (uint64_t)h)));
 }
 static float pval(int s, int t, int j) {
@@ -53,6 +50,9 @@ static void up_bf(ep_bf16 *d, const float *h, size_t n) {
     for (size_t i = 0; i < n; i++)
         t[i] = f2bf(h[i]);
     CUDA_CHECK(cudaMemcpy(d, t, n * 2, cudaMemcpyHostToDevice));
+    /* A pageable copy may return before its DMA lands, and the work that reads it runs on a
+     * non-blocking stream: wait for it. */
+    CUDA_CHECK(cudaDeviceSynchronize());
     free(t);
 }
 static void down_bf(float *h, const ep_bf16 *d, size_t n) {
@@ -65,8 +65,8 @@ static void down_bf(float *h, const ep_bf16 *d, size_t n) {
 
 typedef struct {
     int ep, me, E, k, H, maxt, ntok[EP_MAX_RANKS];
-    int32_t *idx;  /* [ep][maxt][k] every rank's choices */
-    float *prob;   /* [ep][maxt][k] */
+    int32_t *idx; /* [ep][maxt][k] every rank's choices */
+    float *prob;  /* [ep][maxt][k] */
     int32_t *dtopk;
     float *dprob;
 } routing;
@@ -94,8 +94,7 @@ static void make_routing(ref_ctx *c, routing *r, int E, int k, int H, ep_route_d
         r->maxt = ntok[i] > r->maxt ? ntok[i] : r->maxt;
     }
     ep_routing rt;
-    if (ep_route_draw(&cfg, mb, 0, 0, ranks, r->ntok, 1, &rt))
-        REF_DIE("routing");
+    if (ep_route_draw(&cfg, mb, 0, 0, ranks, r->ntok, 1, &rt)) REF_DIE("routing");
     size_t n = (size_t)r->ep * r->maxt * k;
     r->idx = malloc(n * sizeof *r->idx);
     r->prob = malloc(n * sizeof *r->prob);
@@ -112,8 +111,11 @@ static void make_routing(ref_ctx *c, routing *r, int E, int k, int H, ep_route_d
     r->dtopk = dalloc((size_t)r->maxt * k * 4);
     r->dprob = dalloc((size_t)r->maxt * k * 4);
     size_t mine = (size_t)r->me * r->maxt * k;
-    CUDA_CHECK(cudaMemcpy(r->dtopk, r->idx + mine, (size_t)r->maxt * k * 4, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(r->dprob, r->prob + mine, (size_t)r->maxt * k * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(
+        cudaMemcpy(r->dtopk, r->idx + mine, (size_t)r->maxt * k * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(
+        cudaMemcpy(r->dprob, r->prob + mine, (size_t)r->maxt * k * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
 }
 static void free_routing(routing *r) {
     free(r->idx), free(r->prob);
@@ -163,8 +165,7 @@ static void test_dispatch_combine(ref_ctx *c, ref_disp_kind kind, ep_route_dist 
         for (int t = 0; t < r.ntok[s]; t++)
             for (int j = 0; j < k; j++) {
                 int32_t q = pos[((size_t)s * r.maxt + t) * k + j];
-                if (q < 0)
-                    continue;
+                if (q < 0) continue;
                 filled[q] = 1;
                 const float *row = p + (size_t)q * H;
                 int gs = (int)row[0], gt = (int)row[1] * 256 + (int)row[2];
@@ -194,8 +195,9 @@ static void test_dispatch_combine(ref_ctx *c, ref_disp_kind kind, ep_route_dist 
                 int32_t q = pos[((size_t)s * r.maxt + t) * k + j];
                 if (q >= 0)
                     for (int h = 0; h < H; h++)
-                        eo[(size_t)q * H + h] = p[(size_t)q * H + h] *
-                                                expert_scale(r.idx[((size_t)s * r.maxt + t) * k + j]);
+                        eo[(size_t)q * H + h] =
+                            p[(size_t)q * H + h] *
+                            expert_scale(r.idx[((size_t)s * r.maxt + t) * k + j]);
             }
     up_bf(perm, eo, (size_t)rows * H);
     CUDA_CHECK(ep_fill_u16(out, (size_t)r.maxt * H, 0xffff, st));
@@ -257,8 +259,7 @@ static void test_layer(ref_ctx *c, ref_disp_kind kind, const int *ntok) {
     CUDA_CHECK(ep_fill_u16(g1, Ep * w1, 0xffff, st));
     CUDA_CHECK(ep_fill_u16(g2, Ep * w2, 0xffff, st));
     ep_gemm *g = ep_gemm_create(EP_GEMM_GROUPED, Ep);
-    if (!g)
-        REF_DIE("ep_gemm_create");
+    if (!g) REF_DIE("ep_gemm_create");
     ref_disp_route(&d, r.dtopk, r.dprob, T, st);
     int32_t padded[64];
     ref_disp_counts(&d, NULL, padded, NULL, st); /* GEMM shapes need host row counts */
@@ -281,8 +282,8 @@ static void test_layer(ref_ctx *c, ref_disp_kind kind, const int *ntok) {
     down_bf(gg1, g1, Ep * w1);
     down_bf(gg2, g2, Ep * w2);
     /* CPU: every token of every rank through its experts (weights of all experts known). */
-    float *ry = calloc((size_t)T * H, 4), *rx = calloc((size_t)T * H, 4),
-          *r1 = calloc(Ep * w1, 4), *r2 = calloc(Ep * w2, 4);
+    float *ry = calloc((size_t)T * H, 4), *rx = calloc((size_t)T * H, 4), *r1 = calloc(Ep * w1, 4),
+          *r2 = calloc(Ep * w2, 4);
     float h[128], a[64], yy[64], dxx[64], t1[64 * 64], t2[32 * 64], xs[64], dys[64];
     for (int sr = 0; sr < ep; sr++)
         for (int t = 0; t < r.ntok[sr]; t++)
@@ -292,7 +293,8 @@ static void test_layer(ref_ctx *c, ref_disp_kind kind, const int *ntok) {
                 float pr = r.prob[gi];
                 for (int i = 0; i < H; i++) {
                     xs[i] = bf2f(f2bf(val(5, (uint64_t)sr, (size_t)t * H + i, 0)));
-                    dys[i] = bf2f(f2bf(pr * bf2f(f2bf(val(6, (uint64_t)sr, (size_t)t * H + i, 0)))));
+                    dys[i] =
+                        bf2f(f2bf(pr * bf2f(f2bf(val(6, (uint64_t)sr, (size_t)t * H + i, 0)))));
                 }
                 ref_mlp_fwd(1, H, F, xs, W1 + e * w1, W2 + e * w2, h, a, yy);
                 ref_mlp_bwd(1, H, F, xs, W1 + e * w1, W2 + e * w2, h, a, dys, dxx, t1, t2);
@@ -326,16 +328,13 @@ int main(int argc, char **argv) {
     char *args[] = {argv[0], "--nproc", "2", NULL};
     int nargs = 3, status;
     (void)argc;
-    if (ref_boot_launch(&nargs, args, &status))
-        return status;
+    if (ref_boot_launch(&nargs, args, &status)) return status;
     gpu_count_or_skip(2);
     ref_ctx c;
     ref_ctx_init(&c);
     seed = (uint64_t)time(NULL);
-    if (ref_boot_bcast(&c.w, &seed, sizeof seed))
-        REF_DIE("bcast");
-    if (c.w.rank == 0)
-        printf("test_ep: seed %llu\n", (unsigned long long)seed);
+    if (ref_boot_bcast(&c.w, &seed, sizeof seed)) REF_DIE("bcast");
+    if (c.w.rank == 0) printf("test_ep: seed %llu\n", (unsigned long long)seed);
     const int even[2] = {400, 400}, thd[2] = {300, 517}, small[2] = {70, 96};
     ref_disp_kind kinds[] = {REF_DISP_ALLTOALL, REF_DISP_NVL, REF_DISP_NVL_FUSED};
     int mb = 0;
@@ -351,8 +350,7 @@ int main(int argc, char **argv) {
     int total = 0;
     for (int i = 0; i < c.w.size; i++)
         total += all[i];
-    if (c.w.rank == 0)
-        printf("test_ep: %s (%d failures)\n", total ? "FAILED" : "passed", total);
+    if (c.w.rank == 0) printf("test_ep: %s (%d failures)\n", total ? "FAILED" : "passed", total);
     CUDA_CHECK(cudaDeviceSynchronize());
     ref_ctx_fini(&c);
     return total ? 1 : 0;

@@ -35,6 +35,7 @@ static void *dalloc(size_t bytes) {
 }
 static void up(void *d, const void *h, size_t n) {
     CUDA_CHECK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize()); /* a pageable copy may return before its DMA lands */
 }
 static void down(void *h, const void *d, size_t n) {
     CUDA_CHECK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
@@ -84,8 +85,8 @@ static void test_router(int sigmoid, int groups, int group_topk, int use_bias) {
         bad += gidx[i] != idx[i];
         perr = fmax(perr, fabs(gprob[i] - prob[i]));
     }
-    EXPECT(!bad && perr < 1e-5, "router sigmoid=%d groups=%d: %d wrong ids, prob err %.2e",
-           sigmoid, groups, bad, perr);
+    EXPECT(!bad && perr < 1e-5, "router sigmoid=%d groups=%d: %d wrong ids, prob err %.2e", sigmoid,
+           groups, bad, perr);
     cudaFree(dl), cudaFree(db), cudaFree(dp), cudaFree(di);
     free(lg), free(prob), free(gprob), free(idx), free(gidx);
 }
@@ -161,7 +162,8 @@ static void test_permute_combine(int pad, int budget_half) {
             for (int j = 0; j < k; j++)
                 if (pos[t * k + j] >= 0)
                     for (int h = 0; h < H; h++)
-                        ref[(size_t)t * H + h] += prob[t * k + j] * eo[(size_t)pos[t * k + j] * H + h];
+                        ref[(size_t)t * H + h] +=
+                            prob[t * k + j] * eo[(size_t)pos[t * k + j] * H + h];
         double err = rel_err(out, ref, (size_t)T * H);
         EXPECT(err < 1e-2, "pad %d: combine rel err %.3e", pad, err);
         cudaFree(deo), cudaFree(part), cudaFree(dout);
@@ -177,7 +179,8 @@ static void test_mlp(ep_gemm_mode mode) {
     int64_t rows[4] = {5, 0, 17, 32}, m = 54;
     float *x = malloc(4 * m * H), *W1 = malloc(4 * (size_t)ne * H * 2 * F),
           *W2 = malloc(4 * (size_t)ne * F * H), *dy = malloc(4 * m * H);
-    ep_bf16 *dx_ = rand_bf16((size_t)m * H, 1.f, x), *dW1 = rand_bf16((size_t)ne * H * 2 * F, .2f, W1),
+    ep_bf16 *dx_ = rand_bf16((size_t)m * H, 1.f, x),
+            *dW1 = rand_bf16((size_t)ne * H * 2 * F, .2f, W1),
             *dW2 = rand_bf16((size_t)ne * F * H, .2f, W2), *ddy = rand_bf16((size_t)m * H, 1.f, dy);
     ep_bf16 *h = dalloc(m * 2 * F * 2), *a = dalloc(m * F * 2), *y = dalloc(m * H * 2),
             *da = dalloc(m * F * 2), *dh = dalloc(m * 2 * F * 2), *gx = dalloc(m * H * 2),
@@ -186,15 +189,14 @@ static void test_mlp(ep_gemm_mode mode) {
     CUDA_CHECK(ep_fill_u16(gx, (size_t)m * H, 0xffff, 0));
     CUDA_CHECK(ep_fill_u16(g1, (size_t)ne * H * 2 * F, 0xffff, 0));
     ep_gemm *g = ep_gemm_create(mode, ne);
-    if (!g)
-        REF_DIE("ep_gemm_create");
+    if (!g) REF_DIE("ep_gemm_create");
     ep_mlp_shape s = {ne, H, F, rows};
     OK_CHECK(ep_mlp_forward(g, s, dx_, dW1, dW2, h, a, y, 0));
     OK_CHECK(ep_mlp_dgrad(g, s, ddy, h, dW1, dW2, da, dh, gx, 0));
     OK_CHECK(ep_mlp_wgrad(g, s, dx_, a, ddy, dh, g1, g2, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
-    float *gy = malloc(4 * m * H), *ggx = malloc(4 * m * H), *gg1 = malloc(4 * (size_t)ne * H * 2 * F),
-          *gg2 = malloc(4 * (size_t)ne * F * H);
+    float *gy = malloc(4 * m * H), *ggx = malloc(4 * m * H),
+          *gg1 = malloc(4 * (size_t)ne * H * 2 * F), *gg2 = malloc(4 * (size_t)ne * F * H);
     down_f(gy, y, (size_t)m * H);
     down_f(ggx, gx, (size_t)m * H);
     down_f(gg1, g1, (size_t)ne * H * 2 * F);
