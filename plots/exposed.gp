@@ -11,5 +11,5 @@ set grid ytics lc rgb '#e6e6e6'
 set key outside right top vertical
 set xtics nomirror scale 0
 if (nbars > 4) set xtics rotate by -30 left
-plot for [k=1:4] datafile using (column(k + 1)):xtic(1) lc rgb kind_color[k] title kind_title[k], \
-     '' using 0:6:(sprintf('%.2f', $6)) with labels offset 0, 0.8 notitle
+plot for [k=1:5] datafile using (column(k + 1)):xtic(1) lc rgb kind_color[k] title kind_title[k], \
+     '' using 0:7:(sprintf('%.2f', $7)) with labels offset 0, 0.8 notitle

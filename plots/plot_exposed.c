@@ -8,7 +8,8 @@
 #include "plot_trace.h"
 #include "plot_util.h"
 
-const char *const plot_exposed_kind[PLOT_EXPOSED_KINDS] = {"dispatch", "combine", "dp", "pp"};
+const char *const plot_exposed_kind[PLOT_EXPOSED_KINDS] = {"dispatch", "combine", "dp", "pp",
+                                                           "other"};
 
 int plot_exposed_load(const char *path, const char *label, plot_exposed_bar *bar,
                       char err[EP_ERRLEN]) {
@@ -23,6 +24,7 @@ int plot_exposed_load(const char *path, const char *label, plot_exposed_bar *bar
     }
     for (int k = 0; k < PLOT_EXPOSED_KINDS; k++) {
         json_t *v = json_object_get(ex, plot_exposed_kind[k]);
+        if (!v && k >= PLOT_EXPOSED_REQUIRED) continue;
         if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0) {
             snprintf(err, EP_ERRLEN, "%s: exposed_comm_s.%s %s", path, plot_exposed_kind[k],
                      v ? "is not a non-negative number" : "is missing");
@@ -60,7 +62,8 @@ void plot_exposed_write_vars(const plot_exposed_bar *bars, int n, FILE *f) {
     fprintf(f, "nbars = %d\nymax = %.6f\n", n, top > 0 ? top * 1.15 : 1.0);
     /* the timeline's colours, so that a kind looks the same in every plot */
     static const plot_class cls[PLOT_EXPOSED_KINDS] = {PLOT_CLASS_DISPATCH, PLOT_CLASS_COMBINE,
-                                                       PLOT_CLASS_DP, PLOT_CLASS_PP};
+                                                       PLOT_CLASS_DP, PLOT_CLASS_PP,
+                                                       PLOT_CLASS_COMM_OTHER};
     fprintf(f, "array kind_title[%d]\narray kind_color[%d]\n", PLOT_EXPOSED_KINDS,
             PLOT_EXPOSED_KINDS);
     for (int k = 0; k < PLOT_EXPOSED_KINDS; k++)

@@ -7,7 +7,6 @@ set yrange [nbars - 0.5:-0.5]
 set ytics nomirror scale 0
 set grid xtics lc rgb '#e6e6e6'
 set style fill solid 1.0 noborder
-set lmargin 40
 unset key
 plot datafile using ($2 / 2):1:(0):2:($1 - 0.38):($1 + 0.38):ytic(3) with boxxyerror \
          lc rgb '#0072b2', \

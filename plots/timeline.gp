@@ -9,8 +9,8 @@ set ytics nomirror scale 0
 set xtics nomirror out
 set grid xtics lc rgb '#e6e6e6'
 set key outside bottom center horizontal samplen 1.5
+set bmargin 5.5
 set style fill solid 1.0 noborder
-set lmargin 18
 # ops shorter than a pixel (host syncs take no time) are widened to one so that they still show
 minw = (x_to - x_from) / 1500.0
 plot for [i=1:nblocks] datafile index (i - 1) \

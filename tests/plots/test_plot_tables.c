@@ -119,13 +119,13 @@ static void test_exposed_bars(void) {
     char path[256], err[EP_ERRLEN];
     pt_write(path, sizeof path, "ep2.summary.json",
              "{\"iteration_time_s\":1.5,\"exposed_comm_s\":{\"dispatch\":0.01,\"combine\":0.02,"
-             "\"dp\":0.003,\"pp\":0,\"other\":5,\"total\":5.033}}");
+             "\"dp\":0.003,\"pp\":0,\"other\":0.002,\"total\":0.035}}");
     plot_exposed_bar b[2];
     CU_ASSERT_EQUAL_FATAL(plot_exposed_load(path, NULL, &b[0], err), 0);
     char want[128];
     snprintf(want, sizeof want, "epplot_test_%ld_ep2", (long)getpid());
     CU_ASSERT_STRING_EQUAL(b[0].label, want);           /* file name without .summary.json */
-    CU_ASSERT_DOUBLE_EQUAL(b[0].total_s, 0.033, 1e-12); /* the four kinds only, not "other" */
+    CU_ASSERT_DOUBLE_EQUAL(b[0].total_s, 0.035, 1e-12); /* other included, total ignored */
     CU_ASSERT_EQUAL_FATAL(plot_exposed_load(path, "EP 2", &b[1], err), 0);
     CU_ASSERT_STRING_EQUAL(b[1].label, "EP 2");
     char *data = NULL, *vars = NULL;
@@ -133,12 +133,14 @@ static void test_exposed_bars(void) {
     FILE *f = open_memstream(&data, &len);
     plot_exposed_write_data(&b[1], 1, f);
     fclose(f);
-    CU_ASSERT_STRING_EQUAL(data, "EP 2\t10.000000\t20.000000\t3.000000\t0.000000\t33.000000\n");
+    CU_ASSERT_STRING_EQUAL(data,
+                           "EP 2\t10.000000\t20.000000\t3.000000\t0.000000\t2.000000\t35.000000\n");
     f = open_memstream(&vars, &len);
     plot_exposed_write_vars(b, 2, f);
     fclose(f);
-    CU_ASSERT_PTR_NOT_NULL(strstr(vars, "nbars = 2\nymax = 37.950000\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(vars, "nbars = 2\nymax = 40.250000\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(vars, "kind_title[4] = 'pp'\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(vars, "kind_title[5] = 'other'\n"));
     free(data);
     free(vars);
 
@@ -151,6 +153,8 @@ static void test_exposed_bars(void) {
          "exposed_comm_s.combine is not a non-negative number"},
         {"{\"exposed_comm_s\":{\"dispatch\":\"1\",\"combine\":1,\"dp\":1,\"pp\":0}}",
          "exposed_comm_s.dispatch is not a non-negative number"},
+        {"{\"exposed_comm_s\":{\"dispatch\":1,\"combine\":1,\"dp\":1,\"pp\":0,\"other\":null}}",
+         "exposed_comm_s.other is not a non-negative number"},
         {"{\"iteration_time_s\":1}", "no \"exposed_comm_s\" object"},
         {"{\"exposed_comm_s\":{", "malformed JSON"},
     };
