@@ -61,7 +61,11 @@ plot_class plot_classify(const char *kind, int stream, const char *name) {
     if (stream == EP_STREAM_PP || !strcmp(kind, "send") || !strcmp(kind, "recv"))
         return PLOT_CLASS_PP;
     if (stream == EP_STREAM_DP) return PLOT_CLASS_DP;
-    if (label_is(name, "dispatch")) return PLOT_CLASS_DISPATCH;
+    /* the communication of Megatron's dispatch node (core/sched_layer.c): the token all-to-all
+     * and, before it, deepep's notify, hybridep's routing-map all-gather and THD max all-reduce */
+    if (label_is(name, "dispatch") || label_is(name, "notify") || label_is(name, "routing_ag") ||
+        label_is(name, "thd_max"))
+        return PLOT_CLASS_DISPATCH;
     if (label_is(name, "combine")) return PLOT_CLASS_COMBINE;
     return PLOT_CLASS_COMM_OTHER;
 }

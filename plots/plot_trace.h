@@ -47,7 +47,9 @@ const char *plot_trace_stream_name(const plot_trace *t, int rank, int stream, ch
                                    size_t len);
 
 /* Class of one op from its kind, stream and name: the rules of ep_op_comm_class (core/sched.c),
- * with the node taken from the op name's label ("dispatch" / "combine"). */
+ * with the node read from the op name's label: dispatch, notify, routing_ag, thd_max -> dispatch;
+ * combine -> combine; other communication on the comm stream (TP collectives, the alltoall
+ * dispatcher's count exchange) -> other. */
 plot_class plot_classify(const char *kind, int stream, const char *name);
 const char *plot_class_name(plot_class c);
 /* Fill colour as "#rrggbb". */

@@ -73,7 +73,11 @@ static void test_classify_rules(void) {
     CU_ASSERT_EQUAL(plot_classify("a2a_dispatch", 1, "mb0.L1.dispatcher.fwd"),
                     PLOT_CLASS_COMM_OTHER);
     CU_ASSERT_EQUAL(plot_classify("all_gather", 1, "mb0.c0.L1.routing_ag.fwd"),
-                    PLOT_CLASS_COMM_OTHER);
+                    PLOT_CLASS_DISPATCH); /* hybridep: in the dispatch node */
+    CU_ASSERT_EQUAL(plot_classify("alltoall", 1, "mb0.c0.L1.notify.fwd"), PLOT_CLASS_DISPATCH);
+    CU_ASSERT_EQUAL(plot_classify("all_reduce", 1, "mb0.c0.L1.thd_max.fwd"), PLOT_CLASS_DISPATCH);
+    CU_ASSERT_EQUAL(plot_classify("alltoall", 1, "mb0.c0.L1.count_a2a.fwd"),
+                    PLOT_CLASS_COMM_OTHER); /* pre-dispatch node, "other" in the summary too */
     CU_ASSERT_EQUAL(plot_classify("reduce_scatter", 1, "mb0.c0.L2.combine.fwd"),
                     PLOT_CLASS_COMBINE); /* allgather dispatcher: combine is a reduce-scatter */
     /* the dp and pp streams win over the name, as in ep_op_comm_class */
