@@ -44,7 +44,7 @@ static void print_rank(const ep_sched *s, int rank, FILE *f) {
 
 void ep_sched_print(const ep_sched *s, FILE *f, int rank_filter) {
     int moe = 0;
-    for (int i = 0; i < s->plan.num_layers + s->plan.num_mtp; i++)
+    for (int i = 0; i < s->plan.num_layers; i++) /* decoder layers; MTP counted apart */
         moe += s->plan.layers[i].is_moe;
     fprintf(f,
             "# schedule: world %d, %d microbatches per DP rank, %d layers (%d MoE, %d MTP), "
