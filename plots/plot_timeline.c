@@ -111,27 +111,46 @@ int plot_timeline_build(const plot_timeline_opts *o, plot_timeline *tl, char err
             /* zero-length ops (host syncs) at the window edge still count as inside */
             if (!wanted(o, e->rank) || b < lo || a > hi || (e->dur_us > 0 && (b == lo || a == hi)))
                 continue;
-            int lane = find_lane(tl, e->rank, e->stream);
-            double y = plot_timeline_lane_y(tl, lane);
             plot_box *bx = &tl->boxes[tl->nboxes++];
             bx->x0_ms = fmax(a, lo) / 1e3;
             bx->x1_ms = fmin(b, hi) / 1e3;
-            bx->lane = lane;
+            bx->lane = find_lane(tl, e->rank, e->stream);
             bx->source = s;
             bx->cls = e->cls;
             bx->name = e->name;
-            if (!tl->both) {
-                bx->y0 = y - 0.4, bx->y1 = y + 0.4;
-            } else if (s == PLOT_PREDICTED) {
-                bx->y0 = y + 0.04, bx->y1 = y + 0.44;
-            } else {
-                bx->y0 = y - 0.44, bx->y1 = y - 0.04;
-            }
         }
     if (tl->nboxes == 0) {
         snprintf(err, EP_ERRLEN, "no ops between %g us and %g us", lo, hi);
         goto fail;
     }
+    /* drop lanes with nothing in the window, then place the boxes */
+    int *map = calloc((size_t)tl->nlanes, sizeof *map);
+    if (!map) {
+        snprintf(err, EP_ERRLEN, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < tl->nboxes; i++)
+        map[tl->boxes[i].lane] = 1;
+    n = 0;
+    for (int l = 0; l < tl->nlanes; l++) {
+        int used = map[l];
+        map[l] = n;
+        if (used) tl->lanes[n++] = tl->lanes[l];
+    }
+    tl->nlanes = n;
+    for (int i = 0; i < tl->nboxes; i++) {
+        plot_box *bx = &tl->boxes[i];
+        bx->lane = map[bx->lane];
+        double y = plot_timeline_lane_y(tl, bx->lane);
+        if (!tl->both) {
+            bx->y0 = y - 0.4, bx->y1 = y + 0.4;
+        } else if (bx->source == PLOT_PREDICTED) {
+            bx->y0 = y + 0.04, bx->y1 = y + 0.44;
+        } else {
+            bx->y0 = y - 0.44, bx->y1 = y - 0.04;
+        }
+    }
+    free(map);
     qsort(tl->boxes, (size_t)tl->nboxes, sizeof *tl->boxes, box_cmp);
     tl->x_from_ms = lo / 1e3;
     tl->x_to_ms = hi / 1e3;

@@ -1,9 +1,9 @@
 /* plot_timeline: lanes and boxes of the timeline plot (docs/plots.md, "Timeline").
  *
- * One lane per (rank, stream) present in either trace, ranks ascending then streams ascending,
- * lane 0 at the top. With both traces, the predicted ops fill the upper half of each lane and the
- * measured ops the lower half; with one trace its ops fill the lane. Times are in milliseconds from
- * each trace's earliest event, so the two traces share one time axis.
+ * One lane per (rank, stream) with an op in the window in either trace, ranks ascending then
+ * streams ascending, lane 0 at the top. With both traces, the predicted ops fill the upper half of
+ * each lane and the measured ops the lower half; with one trace its ops fill the lane. Times are in
+ * milliseconds from each trace's earliest event, so the two traces share one time axis.
  */
 #ifndef PLOT_TIMELINE_H
 #define PLOT_TIMELINE_H

@@ -149,6 +149,11 @@ static void test_ranks_and_window(void) {
     /* pred: qkv r0 [0,10], dispatch [10,15], qkv r1 [0,12], combine [12,16] no, sync at 5 no;
      * meas: qkv [0,11] yes, ar [11,31] only touches the edge: no */
     CU_ASSERT_EQUAL(tl.nboxes, 4);
+    /* lanes without an op in the window are dropped: r0 comp, r0 comm, r1 comp remain */
+    CU_ASSERT_EQUAL_FATAL(tl.nlanes, 3);
+    CU_ASSERT_STRING_EQUAL(tl.lanes[2].label, "r1 comp");
+    for (int i = 0; i < tl.nboxes; i++)
+        CU_ASSERT(tl.boxes[i].lane < 3);
     plot_timeline_free(&tl);
 
     o.from_us = 100;
