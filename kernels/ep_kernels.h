@@ -87,7 +87,7 @@ cudaError_t ep_layout_compute(ep_layout *L, cudaStream_t st);
 cudaError_t ep_pack_send(const ep_layout *L, const ep_bf16 *x, ep_bf16 *send, int H,
                          cudaStream_t st);
 /* Receiver-side permute: staging rows -> permuted rows (expert order), gap rows zeroed.
- * flags: [ep][nchunks] chunk counters to wait for (value >= seq) or NULL. */
+ * flags: [ep][nchunks] chunk flags to wait for (value >= seq) or NULL. */
 cudaError_t ep_permute(const ep_layout *L, const ep_bf16 *stage, ep_bf16 *perm, int H,
                        int scale_by_prob, const uint32_t *flags, uint32_t seq, int *err,
                        cudaStream_t st);
@@ -111,9 +111,8 @@ typedef struct {
     int permute_blocks; /* extra blocks of the fused dispatch (receiver-side permute) */
     int reduce_blocks;  /* extra blocks of the fused combine (owner-side sum) */
     double timeout_s;
-    uint32_t seq;                       /* op sequence number, the same on every rank */
-    uint32_t dispatch_ops, combine_ops; /* ops of each kind: targets of the chunk counters */
-    void *region;                       /* local symmetric allocation */
+    uint32_t seq; /* op sequence number, the same on every rank */
+    void *region; /* local symmetric allocation */
     size_t region_bytes;
     void *peer_region[EP_MAX_RANKS]; /* IPC-mapped regions (own one at index me) */
     size_t off_stage, off_cstage, off_flags, off_topk, off_prob, off_ntok;

@@ -33,7 +33,6 @@ struct Args {
     ep_layout L;
     int n16, me, ep, senders, helpers, flag;
     uint32_t seq;
-    uint32_t target; // chunk counters reach this when every sender warp has published
     int *err;
     uint64_t timeout_ns;
     char *region[EP_MAX_RANKS];
@@ -73,23 +72,11 @@ __device__ void publish(const Args &a, uint32_t *flag) {
     }
 }
 
-// A sender warp publishes its rows of a chunk on its own (no block barrier, so the fence's drain
-// stalls one warp, not the block): every lane fences its stores, then lane 0 adds 1 to the
-// receiver's chunk counter. The chunk is complete when all WARPS warps of the block have added.
-__device__ __forceinline__ void warp_publish(uint32_t *counter, int lane) {
-    __threadfence_system();
-    __syncwarp();
-    if (lane == 0)
-        asm volatile("red.release.sys.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
-}
-
-// Helper blocks wait for a chunk counter to reach the op's target.
 __device__ bool block_wait(const Args &a, const uint32_t *flag, int peer, const char *what,
                            int idx) {
     __shared__ int ok;
     __syncthreads(); // everyone has read the previous wait's result
-    if (threadIdx.x == 0)
-        ok = wait_flag(flag, a.target, a.timeout_ns, a.me, peer, what, idx, a.err);
+    if (threadIdx.x == 0) ok = wait_flag(flag, a.seq, a.timeout_ns, a.me, peer, what, idx, a.err);
     __syncthreads();
     return ok;
 }
@@ -124,10 +111,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     const ep_layout &L = a.L;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     if ((int)blockIdx.x < a.senders) {
-        // Every chunk counter of the capacity grows by WARPS each op, empty chunks included, so
-        // the receiver's target is the same for all chunks whatever the token counts were.
-        const int nt = L.ntok[a.me];
-        for (int i = blockIdx.x; i < L.nchunks * a.ep; i += a.senders) {
+        const int nt = L.ntok[a.me], nch = (nt + EP_CHUNK - 1) / EP_CHUNK;
+        for (int i = blockIdx.x; i < nch * a.ep; i += a.senders) {
             const int c = i / a.ep, d = (a.me + 1 + i) % a.ep; // peers first, then self
             int4 *dst = rows_of(a, d, a.off_stage);
             const int base = L.roff[a.me * L.ep + d];
@@ -138,7 +123,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                                   reinterpret_cast<const int4 *>(x) + (size_t)t * a.n16, a.n16,
                                   lane);
             }
-            warp_publish(flags_of(a, d) + FL_DCHUNK + a.me * L.nchunks + c, lane);
+            publish(a, flags_of(a, d) + FL_DCHUNK + a.me * L.nchunks + c);
         }
         return;
     }
@@ -166,8 +151,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     if ((int)blockIdx.x < a.senders) {
         for (int i = blockIdx.x; i < L.nchunks * a.ep; i += a.senders) {
-            const int c = i / a.ep, s = (a.me + 1 + i) % a.ep, nt = L.ntok[s]; // all chunks
-
+            const int c = i / a.ep, s = (a.me + 1 + i) % a.ep, nt = L.ntok[s];
+            if (c * EP_CHUNK >= nt) continue;
             int4 *dst = rows_of(a, s, a.off_cstage);
             const int base = L.coff[s * L.ep + a.me];
             for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS) {
@@ -176,7 +161,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     combine_token(L, s, t, expout, dst + (size_t)(base + di) * a.n16, a.n16, lane,
                                   weighted != 0);
             }
-            warp_publish(flags_of(a, s) + a.fl_cchunk + a.me * L.nchunks + c, lane);
+            publish(a, flags_of(a, s) + a.fl_cchunk + a.me * L.nchunks + c);
         }
         return;
     }
@@ -215,7 +200,7 @@ size_t align256(size_t x) {
     return (x + 255) & ~size_t(255);
 }
 
-Args make_args(ep_nvl *c, int helpers, uint32_t *op_count) {
+Args make_args(ep_nvl *c, int helpers) {
     Args a;
     memset(&a, 0, sizeof a);
     a.L = c->layout;
@@ -225,8 +210,6 @@ Args make_args(ep_nvl *c, int helpers, uint32_t *op_count) {
     a.senders = c->num_sms;
     a.helpers = helpers;
     a.seq = ++c->seq;
-    if (op_count) // dispatch or combine: chunk counters grow by WARPS per op
-        a.target = ++*op_count * (uint32_t)WARPS;
     a.err = c->d_err;
     a.timeout_ns = (uint64_t)(c->timeout_s * 1e9);
     for (int r = 0; r < c->ep; r++)
@@ -322,7 +305,7 @@ extern "C" void ep_nvl_destroy(ep_nvl *c) {
 extern "C" cudaError_t ep_nvl_layout(ep_nvl *c, const int32_t *topk_idx, const float *topk_prob,
                                      int ntok, cudaStream_t st) {
     if (ntok < 0 || ntok > c->max_tokens) return cudaErrorInvalidValue;
-    Args a = make_args(c, 0, nullptr);
+    Args a = make_args(c, 0);
     map_kernel<<<c->ep * MAPB, 256, 0, st>>>(a, topk_idx, topk_prob, ntok);
     KLAUNCHED();
     return ep_layout_compute(&c->layout, st);
@@ -330,7 +313,7 @@ extern "C" cudaError_t ep_nvl_layout(ep_nvl *c, const int32_t *topk_idx, const f
 
 static cudaError_t launch_dispatch(ep_nvl *c, const ep_bf16 *x, ep_bf16 *perm, int helpers,
                                    int scale, cudaStream_t st) {
-    Args a = make_args(c, helpers, &c->dispatch_ops);
+    Args a = make_args(c, helpers);
     dispatch_kernel<<<c->num_sms + helpers, THREADS, RESERVE_SMEM, st>>>(a, x, perm, scale);
     KLAUNCHED();
     return cudaSuccess;
@@ -353,14 +336,14 @@ extern "C" cudaError_t ep_nvl_dispatch(ep_nvl *c, const ep_bf16 *x, ep_bf16 *per
     const uint32_t *fl =
         reinterpret_cast<const uint32_t *>(static_cast<char *>(c->region) + c->off_flags) +
         FL_DCHUNK;
-    return ep_permute(&c->layout, ep_nvl_stage(c), perm, c->hidden, scale_by_prob, fl,
-                      c->dispatch_ops * (uint32_t)WARPS, c->d_err, st);
+    return ep_permute(&c->layout, ep_nvl_stage(c), perm, c->hidden, scale_by_prob, fl, c->seq,
+                      c->d_err, st);
 }
 
 extern "C" cudaError_t ep_nvl_combine(ep_nvl *c, const ep_bf16 *expout, ep_bf16 *out, int fused,
                                       int weighted, cudaStream_t st) {
     int helpers = fused ? (c->reduce_blocks > 0 ? c->reduce_blocks : 1) : 0;
-    Args a = make_args(c, helpers, &c->combine_ops);
+    Args a = make_args(c, helpers);
     combine_kernel<<<c->num_sms + helpers, THREADS, RESERVE_SMEM, st>>>(a, expout, out, weighted);
     KLAUNCHED();
     if (fused) return cudaSuccess;
@@ -369,12 +352,12 @@ extern "C" cudaError_t ep_nvl_combine(ep_nvl *c, const ep_bf16 *expout, ep_bf16 
         a.fl_cchunk;
     const ep_bf16 *recv =
         reinterpret_cast<const ep_bf16 *>(static_cast<char *>(c->region) + c->off_cstage);
-    return ep_combine_reduce(&c->layout, recv, out, c->hidden, fl, a.target, c->d_err, st);
+    return ep_combine_reduce(&c->layout, recv, out, c->hidden, fl, c->seq, c->d_err, st);
 }
 
 extern "C" cudaError_t ep_nvl_combine_stage(ep_nvl *c, const ep_bf16 *expout, int weighted,
                                             cudaStream_t st) {
-    Args a = make_args(c, 0, &c->combine_ops);
+    Args a = make_args(c, 0);
     combine_kernel<<<c->num_sms, THREADS, RESERVE_SMEM, st>>>(a, expout, nullptr, weighted);
     KLAUNCHED();
     return cudaSuccess;
@@ -402,7 +385,7 @@ extern "C" cudaError_t ep_nvl_peer_copy(ep_nvl *c, const void *src, size_t bytes
 }
 
 extern "C" cudaError_t ep_nvl_barrier(ep_nvl *c, cudaStream_t st) {
-    Args a = make_args(c, 0, nullptr);
+    Args a = make_args(c, 0);
     barrier_kernel<<<1, 32, 0, st>>>(a);
     KLAUNCHED();
     return cudaSuccess;

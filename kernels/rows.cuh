@@ -67,17 +67,35 @@ __device__ __forceinline__ bool combine_token(const ep_layout &L, int s, int t,
         rows[j] = j < L.topk ? L.epos[g * L.topk + j] : -1;
         w[j] = rows[j] < 0 ? 0.f : weighted ? L.topk_prob[g * L.topk + j] : 1.f;
     }
+    // Slots without a local expert read another slot's row with weight 0, so the loads of a
+    // pass carry no branch and all issue before the first use (a branch per slot serialised
+    // them: one memory latency per expert per column).
+    int any = -1;
+#pragma unroll
+    for (int k = 0; k < EP_MAX_TOPK; k++)
+        if (any < 0 && rows[k] >= 0) any = rows[k];
+    if (any < 0) any = 0;
+#pragma unroll
+    for (int k = 0; k < EP_MAX_TOPK; k++)
+        if (rows[k] < 0) rows[k] = any;
     const int4 *src = reinterpret_cast<const int4 *>(expout);
     for (int i = lane; i < n16; i += 32) {
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
-        for (int k = 0; k < EP_MAX_TOPK; k++) {
-            if (rows[k] < 0) continue;
-            float f[8];
-            bf16x8_to_f32(ld_nc(src + (size_t)rows[k] * n16 + i), f);
+        for (int k0 = 0; k0 < EP_MAX_TOPK; k0 += 8) {
+            if (k0 >= L.topk) break;
+            int4 v[8];
 #pragma unroll
-            for (int q = 0; q < 8; q++)
-                acc[q] += w[k] * f[q];
+            for (int k = 0; k < 8; k++)
+                v[k] = ld_nc(src + (size_t)rows[k0 + k] * n16 + i);
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                float f[8];
+                bf16x8_to_f32(v[k], f);
+#pragma unroll
+                for (int q = 0; q < 8; q++)
+                    acc[q] += w[k0 + k] * f[q];
+            }
         }
         dst[i] = f32_to_bf16x8(acc);
     }
@@ -95,18 +113,34 @@ __device__ __forceinline__ void reduce_token(const ep_layout &L, int t, const ep
         int di = d < L.ep ? L.didx[g * L.ep + d] : -1;
         rows[d] = di >= 0 ? L.coff[L.me * L.ep + d] + di : -1;
     }
+    int any = -1;
+#pragma unroll
+    for (int d = 0; d < EP_MAX_RANKS; d++)
+        if (any < 0 && rows[d] >= 0) any = rows[d];
+    float wd[EP_MAX_RANKS];
+#pragma unroll
+    for (int d = 0; d < EP_MAX_RANKS; d++) {
+        wd[d] = rows[d] >= 0 ? 1.f : 0.f;
+        if (rows[d] < 0) rows[d] = any < 0 ? 0 : any;
+    }
     const int4 *src = reinterpret_cast<const int4 *>(recv);
     int4 *dst = reinterpret_cast<int4 *>(out) + (size_t)t * n16;
     for (int i = lane; i < n16; i += 32) {
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (any >= 0) {
+            int4 v[EP_MAX_RANKS];
 #pragma unroll
-        for (int k = 0; k < EP_MAX_RANKS; k++) {
-            if (rows[k] < 0) continue;
-            float f[8];
-            bf16x8_to_f32(ld_flagged(src + (size_t)rows[k] * n16 + i), f);
+            for (int d = 0; d < EP_MAX_RANKS; d++)
+                if (d < L.ep) v[d] = ld_flagged(src + (size_t)rows[d] * n16 + i);
 #pragma unroll
-            for (int q = 0; q < 8; q++)
-                acc[q] += f[q];
+            for (int d = 0; d < EP_MAX_RANKS; d++) {
+                if (d >= L.ep) break;
+                float f[8];
+                bf16x8_to_f32(v[d], f);
+#pragma unroll
+                for (int q = 0; q < 8; q++)
+                    acc[q] += wd[d] * f[q];
+            }
         }
         dst[i] = f32_to_bf16x8(acc);
     }
