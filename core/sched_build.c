@@ -410,6 +410,10 @@ int ep_sched_build(const ep_config *cfg_in, ep_sched *s, char err[EP_ERRLEN]) {
             goto done;
         }
     }
+    if (ep_sched_traffic_start(s, ep_sched_thread_count()) != 0) {
+        snprintf(err, EP_ERRLEN, "out of memory for the routing draws");
+        goto done;
+    }
     for (int r = 0; r < s->world; r++) {
         ep_coords dense, expert;
         ep_rank_coords(cfg, r, &dense, &expert);
@@ -417,6 +421,7 @@ int ep_sched_build(const ep_config *cfg_in, ep_sched *s, char err[EP_ERRLEN]) {
     }
     rc = 0;
 done:
+    if (s->internal) ep_sched_traffic_stop(s);
     for (int st = 0; steps && st < pp; st++)
         free(steps[st]);
     free(steps);

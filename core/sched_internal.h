@@ -17,6 +17,8 @@
 
 /* --- storage (sched.c) ------------------------------------------------------------------------ */
 
+typedef struct ep_traffic_pool ep_traffic_pool; /* routing drawn ahead (sched_traffic.c) */
+
 /* What ep_sched.internal points to. */
 typedef struct {
     int *group_slots; /* open addressing: group index + 1, 0 = empty */
@@ -27,6 +29,7 @@ typedef struct {
     int nlabels, label_cap;
     int *group_index_of; /* [ngroups] ordinal of the group among groups of its kind */
     int kind_count[EP_GROUP_NUM_KINDS];
+    ep_traffic_pool *pool; /* only while ep_sched_build runs */
 } ep_sched_state;
 
 /* Appends a copy of op (deps cleared) to rank r; returns its index or -1 when out of memory. */
@@ -51,6 +54,14 @@ int ep_sched_traffic_get(ep_sched *s, int mb, int layer, int ep_group);
 /* Microbatch whose routing draw microbatch mb reuses (docs/schedule.md, "Routing budget"). */
 int ep_sched_route_mb(const ep_sched *s, int mb);
 void ep_sched_traffic_setup(ep_sched *s);
+/* Threads that draw routing: EP_SCHED_THREADS when it is a positive integer, else the online CPUs
+ * (at most 256). The schedule is the same for any count (docs/schedule.md, "Threads"). */
+int ep_sched_thread_count(void);
+/* Starts threads - 1 workers drawing the instances the ranks will ask for (none when threads < 2);
+ * ep_sched_traffic_get then takes their results. ep_sched_traffic_stop joins them and frees what
+ * was not taken; call it before ep_sched_build returns. Start returns 0, or -1 out of memory. */
+int ep_sched_traffic_start(ep_sched *s, int threads);
+void ep_sched_traffic_stop(ep_sched *s);
 
 /* --- one rank ----------------------------------------------------------------------------------
  */

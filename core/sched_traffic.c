@@ -5,8 +5,10 @@
  * large iteration is bounded by a budget of token selections: beyond it, microbatch m reuses the
  * data (THD token counts and routing) of microbatch m mod P (docs/schedule.md, "Routing budget").
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sched_internal.h"
 
@@ -81,18 +83,17 @@ static int pad_multiple(const ep_config *cfg) {
     return cfg->pad_multiple > 1 ? cfg->pad_multiple : 1;
 }
 
-/* Fills t from one routing draw. Everything lives in one block whose first array is bytes. */
-static int fill_traffic(ep_sched *s, ep_traffic *t, int mb, int layer, int gi) {
-    const ep_config *cfg = &s->cfg;
-    const ep_group *g = &s->groups[gi];
-    ep_sched_state *st = s->internal;
-    int n = g->size, route_mb = ep_sched_route_mb(s, mb);
+/* Fills t from one routing draw of the EP group ranks[0..n) (ordinal `ordinal` among EP groups)
+ * for routing microbatch route_mb. Everything lives in one block whose first array is bytes.
+ * Reads only the configuration: safe to run on several threads at once (t->group is left -1). */
+static int fill_traffic(const ep_config *cfg, ep_traffic *t, int route_mb, int layer,
+                        const int *ranks, int n, int ordinal) {
     int *tokens = malloc((size_t)n * sizeof *tokens);
     if (!tokens) return -1;
     for (int i = 0; i < n; i++)
-        tokens[i] = tokens_of(cfg, route_mb, g->ranks[i]);
+        tokens[i] = tokens_of(cfg, route_mb, ranks[i]);
     ep_routing r;
-    if (ep_route_draw(cfg, route_mb, layer, st->group_index_of[gi], g->ranks, tokens, 0, &r) != 0) {
+    if (ep_route_draw(cfg, route_mb, layer, ordinal, ranks, tokens, 0, &r) != 0) {
         free(tokens);
         return -1;
     }
@@ -105,7 +106,7 @@ static int fill_traffic(ep_sched *s, ep_traffic *t, int mb, int layer, int gi) {
         return -1;
     }
     memset(t, 0, sizeof *t);
-    t->group = gi;
+    t->group = -1;
     t->n = n;
     t->nnodes = nn;
     t->bytes = block;
@@ -116,7 +117,7 @@ static int fill_traffic(ep_sched *s, ep_traffic *t, int mb, int layer, int gi) {
     t->send_rows = t->expert_rows + n;
     t->node_of = (int *)(t->send_rows + n);
     t->tokens = t->node_of + n;
-    t->microbatch = mb;
+    t->microbatch = route_mb;
     t->layer = layer;
     t->route_mb = route_mb;
     double row = EP_ROW_BYTES(cfg);
@@ -143,7 +144,7 @@ static int fill_traffic(ep_sched *s, ep_traffic *t, int mb, int layer, int gi) {
     if (cfg->sequence_packing && be == EP_BACKEND_HYBRIDEP) {
         /* the MAX runs over TP x EP: with TP>1 it spans more ranks than the EP group */
         int *m = malloc((size_t)cfg->world_size * sizeof *m);
-        int nm = m ? ep_group_members(cfg, EP_GROUP_TPEP, g->ranks[0], m) : 0;
+        int nm = m ? ep_group_members(cfg, EP_GROUP_TPEP, ranks[0], m) : 0;
         for (int i = 0; i < nm; i++)
             m[i] = tokens_of(cfg, route_mb, m[i]);
         t->thd_padded_tokens = nm ? ep_thd_padded_max(m, nm) : ep_thd_padded_max(tokens, n);
@@ -154,6 +155,259 @@ static int fill_traffic(ep_sched *s, ep_traffic *t, int mb, int layer, int gi) {
     ep_routing_free(&r);
     free(tokens);
     return 0;
+}
+
+/* --- drawing ahead on worker threads --------------------------------------------------------
+ *
+ * Before the ranks are built, the instances they will ask for are listed in the order the rank
+ * loop first needs them: (EP group, routing microbatch, MoE layer) for every EP group, ordinals as
+ * the rank loop registers them. Worker threads draw them in that order while the calling thread
+ * builds ranks; ep_sched_traffic_get takes a finished draw, draws one nobody has started itself,
+ * or helps with the next ones while it waits. Which thread draws an instance never changes it
+ * (ep_route_draw seeds from the instance's numbers), and s->traffic is filled by the calling
+ * thread in the order of its own requests, so the schedule does not depend on the thread count.
+ * An instance the list missed is drawn on the spot, as without threads. */
+
+enum { DRAW_FREE, DRAW_BUSY, DRAW_DONE, DRAW_FAILED, DRAW_TAKEN };
+
+typedef struct {
+    int mb, layer, ordinal; /* routing microbatch, plan layer, EP group ordinal */
+    int n;
+    const int *ranks; /* into pool->ranks */
+    int state;        /* DRAW_*, under pool->lock */
+    ep_traffic t;
+} draw_item;
+
+struct ep_traffic_pool {
+    const ep_config *cfg;
+    draw_item *items;
+    int nitems;
+    int *ranks; /* member lists of the EP groups, ep_size each, by ordinal */
+    int *slots; /* open addressing over (mb, layer, ordinal): item index + 1 */
+    int slot_cap;
+    int next; /* first item no thread has looked at */
+    int stop;
+    pthread_mutex_t lock;
+    pthread_cond_t done;
+    pthread_t *threads;
+    int nthreads;
+};
+
+int ep_sched_thread_count(void) {
+    const char *env = getenv("EP_SCHED_THREADS");
+    long n = 0;
+    if (env && *env) {
+        char *end;
+        n = strtol(env, &end, 10);
+        if (*end != '\0') n = 0;
+    }
+    if (n < 1) n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    return n > 256 ? 256 : (int)n;
+}
+
+static size_t item_hash(int mb, int layer, int ordinal) {
+    return (size_t)ep_hash4((uint64_t)mb, (uint64_t)layer, (uint64_t)ordinal, 0x706f6fULL);
+}
+
+static int find_item(const ep_traffic_pool *p, int mb, int layer, int ordinal) {
+    if (!p || !p->slot_cap) return -1;
+    size_t mask = (size_t)p->slot_cap - 1, h = item_hash(mb, layer, ordinal) & mask;
+    while (p->slots[h]) {
+        const draw_item *it = &p->items[p->slots[h] - 1];
+        if (it->mb == mb && it->layer == layer && it->ordinal == ordinal) return p->slots[h] - 1;
+        h = (h + 1) & mask;
+    }
+    return -1;
+}
+
+/* Draws item i (claimed by the caller: state DRAW_BUSY) and publishes the result. */
+static void draw_item_run(ep_traffic_pool *p, int i) {
+    draw_item *it = &p->items[i];
+    int rc = fill_traffic(p->cfg, &it->t, it->mb, it->layer, it->ranks, it->n, it->ordinal);
+    pthread_mutex_lock(&p->lock);
+    it->state = rc == 0 ? DRAW_DONE : DRAW_FAILED;
+    pthread_cond_broadcast(&p->done);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Claims the next item nobody has started, under the lock; -1 when none is left. */
+static int claim_next(ep_traffic_pool *p) {
+    while (!p->stop && p->next < p->nitems) {
+        int i = p->next++;
+        if (p->items[i].state == DRAW_FREE) {
+            p->items[i].state = DRAW_BUSY;
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void *worker(void *arg) {
+    ep_traffic_pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        int i = claim_next(p);
+        pthread_mutex_unlock(&p->lock);
+        if (i < 0) return NULL;
+        draw_item_run(p, i);
+    }
+}
+
+/* Lists the instances in the order the rank loop first asks for them. */
+static int list_items(ep_sched *s, ep_traffic_pool *p) {
+    const ep_config *cfg = &s->cfg;
+    int W = s->world, ep = cfg->expert_model_parallel_size;
+    int pp = cfg->pipeline_model_parallel_size > 0 ? cfg->pipeline_model_parallel_size : 1;
+    int vpp = cfg->virtual_pipeline_model_parallel_size > 0
+                  ? cfg->virtual_pipeline_model_parallel_size
+                  : 1;
+    int nl = s->plan.num_layers + s->plan.num_mtp, P = s->route_period;
+    int *ordinal_of = malloc((size_t)W * sizeof *ordinal_of); /* by first member */
+    int *buf = malloc((size_t)W * sizeof *buf);
+    int *stage_layers = malloc((size_t)nl * sizeof *stage_layers);
+    int ngroups = 0, rc = -1;
+    if (!ordinal_of || !buf || !stage_layers) goto out;
+    for (int r = 0; r < W; r++)
+        ordinal_of[r] = -1;
+    for (int r = 0; r < W; r++) {
+        int n = ep_group_members(cfg, EP_GROUP_EP, r, buf);
+        if (n != ep || buf[0] < 0 || buf[0] >= W) goto out; /* not the expected shape: no list */
+        if (ordinal_of[buf[0]] >= 0) continue;
+        ordinal_of[buf[0]] = ngroups;
+        ep_coords dense, expert;
+        ep_rank_coords(cfg, r, &dense, &expert);
+        int nmoe = 0;
+        for (int c = 0; c < vpp; c++) {
+            int first, count;
+            ep_layer_range(&s->plan, pp, vpp, dense.pp, c, &first, &count);
+            for (int l = first; l < first + count && l < nl; l++)
+                if (s->plan.layers[l].is_moe) stage_layers[nmoe++] = l;
+        }
+        int *pr = realloc(p->ranks, (size_t)(ngroups + 1) * ep * sizeof *pr);
+        if (!pr) goto out;
+        p->ranks = pr;
+        memcpy(p->ranks + (size_t)ngroups * ep, buf, (size_t)ep * sizeof *buf);
+        if (nmoe > 0) {
+            draw_item *pi = realloc(p->items, ((size_t)p->nitems + (size_t)P * nmoe) * sizeof *pi);
+            if (!pi) goto out;
+            p->items = pi;
+            for (int m = 0; m < P; m++)
+                for (int j = 0; j < nmoe; j++) {
+                    draw_item *it = &p->items[p->nitems++];
+                    memset(it, 0, sizeof *it);
+                    it->mb = m;
+                    it->layer = stage_layers[j];
+                    it->ordinal = ngroups;
+                    it->n = ep;
+                    it->state = DRAW_FREE;
+                }
+        }
+        ngroups++;
+    }
+    for (int i = 0; i < p->nitems; i++) /* ranks moved while the list grew */
+        p->items[i].ranks = p->ranks + (size_t)p->items[i].ordinal * ep;
+    int cap = 16;
+    while (cap < 2 * p->nitems)
+        cap *= 2;
+    p->slots = calloc((size_t)cap, sizeof *p->slots);
+    if (!p->slots) goto out;
+    p->slot_cap = cap;
+    for (int i = 0; i < p->nitems; i++) {
+        const draw_item *it = &p->items[i];
+        size_t h = item_hash(it->mb, it->layer, it->ordinal) & (size_t)(cap - 1);
+        while (p->slots[h])
+            h = (h + 1) & (size_t)(cap - 1);
+        p->slots[h] = i + 1;
+    }
+    rc = 0;
+out:
+    free(ordinal_of);
+    free(buf);
+    free(stage_layers);
+    return rc;
+}
+
+static void pool_free(ep_traffic_pool *p) {
+    for (int i = 0; i < p->nitems; i++)
+        if (p->items[i].state == DRAW_DONE) free(p->items[i].t.bytes);
+    free(p->items);
+    free(p->ranks);
+    free(p->slots);
+    free(p->threads);
+    free(p);
+}
+
+int ep_sched_traffic_start(ep_sched *s, int threads) {
+    ep_sched_state *st = s->internal;
+    const ep_config *cfg = &s->cfg;
+    if (cfg->num_experts <= 0 || cfg->expert_model_parallel_size < 1 || threads < 2) return 0;
+    ep_traffic_pool *p = calloc(1, sizeof *p);
+    if (!p) return -1;
+    p->cfg = cfg;
+    if (list_items(s, p) != 0 || p->nitems == 0) { /* drawn on demand instead */
+        pool_free(p);
+        return 0;
+    }
+    if (pthread_mutex_init(&p->lock, NULL) != 0) {
+        pool_free(p);
+        return 0;
+    }
+    if (pthread_cond_init(&p->done, NULL) != 0) {
+        pthread_mutex_destroy(&p->lock);
+        pool_free(p);
+        return 0;
+    }
+    int nw = threads - 1 < p->nitems ? threads - 1 : p->nitems; /* the caller draws too */
+    p->threads = malloc((size_t)nw * sizeof *p->threads);
+    for (int i = 0; p->threads && i < nw; i++) {
+        if (pthread_create(&p->threads[i], NULL, worker, p) != 0) break;
+        p->nthreads++;
+    }
+    st->pool = p;
+    return 0;
+}
+
+void ep_sched_traffic_stop(ep_sched *s) {
+    ep_sched_state *st = s->internal;
+    ep_traffic_pool *p = st ? st->pool : NULL;
+    if (!p) return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = 1;
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < p->nthreads; i++)
+        pthread_join(p->threads[i], NULL);
+    pthread_cond_destroy(&p->done);
+    pthread_mutex_destroy(&p->lock);
+    pool_free(p);
+    st->pool = NULL;
+}
+
+/* The drawn instance of item i, waiting for it (and drawing others meanwhile); 0 or -1. */
+static int take_item(ep_traffic_pool *p, int i, ep_traffic *out) {
+    draw_item *it = &p->items[i];
+    pthread_mutex_lock(&p->lock);
+    if (it->state == DRAW_FREE) { /* nobody started it: draw it here */
+        it->state = DRAW_BUSY;
+        pthread_mutex_unlock(&p->lock);
+        draw_item_run(p, i);
+        pthread_mutex_lock(&p->lock);
+    }
+    while (it->state == DRAW_BUSY) {
+        int j = claim_next(p);
+        if (j >= 0) { /* help with the next one instead of idling */
+            pthread_mutex_unlock(&p->lock);
+            draw_item_run(p, j);
+            pthread_mutex_lock(&p->lock);
+        } else {
+            pthread_cond_wait(&p->done, &p->lock);
+        }
+    }
+    int rc = it->state == DRAW_DONE ? 0 : -1;
+    if (rc == 0) *out = it->t;
+    it->state = DRAW_TAKEN;
+    pthread_mutex_unlock(&p->lock);
+    return rc;
 }
 
 int ep_sched_traffic_get(ep_sched *s, int mb, int layer, int ep_group) {
@@ -177,7 +431,17 @@ int ep_sched_traffic_get(ep_sched *s, int mb, int layer, int ep_group) {
         s->traffic = p;
         s->trafficcap = cap;
     }
-    if (fill_traffic(s, &s->traffic[s->ntraffic], key_mb, layer, ep_group) != 0) return -1;
+    const int *ranks = s->groups[ep_group].ranks, n = s->groups[ep_group].size;
+    int ordinal = st->group_index_of[ep_group];
+    ep_traffic *t = &s->traffic[s->ntraffic];
+    int it = find_item(st->pool, key_mb, layer, ordinal);
+    if (it >= 0 && (st->pool->items[it].n != n ||
+                    memcmp(st->pool->items[it].ranks, ranks, (size_t)n * sizeof *ranks)))
+        it = -1; /* listed with other members: draw it here */
+    if (it >= 0 ? take_item(st->pool, it, t) != 0
+                : fill_traffic(&s->cfg, t, key_mb, layer, ranks, n, ordinal) != 0)
+        return -1;
+    t->group = ep_group;
     st->traffic_slots[h] = s->ntraffic + 1;
     return s->ntraffic++;
 }
