@@ -56,10 +56,10 @@ static void driver_version(char *out, size_t len) {
     char line[512];
     if (fgets(line, sizeof line, f)) {
         char *k = strstr(line, "Kernel Module");
-        if (k) {
-            k += strlen("Kernel Module");
-            while (*k == ' ')
-                k++;
+        /* the version is the first word starting with a digit after "Kernel Module" */
+        while (k && *k && !(*k >= '0' && *k <= '9' && k[-1] == ' ')) /* not the 86 of x86_64 */
+            k++;
+        if (k && *k) {
             size_t n = strcspn(k, " \t\n");
             if (n && n < len) snprintf(out, len, "%.*s", (int)n, k);
         }
