@@ -2,7 +2,12 @@
 execute_process(COMMAND git -C ${SRC} rev-parse --short=12 HEAD OUTPUT_VARIABLE rev
                 OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0 OR rev STREQUAL "")
-  set(rev "unknown")
+  # A copy without .git (the GPU machine gets one): the caller may pass the revision in.
+  if(DEFINED ENV{EP_GIT_REVISION} AND NOT "$ENV{EP_GIT_REVISION}" STREQUAL "")
+    set(rev "$ENV{EP_GIT_REVISION}")
+  else()
+    set(rev "unknown")
+  endif()
 else()
   execute_process(COMMAND git -C ${SRC} status --porcelain --untracked-files=no
                   OUTPUT_VARIABLE dirty OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
