@@ -2,6 +2,8 @@
  * (docs/schedule.md, "Layers" and "Data parallel"): host syncs, fused permute, group placement,
  * traffic sizes. */
 #include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sched_test_util.h"
@@ -252,6 +254,85 @@ static void test_ddp_buckets(void) {
     ep_sched_free(&s);
 }
 
+/* --- routing threads (docs/schedule.md, "Threads") ---------------------------------------------
+ */
+
+/* The schedule as text: every op (CSV) and every traffic instance, field by field. */
+static char *sched_dump(const ep_sched *s, size_t *len) {
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    if (!f) return NULL;
+    ep_sched_print_csv(s, f, -1);
+    fprintf(f, "groups %d traffic %d\n", s->ngroups, s->ntraffic);
+    for (int i = 0; i < s->ntraffic; i++) {
+        const ep_traffic *t = &s->traffic[i];
+        fprintf(f, "t%d g%d mb%d/%d l%d n%d nn%d thd%d/%lld\n", i, t->group, t->microbatch,
+                t->route_mb, t->layer, t->n, t->nnodes, t->thd_padded_tokens,
+                (long long)t->thd_pad_tokens);
+        for (int a = 0; a < t->n; a++) {
+            fprintf(f, " %d:%d:%d:%lld:%lld:%lld:%lld", t->tokens[a], t->node_of[a], a,
+                    (long long)t->recv_rows[a], (long long)t->pad_rows[a],
+                    (long long)t->expert_rows[a], (long long)t->send_rows[a]);
+            for (int b = 0; b < t->n; b++)
+                fprintf(f, ",%lld", (long long)t->bytes[(size_t)a * t->n + b]);
+            for (int b = 0; t->node_bytes && b < t->nnodes; b++)
+                fprintf(f, ";%lld", (long long)t->node_bytes[(size_t)a * t->nnodes + b]);
+        }
+        fputc('\n', f);
+    }
+    fclose(f);
+    return buf;
+}
+
+/* Built with 1, 2 and 5 routing threads: the same ops, communicators and traffic, byte for byte. */
+static void test_threads_same_schedule(void) {
+    static const char *const flags[] = {
+        SCHED_SMALL "--expert-model-parallel-size 4 --world-size 8 --global-batch-size 8 "
+                    "--routing group-limited --moe-router-num-groups 4 --moe-router-group-topk 2 "
+                    "--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+                    "--num-layers 4 --mtp-num-layers 1",
+        SCHED_SMALL "--expert-model-parallel-size 2 --world-size 8 --global-batch-size 8 "
+                    "--tensor-model-parallel-size 2 --gpus-per-node 2 " HYBRIDEP THD,
+        SCHED_SMALL "--expert-model-parallel-size 4 --world-size 8 --global-batch-size 16 "
+                    "--routing zipf --routing-zipf-s 1.3 --gpus-per-node 2 " DEEPEP
+                    "--overlap-moe-expert-parallel-comm --delay-wgrad-compute",
+        SCHED_SMALL "--num-layers 5 --hybrid-override-pattern M[*E]|*E[ME] "
+                    "--pipeline-model-parallel-size 2 --expert-model-parallel-size 2 "
+                    "--world-size 8 --global-batch-size 8",
+    };
+    const char *saved = getenv("EP_SCHED_THREADS");
+    char *keep = saved ? strdup(saved) : NULL;
+    for (size_t c = 0; c < sizeof flags / sizeof flags[0]; c++) {
+        char *ref = NULL;
+        size_t ref_len = 0;
+        static const char *const counts[] = {"1", "2", "5"};
+        for (int k = 0; k < 3; k++) {
+            setenv("EP_SCHED_THREADS", counts[k], 1);
+            ep_sched s;
+            if (sched_build_flags(&s, flags[c]) != 0) break;
+            CU_ASSERT_TRUE(s.ntraffic > 0);
+            size_t len = 0;
+            char *dump = sched_dump(&s, &len);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(dump);
+            if (!ref) {
+                ref = dump;
+                ref_len = len;
+            } else {
+                CU_ASSERT_EQUAL(len, ref_len);
+                CU_ASSERT_TRUE(len == ref_len && memcmp(dump, ref, len) == 0);
+                free(dump);
+            }
+            ep_sched_free(&s);
+        }
+        free(ref);
+    }
+    if (keep)
+        setenv("EP_SCHED_THREADS", keep, 1);
+    else
+        unsetenv("EP_SCHED_THREADS");
+    free(keep);
+}
+
 void ep_suite_sched_variants(void) {
     CU_pSuite s = CU_add_suite("sched_variants", NULL, NULL);
     CU_add_test(s, "host syncs per dispatcher, padding mode and THD", test_host_syncs);
@@ -262,4 +343,5 @@ void ep_suite_sched_variants(void) {
     CU_add_test(s, "device padding pads the expert GEMM rows", test_padding_rows);
     CU_add_test(s, "HSDP inner/outer groups (16 GPUs, EP 4, N 2)", test_hsdp_groups);
     CU_add_test(s, "DDP buckets and distributed optimizer order", test_ddp_buckets);
+    CU_add_test(s, "same schedule for 1, 2 and 5 routing threads", test_threads_same_schedule);
 }
