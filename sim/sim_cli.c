@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <xbt/log.h>
 
@@ -119,6 +120,19 @@ static void default_layout(ep_config *cfg, const sim_platform *p) {
     }
 }
 
+/* CPU seconds (user + system) of this process so far */
+static double cpu(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+static long peak_rss_kib(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss; /* KiB on Linux */
+}
+
 static double wall(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -131,7 +145,7 @@ static int fail2(const char *msg) {
 }
 
 int sim_cli_run(int argc, char **argv) {
-    double t0 = wall();
+    double t0 = wall(), c0 = cpu();
     char err[EP_ERRLEN];
     cli_opts o;
     memset(&o, 0, sizeof o);
@@ -226,13 +240,13 @@ int sim_cli_run(int argc, char **argv) {
         rc = fail2(err);
         goto out;
     }
-    double t_built = wall();
+    double t_built = wall(), c_built = cpu();
     sim_result res;
     if (sim_engine_run(&s, &plat, &calib, &res, err) != 0) {
         fprintf(stderr, "epsim: %s\n", err);
         rc = 1;
     } else {
-        double t_sim = wall();
+        double t_sim = wall(), c_sim = cpu();
         sim_metrics m;
         rc = 0;
         if (sim_metrics_compute(&s, &res, &plat, &m) != 0) {
@@ -246,13 +260,17 @@ int sim_cli_run(int argc, char **argv) {
         if (rc == 2) fprintf(stderr, "epsim: %s\n", err);
         if (rc == 0) sim_print_summary(stdout, &s, &m, &plat);
         if (o.stats) {
-            double t1 = wall();
+            double t1 = wall(), c1 = cpu();
             fprintf(stderr,
                     "epsim stats: wall %.3f s (schedule %.3f, simulation %.3f, outputs %.3f), "
-                    "%ld ops, %.0f ops/s simulated, %ld transfers, %ld events\n",
+                    "%ld ops, %.0f ops/s simulated, %ld transfers, %ld events, %ld SimGrid waits\n",
                     t1 - t0, t_built - t0, t_sim - t_built, t1 - t_sim, res.nops,
                     res.nops / (t_sim - t_built > 0 ? t_sim - t_built : 1e-9), res.ntransfers,
-                    res.nevents);
+                    res.nevents, res.nwaits);
+            fprintf(stderr,
+                    "epsim stats: cpu %.3f s (schedule %.3f, simulation %.3f, outputs %.3f), "
+                    "peak RSS %ld MiB\n",
+                    c1 - c0, c_built - c0, c_sim - c_built, c1 - c_sim, peak_rss_kib() / 1024);
         }
         sim_result_free(&res);
     }

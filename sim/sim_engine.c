@@ -18,7 +18,9 @@
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_engine, root, "epsim: schedule executor");
 
 enum { EV_LAUNCH, EV_END, EV_GO, EV_DONE };
-enum { ST_PENDING, ST_LAUNCHED, ST_RUNNING, ST_DONE };
+/* ST_LAUNCHED: the host issued the op (launch_t known); ST_WAKE: also at the head of its stream
+ * with deps done, an EV_LAUNCH pending at launch_t */
+enum { ST_PENDING, ST_LAUNCHED, ST_WAKE, ST_RUNNING, ST_DONE };
 #define NS          EP_NUM_STREAMS
 #define MAX_RUNNING 16
 
@@ -47,6 +49,7 @@ typedef struct {
     int *deps_left;
     uint32_t *ver;
     double *progress, *rate, *last;
+    double *launch_t;
     sim_work *work;
     int *coll_of;
     long *dep_off;
@@ -70,9 +73,16 @@ typedef struct {
     const ep_op **scratch_ops;
     int *scratch_ranks;
     sim_result *res;
+    double *anchor_r; /* [actcap] remaining ratios of act[] at anchor_t */
+    double anchor_t;  /* observation time of anchor_r */
+    int anchor_ok;    /* anchor_r valid: no change since, every transfer past its latency */
+    double t_safe;    /* own events before this time precede every transfer completion */
     int failed;
     char *err;
 } engine;
+
+/* sim_platform_load.cpp */
+long sim_exec_wait_any_for(sg_exec_t *execs, size_t n, double timeout);
 
 static engine *E; /* the one simulation of this process (SimGrid allows one) */
 
@@ -120,20 +130,26 @@ static void gpu_update(engine *e, int r) {
 
 /* ---------------------------------------------------------------- host and streams */
 
+static void try_start(engine *e, int r, int st);
+
+/* The host issues ops in order, launch_s each, until a host sync. An op is launched at launch_t;
+ * only an op that could start before its launch gets an event (EV_LAUNCH at launch_t). */
 static void host_advance(engine *e, int r, double t) {
     const ep_rank_sched *rs = &e->s->ranks[r];
     while (e->host_next[r] < rs->nops) {
         int i = e->host_next[r]++;
+        long o = e->off[r] + i;
         t += e->c->launch_s;
-        push(e, t, EV_LAUNCH, e->off[r] + i, 0);
-        if (rs->ops[i].kind == EP_OP_HOST_SYNC) {
-            e->host_blocked[r] = 1;
-            break;
-        }
+        e->launch_t[o] = t;
+        e->state[o] = ST_LAUNCHED;
+        int sync = rs->ops[i].kind == EP_OP_HOST_SYNC;
+        if (sync) e->host_blocked[r] = 1; /* before it may complete (launch_s 0) */
+        long k = (long)r * NS + rs->ops[i].stream;
+        if (e->st_head[k] < e->st_off[k + 1] && e->st_list[e->st_head[k]] == o)
+            try_start(e, r, rs->ops[i].stream);
+        if (sync) break;
     }
 }
-
-static void try_start(engine *e, int r, int st);
 
 static void complete(engine *e, long o) {
     const ep_op *op = op_of(e, o);
@@ -203,6 +219,11 @@ static void try_start(engine *e, int r, int st) {
     if (e->st_busy[k] || e->st_head[k] == e->st_off[k + 1]) return;
     long o = e->st_list[e->st_head[k]];
     if (e->state[o] != ST_LAUNCHED || e->deps_left[o] > 0) return;
+    if (e->launch_t[o] > e->now) {
+        e->state[o] = ST_WAKE;
+        push(e, e->launch_t[o], EV_LAUNCH, o, 0);
+        return;
+    }
     start_op(e, o);
 }
 
@@ -257,6 +278,8 @@ static void coll_done(engine *e, long id) {
     }
 }
 
+static void net_changed(engine *e);
+
 static void coll_go(engine *e, long id) {
     if (simgrid_get_clock() < e->now) sg_actor_sleep_until(e->now);
     if (e->nact + 1 >= e->actcap) {
@@ -265,12 +288,15 @@ static void coll_go(engine *e, long id) {
         long *b = realloc(e->act_coll, sizeof *b * (size_t)cap);
         if (a) e->act = a;
         if (b) e->act_coll = b;
-        if (!a || !b) {
+        double *r = realloc(e->anchor_r, sizeof *r * (size_t)cap);
+        if (r) e->anchor_r = r;
+        if (!a || !b || !r) {
             fail(e, "out of memory tracking transfers");
             return;
         }
         e->actcap = cap;
     }
+    net_changed(e);
     sg_exec_start(e->coll[id].exec);
     e->act[e->nact] = e->coll[id].exec;
     e->act_coll[e->nact] = id;
@@ -285,6 +311,7 @@ static void handle(engine *e, const sim_event *ev) {
     long o = ev->a;
     switch (ev->type) {
     case EV_LAUNCH:
+        if (e->state[o] != ST_WAKE) break;
         e->state[o] = ST_LAUNCHED;
         try_start(e, e->rank_of[o], op_of(e, o)->stream);
         break;
@@ -311,52 +338,82 @@ static void handle(engine *e, const sim_event *ev) {
     }
 }
 
+/* Next transfer completion, predicted from SimGrid's progress (docs/epsim.md, "Execution model").
+ * Between two changes of the set of running transfers (a start, a finish, or the end of a new
+ * transfer's latency phase) L07 gives every transfer a constant rate, so two observations of the
+ * remaining ratios give each rate, hence when the first transfer will finish. Own events before
+ * that instant (with a margin) touch no SimGrid state and are handled without a SimGrid step; the
+ * others go through an exact wait as before. A transfer still in its latency phase keeps a
+ * remaining ratio of exactly 1 (its LMM variable is disabled), so an anchor is taken only when
+ * every running transfer has moved. */
+static void net_changed(engine *e) {
+    e->anchor_ok = 0;
+    e->t_safe = -1.0;
+}
+
+static void net_observe(engine *e, double t) {
+    int n = e->nact;
+    if (e->anchor_ok && t > e->anchor_t) {
+        double safe = 1e300;
+        int ok = 1;
+        for (int i = 0; i < n && ok; i++) {
+            double r = sg_exec_get_remaining_ratio(e->act[i]), r0 = e->anchor_r[i];
+            double moved = r0 - r;
+            /* too little progress since the anchor to know the rate to 1e-8: keep the anchor */
+            if (!(moved > 1e-8 * r0)) ok = 0;
+            double rate = moved / (t - e->anchor_t);
+            double left = r * (1 - 1e-6) - 1e-8; /* relative margin and SimGrid's precision */
+            double when = t + (left > 0 ? left : 0) / rate;
+            if (when < safe) safe = when;
+        }
+        if (ok) e->t_safe = safe;
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        double r = sg_exec_get_remaining_ratio(e->act[i]);
+        if (!(r < 1.0)) return; /* still in its latency phase: its rate will change */
+        e->anchor_r[i] = r;
+    }
+    e->anchor_t = t;
+    e->anchor_ok = 1;
+}
+
 static void run_loop(engine *e) {
-    double speed = sg_host_get_speed(sg_host_self());
     sim_event ev;
     while (!e->failed) {
-        if (e->nact == 0) {
+        double next = e->heap.n ? sim_heap_top_time(&e->heap) : -1.0;
+        if (e->nact == 0 || (e->heap.n && (next <= simgrid_get_clock() || next < e->t_safe))) {
+            /* no transfer can finish first: an own event, without SimGrid */
             if (sim_heap_pop(&e->heap, &ev) != 0) break;
             if (ev.t > e->now) e->now = ev.t;
             handle(e, &ev);
             continue;
         }
-        double next = sim_heap_top_time(&e->heap);
-        double sgnow = simgrid_get_clock();
-        if (e->heap.n && next <= sgnow) {
-            sim_heap_pop(&e->heap, &ev);
-            if (ev.t > e->now) e->now = ev.t;
-            handle(e, &ev);
-            continue;
-        }
-        /* wait for the next own event (a timer task on this host's otherwise idle CPU) or for
-         * any transfer to finish, whichever comes first */
+        /* wait for any transfer to finish, at most until the next own event */
         int n = e->nact;
-        sg_exec_t timer = NULL;
-        if (e->heap.n) {
-            timer = sg_actor_exec_init((next - sgnow) * speed);
-            sg_exec_start(timer);
-            e->act[n] = timer;
-        }
-        ssize_t idx = sg_exec_wait_any(e->act, (size_t)(n + (timer ? 1 : 0)));
-        if (timer && idx == n) {
+        e->res->nwaits++;
+        double sgnow = simgrid_get_clock();
+        long idx = sim_exec_wait_any_for(e->act, (size_t)n, e->heap.n ? next - sgnow : -1.0);
+        if (idx < 0 && e->heap.n) {
+            net_observe(e, simgrid_get_clock());
             sim_heap_pop(&e->heap, &ev);
             if (ev.t > e->now) e->now = ev.t;
             handle(e, &ev);
             continue;
         }
-        if (timer) sg_exec_cancel(timer);
         if (idx < 0 || idx >= n) {
             fail(e, "SimGrid returned no finished transfer");
             break;
         }
         double t = simgrid_get_clock();
+        if (t < e->now) e->res->nlate++;
         if (t > e->now) e->now = t;
         long id = e->act_coll[idx];
         e->act[idx] = e->act[n - 1];
         e->act_coll[idx] = e->act_coll[n - 1];
         e->nact--;
         e->coll[id].exec = NULL;
+        net_changed(e);
         coll_done(e, id);
     }
 }
@@ -368,6 +425,8 @@ static void actor_main(int argc, char **argv) {
     for (int r = 0; r < e->world; r++)
         host_advance(e, r, 0.0);
     run_loop(e);
+    if (e->res->nlate)
+        XBT_WARN("%ld transfers finished before an own event already handled", e->res->nlate);
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -508,6 +567,7 @@ static void engine_free(engine *e) {
     free(e->progress);
     free(e->rate);
     free(e->last);
+    free(e->launch_t);
     free(e->work);
     free(e->coll_of);
     free(e->dep_off);
@@ -524,6 +584,7 @@ static void engine_free(engine *e) {
     free(e->grp_lat);
     free(e->act);
     free(e->act_coll);
+    free(e->anchor_r);
     free(e->scratch_ops);
     free(e->scratch_ranks);
     sim_heap_free(&e->heap);
@@ -546,6 +607,7 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     e.world = s->world;
     e.err = err;
     e.res = out;
+    e.t_safe = -1.0;
     out->world = s->world;
     out->off = malloc(sizeof(int) * (size_t)(s->world + 1));
     if (!out->off) {
@@ -566,6 +628,7 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     e.progress = calloc(n, sizeof(double));
     e.rate = calloc(n, sizeof(double));
     e.last = calloc(n, sizeof(double));
+    e.launch_t = calloc(n, sizeof(double));
     e.work = calloc(n, sizeof(sim_work));
     e.coll_of = malloc(sizeof(int) * n);
     e.host_next = calloc((size_t)s->world, sizeof(int));
@@ -576,8 +639,9 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     e.scratch_ranks = malloc(sizeof(int) * (size_t)(p->ngpus + 1));
     int rc = -1;
     if (!out->t || !e.rank_of || !e.state || !e.deps_left || !e.ver || !e.progress || !e.rate ||
-        !e.last || !e.work || !e.coll_of || !e.host_next || !e.host_blocked || !e.gpu ||
-        !e.grp_lat || !e.scratch_ops || !e.scratch_ranks || sim_flows_init(&e.flows, p, s->world)) {
+        !e.last || !e.launch_t || !e.work || !e.coll_of || !e.host_next || !e.host_blocked ||
+        !e.gpu || !e.grp_lat || !e.scratch_ops || !e.scratch_ranks ||
+        sim_flows_init(&e.flows, p, s->world)) {
         snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
         goto done;
     }

@@ -34,6 +34,8 @@ typedef struct {
     double makespan;
     long nevents;    /* engine events processed */
     long ntransfers; /* SimGrid parallel tasks started */
+    long nwaits;     /* SimGrid waits (the rest of the events needed no SimGrid step) */
+    long nlate;      /* transfers seen finishing before engine time (a wrong prediction): 0 */
 } sim_result;
 
 /* Runs the schedule to completion inside SimGrid (simgrid_init and sim_platform_load done, no actor

@@ -87,6 +87,7 @@ typedef struct {
     int rc;
     char err[256];
     double makespan;
+    long nevents, nwaits, nlate;
     double start[HAND_MAX_RANKS][HAND_MAX_OPS], xfer[HAND_MAX_RANKS][HAND_MAX_OPS],
         end[HAND_MAX_RANKS][HAND_MAX_OPS];
 } hand_result;
@@ -119,6 +120,9 @@ static inline void hand_run(const hand_sched *h, const char *topo, const sim_cal
             o->rc = sim_engine_run(&h->s, &pl, c, &r, err);
             if (o->rc == 0) {
                 o->makespan = r.makespan;
+                o->nevents = r.nevents;
+                o->nwaits = r.nwaits;
+                o->nlate = r.nlate;
                 for (int k = 0; k < h->s.world; k++)
                     for (int i = 0; i < h->rs[k].nops; i++) {
                         o->start[k][i] = r.t[r.off[k] + i].start;

@@ -191,6 +191,73 @@ static void test_sm_contention(void) {
     CU_ASSERT(res.end[0][0] > L + G + 1e-7);
 }
 
+/* Two transfers sharing the h200x2 link while GEMMs run: the second starts when rank 0's sixth GEMM
+ * ends; they then split the link evenly until the first ends, and the second finishes alone. Own
+ * events during transfers (GEMM ends) are handled from the predicted next transfer completion
+ * (docs/epsim.md, "Execution model"); the times must be exactly those of the shared-link model. */
+static void test_shared_link_with_compute(void) {
+    hand_sched h;
+    hand_init(&h, 2);
+    int ranks[2] = {0, 1};
+    int g0 = hand_group(&h, 2, ranks), g1 = hand_group(&h, 2, ranks);
+    const int64_t S = 1000000000;
+    ep_traffic *t = &h.traffic[h.s.ntraffic++];
+    t->group = g0;
+    t->n = 2;
+    t->nnodes = 1;
+    t->node_of = h.tnode_of[0];
+    t->bytes = h.tbytes[0];
+    t->bytes[1] = t->bytes[2] = S;
+    ep_op gemm = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
+    gemm.flops = 2.0 * 4096 * 4096 * 4096;
+    gemm.bytes = 3.0 * 4096 * 4096 * 2;
+    enum { K = 6, M = 8 };
+    for (int r = 0; r < 2; r++) {
+        ep_op a = hand_op(EP_OP_A2A_DISPATCH, EP_STREAM_COMM);
+        a.group = g0;
+        a.seq = 0;
+        a.traffic = 0;
+        a.bytes = (double)S;
+        hand_add(&h, r, a, 0, NULL);
+        int last = -1;
+        for (int k = 0; k < K && r == 0; k++)
+            last = hand_add(&h, r, gemm, 0, NULL);
+        ep_op b = hand_op(EP_OP_ALLTOALL, EP_STREAM_DP);
+        b.group = g1;
+        b.seq = 0;
+        b.bytes = (double)S;
+        hand_add(&h, r, b, r == 0, &last);
+        for (int k = 0; k < M && r == 0; k++)
+            hand_add(&h, r, gemm, 0, NULL);
+    }
+    sim_calib c;
+    sim_calib_default(&c);
+    c.comm_hbm_fraction = 0;
+    hand_result res;
+    hand_run(&h, "h200x2", &c, &res);
+    CU_ASSERT_EQUAL_FATAL(res.rc, 0);
+    sim_work w;
+    sim_op_work(&c, &gemm, 989e12, 4.8e12, &w);
+    double G = sim_work_alone(&w), L = c.launch_s, lat = 1e-6;
+    double bw = 478.116e9 * c.nccl_nvlink_efficiency;
+    double ta = L + c.nccl_base_s, t1 = 2 * L + K * G + c.nccl_base_s;
+    CU_ASSERT_FATAL(t1 + lat < ta + lat + S / bw); /* the two overlap */
+    double a_end = t1 + lat + 2 * (S / bw - (t1 - ta));
+    double b_end = a_end + (t1 - ta);
+    CU_ASSERT(REL(res.end[0][0], a_end));
+    CU_ASSERT(REL(res.end[1][0], a_end));
+    CU_ASSERT(REL(res.xfer[0][K + 1], t1 - c.nccl_base_s));
+    CU_ASSERT(REL(res.end[0][K + 1], b_end));
+    CU_ASSERT(REL(res.end[1][1], b_end));
+    for (int k = 0; k < K + M; k++) /* GEMMs back to back from 2L, untouched by the transfers */
+        CU_ASSERT(REL(res.end[0][k < K ? 1 + k : 2 + k], 2 * L + (k + 1) * G));
+    CU_ASSERT(2 * L + (K + M) * G < b_end); /* every GEMM ended under a transfer */
+    CU_ASSERT_EQUAL(res.nlate, 0);
+    /* GEMM ends under a transfer were handled without a SimGrid wait each (17 waits if every
+     * own event waited, 6 with the prediction) */
+    CU_ASSERT(res.nwaits < K + M);
+}
+
 /* deepep dispatch across two DGX nodes: one RDMA copy per destination node, then NVLink fan-out.
  * Rank 0 sends B to every GPU of node 1: the NIC carries B once, GPU 8's NVLink 7 B. */
 static void test_hierarchical_dispatch_dgx16(void) {
@@ -276,6 +343,7 @@ void ep_suite_engine(void) {
     CU_add_test(s, "host sync blocks launching", test_host_sync_blocks_launch);
     CU_add_test(s, "comm SMs slow a concurrent GEMM", test_sm_contention);
     CU_add_test(s, "deepep hierarchical dispatch on dgx16", test_hierarchical_dispatch_dgx16);
+    CU_add_test(s, "two transfers share a link under running GEMMs", test_shared_link_with_compute);
     CU_add_test(s, "missing collective member reported as deadlock", test_deadlock_reported);
     CU_add_test(s, "world larger than the platform refused", test_world_too_large);
 }
