@@ -87,10 +87,11 @@ cudaError_t ep_layout_compute(ep_layout *L, cudaStream_t st);
 cudaError_t ep_pack_send(const ep_layout *L, const ep_bf16 *x, ep_bf16 *send, int H,
                          cudaStream_t st);
 /* Receiver-side permute: staging rows -> permuted rows (expert order), gap rows zeroed.
- * flags: [ep][nchunks] chunk flags to wait for (value >= seq) or NULL. */
+ * flags: [ep][nchunks] chunk flags to wait for (value >= seq) or NULL. self_x: NULL, or this
+ * rank's own token rows [ntok[me]][H], read in place of the staging rows of source me. */
 cudaError_t ep_permute(const ep_layout *L, const ep_bf16 *stage, ep_bf16 *perm, int H,
                        int scale_by_prob, const uint32_t *flags, uint32_t seq, int *err,
-                       cudaStream_t st);
+                       const ep_bf16 *self_x, cudaStream_t st);
 /* Expert side of combine: for every token received, the sum over its local experts of the
  * expert outputs (weighted by the router probabilities if `weighted`) -> one partial row in
  * staging order. Unweighted is the backward of dispatch. */
@@ -115,6 +116,8 @@ typedef struct {
     void *region; /* local symmetric allocation */
     size_t region_bytes;
     void *peer_region[EP_MAX_RANKS]; /* IPC-mapped regions (own one at index me) */
+    int gpu_sms, prereduce_per_sm;   /* SMs of the device, resident pre-reduce blocks per SM */
+    void *psend; /* combine: pre-reduced rows for the peers, staging order (local memory) */
     size_t off_stage, off_cstage, off_flags, off_topk, off_prob, off_ntok;
     int *d_err;       /* device error word set by timeouts */
     ep_layout layout; /* map lives in the region */
@@ -130,20 +133,30 @@ cudaError_t ep_nvl_layout(ep_nvl *c, const int32_t *topk_idx, const float *topk_
                           cudaStream_t st);
 /* Dispatch: x [ntok][H] -> perm (expert order). fused: permute blocks in the same kernel;
  * otherwise a staging-only kernel followed by ep_permute on all SMs. scale_by_prob multiplies
- * each permuted row by its router probability (the backward of the weighted combine). */
+ * each permuted row by its router probability (the backward of the weighted combine). Only rows
+ * for the peers cross NVLink; this rank's own tokens are permuted straight from x. */
 cudaError_t ep_nvl_dispatch(ep_nvl *c, const ep_bf16 *x, ep_bf16 *perm, int fused,
                             int scale_by_prob, cudaStream_t st);
-/* Dispatch without permute: rows land in the receiver's staging (ep_nvl_stage). */
+/* Dispatch without permute: the peers' rows land in their staging (ep_nvl_stage); the rows of
+ * this rank's own tokens are not copied (the permute reads them from x). num_sms blocks. */
 cudaError_t ep_nvl_dispatch_stage(ep_nvl *c, const ep_bf16 *x, cudaStream_t st);
 ep_bf16 *ep_nvl_stage(ep_nvl *c);
-/* Combine: expert outputs (perm order) -> out [ntok][H], weighted sum of the k outputs fused
- * (unweighted: the backward of dispatch). fused: the owner-side sum runs in extra blocks of the
- * same kernel; otherwise ep_combine_reduce follows on all SMs. */
+/* Combine: expert outputs (perm order) -> out [ntok][H], weighted sum of the k outputs
+ * (unweighted: the backward of dispatch). Three steps: the pre-reduce (ep_nvl_combine_prereduce,
+ * whole GPU), the NVLink send of one pre-reduced row per (token, expert rank) on num_sms blocks,
+ * and the owner-side sum over ranks: fused: in extra blocks of the send kernel; otherwise
+ * ep_combine_reduce follows on all SMs. */
 cudaError_t ep_nvl_combine(ep_nvl *c, const ep_bf16 *expout, ep_bf16 *out, int fused, int weighted,
                            cudaStream_t st);
-/* Combine without the owner-side sum: partial rows (weighted sum over the local experts) land in
- * the owner's combine buffer; num_sms blocks. For benchmarks and the unfused path. */
-cudaError_t ep_nvl_combine_stage(ep_nvl *c, const ep_bf16 *expout, int weighted, cudaStream_t st);
+/* Combine step 1, an HBM-bound kernel on all SMs: for every token with rows here, the (weighted)
+ * sum over its local experts -> one row; rows of the peers' tokens go to c->psend (staging order,
+ * contiguous per peer), rows of this rank's own tokens straight into its combine buffer. */
+cudaError_t ep_nvl_combine_prereduce(ep_nvl *c, const ep_bf16 *expout, int weighted,
+                                     cudaStream_t st);
+/* Combine step 2 alone (after step 1 on the same layout): num_sms blocks stream the pre-reduced
+ * rows into the owners' combine buffers (contiguous 64-token chunks) and release the chunk
+ * flags; no owner-side sum. For benchmarks. */
+cudaError_t ep_nvl_combine_send(ep_nvl *c, cudaStream_t st);
 /* SM-write ceiling: num_sms blocks store `bytes` from src to the peer's staging, no routing. */
 cudaError_t ep_nvl_store_ceiling(ep_nvl *c, const void *src, size_t bytes, int peer,
                                  cudaStream_t st);

@@ -9,7 +9,11 @@
 // Senders store token rows straight into the peer's region (SM-issued stores over NVLink), then
 // release a per-(source, 64-token chunk) flag at the receiver. Helper blocks of the same kernel
 // wait on those flags (fused permute: rows to expert-grouped padded order; fused combine: the sum
-// over ranks), so the receiver never waits for the whole transfer.
+// over ranks), so the receiver never waits for the whole transfer. Rows a rank keeps for itself
+// never pass through the region's send path: dispatch permutes them from x, and combine's
+// pre-reduce writes them straight into the own combine buffer; their chunk flags are released
+// with no data. Combine sends pre-reduced rows: a whole-GPU kernel first sums each token's local
+// expert rows (HBM-bound), so the senders stream one contiguous row range per chunk, like dispatch.
 // NOTES: flags carry the op sequence number, so they never need resetting. Before writing into a
 // peer, a block waits for the peer's ready[op] >= seq: the peer has started this op, so whatever
 // read the buffers in the previous op (stream-ordered before it) has finished.
@@ -36,6 +40,7 @@ struct Args {
     int *err;
     uint64_t timeout_ns;
     char *region[EP_MAX_RANKS];
+    const int4 *psend;
     size_t off_stage, off_cstage, off_flags, off_topk, off_prob, off_ntok;
     int fl_cchunk;
 };
@@ -70,6 +75,15 @@ __device__ void publish(const Args &a, uint32_t *flag) {
         __threadfence_system();
         st_release_sys(flag, a.seq);
     }
+}
+
+// Sender work item i -> (chunk c, destination d). The destination rotates with the round of
+// items, so every sender block takes its share of the peers' chunks (a fixed i % ep would leave
+// some blocks only the publish-only own-rank chunks). For a fixed c, d runs over all ranks.
+__device__ __forceinline__ void sender_item(const Args &a, int i, int &c, int &d) {
+    const int per = a.senders / a.ep > 0 ? a.senders / a.ep : 1;
+    c = i / a.ep;
+    d = (a.me + 1 + i % a.ep + c / per) % a.ep;
 }
 
 __device__ bool block_wait(const Args &a, const uint32_t *flag, int peer, const char *what,
@@ -113,10 +127,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     if ((int)blockIdx.x < a.senders) {
         const int nt = L.ntok[a.me], nch = (nt + EP_CHUNK - 1) / EP_CHUNK;
         for (int i = blockIdx.x; i < nch * a.ep; i += a.senders) {
-            const int c = i / a.ep, d = (a.me + 1 + i) % a.ep; // peers first, then self
+            int c, d;
+            sender_item(a, i, c, d);
             int4 *dst = rows_of(a, d, a.off_stage);
             const int base = L.roff[a.me * L.ep + d];
-            for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS) {
+            // Own tokens: no copy (the permute reads x), only the flag.
+            for (int t = c * EP_CHUNK + warp; d != a.me && t < nt && t < (c + 1) * EP_CHUNK;
+                 t += WARPS) {
                 int di = L.didx[((size_t)a.me * L.max_tokens + t) * L.ep + d];
                 if (di >= 0)
                     warp_copy_row(dst + (size_t)(base + di) * a.n16,
@@ -137,29 +154,34 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (c * EP_CHUNK >= nt) continue;
         if (!block_wait(a, fl + s * L.nchunks + c, s, "dispatch chunk", c)) return;
         for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS)
-            permute_token(L, s, t, stage, perm, a.n16, lane, scale != 0);
+            permute_token(L, s, t, stage, perm, a.n16, lane, scale != 0, x);
         __syncthreads();
     }
 }
 
-__global__ void __launch_bounds__(THREADS, 1)
-    combine_kernel(Args a, const ep_bf16 *expout, ep_bf16 *out, int weighted) {
+__global__ void __launch_bounds__(THREADS, 1) combine_kernel(Args a, ep_bf16 *out) {
     extern __shared__ char reserve[];
     (void)reserve;
     if (!enter(a, OP_COMBINE)) return;
     const ep_layout &L = a.L;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     if ((int)blockIdx.x < a.senders) {
+        // Chunk c of owner s's tokens: its pre-reduced rows are one contiguous range of slots
+        // [hist_d[s][c][me], hist_d[s][c+1][me]) in psend (at roff) and at the owner (at coff).
         for (int i = blockIdx.x; i < L.nchunks * a.ep; i += a.senders) {
-            const int c = i / a.ep, s = (a.me + 1 + i) % a.ep, nt = L.ntok[s];
-            if (c * EP_CHUNK >= nt) continue;
-            int4 *dst = rows_of(a, s, a.off_cstage);
-            const int base = L.coff[s * L.ep + a.me];
-            for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS) {
-                int di = L.didx[((size_t)s * L.max_tokens + t) * L.ep + a.me];
-                if (di >= 0)
-                    combine_token(L, s, t, expout, dst + (size_t)(base + di) * a.n16, a.n16, lane,
-                                  weighted != 0);
+            int c, s;
+            sender_item(a, i, c, s);
+            if (c * EP_CHUNK >= L.ntok[s]) continue;
+            if (s != a.me) { // own rows: written in place by the pre-reduce, only the flag
+                const int32_t *hd = L.hist_d + (size_t)s * L.nchunks * L.ep + a.me;
+                const int r0 = hd[(size_t)c * L.ep];
+                const int r1 =
+                    c + 1 < L.nchunks ? hd[(size_t)(c + 1) * L.ep] : L.cnt[s * L.ep + a.me];
+                int4 *dst =
+                    rows_of(a, s, a.off_cstage) + (size_t)(L.coff[s * L.ep + a.me] + r0) * a.n16;
+                const int4 *src = a.psend + (size_t)(L.roff[s * L.ep + a.me] + r0) * a.n16;
+                for (int r = warp; r < r1 - r0; r += WARPS)
+                    warp_copy_row(dst + (size_t)r * a.n16, src + (size_t)r * a.n16, a.n16, lane);
             }
             publish(a, flags_of(a, s) + a.fl_cchunk + a.me * L.nchunks + c);
         }
@@ -175,6 +197,24 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS)
             reduce_token(L, t, recv, out, a.n16, lane);
         __syncthreads();
+    }
+}
+
+// Combine step 1 (whole GPU, one warp per token): the sum over the token's local experts.
+__global__ void __launch_bounds__(256)
+    prereduce_kernel(ep_layout L, const ep_bf16 *expout, int4 *psend, int4 *cself, int n16,
+                     int weighted) {
+    const int lane = threadIdx.x % 32, wpb = blockDim.x / 32;
+    const size_t nw = (size_t)gridDim.x * wpb;
+    for (size_t w = (size_t)blockIdx.x * wpb + threadIdx.x / 32; w < (size_t)L.ep * L.max_tokens;
+         w += nw) {
+        const int s = (int)(w / L.max_tokens), t = (int)(w % L.max_tokens);
+        if (t >= L.ntok[s]) continue;
+        const int di = L.didx[w * L.ep + L.me];
+        if (di < 0) continue;
+        int4 *dst = s == L.me ? cself + (size_t)(L.coff[L.me * L.ep + L.me] + di) * n16
+                              : psend + (size_t)(L.roff[s * L.ep + L.me] + di) * n16;
+        combine_token(L, s, t, expout, dst, n16, lane, weighted != 0);
     }
 }
 
@@ -214,6 +254,7 @@ Args make_args(ep_nvl *c, int helpers) {
     a.timeout_ns = (uint64_t)(c->timeout_s * 1e9);
     for (int r = 0; r < c->ep; r++)
         a.region[r] = static_cast<char *>(c->peer_region[r]);
+    a.psend = static_cast<const int4 *>(c->psend);
     a.off_stage = c->off_stage;
     a.off_cstage = c->off_cstage;
     a.off_flags = c->off_flags;
@@ -267,6 +308,12 @@ extern "C" cudaError_t ep_nvl_create(ep_nvl *c, int ep, int me, int hidden, int 
         cudaMemset(static_cast<char *>(c->region) + c->off_flags, 0, c->off_topk - c->off_flags));
     KCHECK(cudaMemset(static_cast<char *>(c->region) + c->off_ntok, 0, ep * sizeof(int32_t)));
     KCHECK(cudaMalloc(&c->d_err, sizeof(int)));
+    KCHECK(cudaMalloc(&c->psend, rows * row_bytes));
+    int dev = 0;
+    KCHECK(cudaGetDevice(&dev));
+    KCHECK(cudaDeviceGetAttribute(&c->gpu_sms, cudaDevAttrMultiProcessorCount, dev));
+    KCHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c->prereduce_per_sm, prereduce_kernel,
+                                                         256, 0));
     KCHECK(cudaMemset(c->d_err, 0, sizeof(int)));
     KCHECK(cudaDeviceSynchronize()); // flags are zero before any peer can see the region
     cudaIpcMemHandle_t mine, all[EP_MAX_RANKS];
@@ -299,6 +346,7 @@ extern "C" void ep_nvl_destroy(ep_nvl *c) {
         if (r != c->me && c->peer_region[r]) cudaIpcCloseMemHandle(c->peer_region[r]);
     cudaFree(c->region);
     cudaFree(c->d_err);
+    cudaFree(c->psend);
     memset(c, 0, sizeof *c);
 }
 
@@ -337,30 +385,50 @@ extern "C" cudaError_t ep_nvl_dispatch(ep_nvl *c, const ep_bf16 *x, ep_bf16 *per
         reinterpret_cast<const uint32_t *>(static_cast<char *>(c->region) + c->off_flags) +
         FL_DCHUNK;
     return ep_permute(&c->layout, ep_nvl_stage(c), perm, c->hidden, scale_by_prob, fl, c->seq,
-                      c->d_err, st);
+                      c->d_err, x, st);
+}
+
+extern "C" cudaError_t ep_nvl_combine_prereduce(ep_nvl *c, const ep_bf16 *expout, int weighted,
+                                                cudaStream_t st) {
+    // Persistent grid (as many resident blocks of 8 warps as fit on every SM), grid-stride over
+    // every (source, token).
+    const int per_sm = c->prereduce_per_sm;
+    const size_t warps = (size_t)c->ep * c->max_tokens, need = (warps + 7) / 8;
+    const size_t full = (size_t)(c->gpu_sms > 0 ? c->gpu_sms : 1) * (per_sm > 0 ? per_sm : 1);
+    const int grid = (int)(need < full ? need : full);
+    int4 *cself = reinterpret_cast<int4 *>(static_cast<char *>(c->region) + c->off_cstage);
+    prereduce_kernel<<<grid, 256, 0, st>>>(c->layout, expout, static_cast<int4 *>(c->psend), cself,
+                                           c->hidden / 8, weighted);
+    KLAUNCHED();
+    return cudaSuccess;
+}
+
+static cudaError_t launch_combine(ep_nvl *c, ep_bf16 *out, int helpers, uint32_t *fl_cchunk,
+                                  cudaStream_t st) {
+    Args a = make_args(c, helpers);
+    combine_kernel<<<c->num_sms + helpers, THREADS, RESERVE_SMEM, st>>>(a, out);
+    KLAUNCHED();
+    *fl_cchunk = (uint32_t)a.fl_cchunk;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t ep_nvl_combine_send(ep_nvl *c, cudaStream_t st) {
+    uint32_t fl;
+    return launch_combine(c, nullptr, 0, &fl, st);
 }
 
 extern "C" cudaError_t ep_nvl_combine(ep_nvl *c, const ep_bf16 *expout, ep_bf16 *out, int fused,
                                       int weighted, cudaStream_t st) {
-    int helpers = fused ? (c->reduce_blocks > 0 ? c->reduce_blocks : 1) : 0;
-    Args a = make_args(c, helpers);
-    combine_kernel<<<c->num_sms + helpers, THREADS, RESERVE_SMEM, st>>>(a, expout, out, weighted);
-    KLAUNCHED();
+    KCHECK(ep_nvl_combine_prereduce(c, expout, weighted, st));
+    const int helpers = fused ? (c->reduce_blocks > 0 ? c->reduce_blocks : 1) : 0;
+    uint32_t flo;
+    KCHECK(launch_combine(c, out, helpers, &flo, st));
     if (fused) return cudaSuccess;
     const uint32_t *fl =
-        reinterpret_cast<const uint32_t *>(static_cast<char *>(c->region) + c->off_flags) +
-        a.fl_cchunk;
+        reinterpret_cast<const uint32_t *>(static_cast<char *>(c->region) + c->off_flags) + flo;
     const ep_bf16 *recv =
         reinterpret_cast<const ep_bf16 *>(static_cast<char *>(c->region) + c->off_cstage);
     return ep_combine_reduce(&c->layout, recv, out, c->hidden, fl, c->seq, c->d_err, st);
-}
-
-extern "C" cudaError_t ep_nvl_combine_stage(ep_nvl *c, const ep_bf16 *expout, int weighted,
-                                            cudaStream_t st) {
-    Args a = make_args(c, 0);
-    combine_kernel<<<c->num_sms, THREADS, RESERVE_SMEM, st>>>(a, expout, nullptr, weighted);
-    KLAUNCHED();
-    return cudaSuccess;
 }
 
 extern "C" cudaError_t ep_nvl_store_ceiling(ep_nvl *c, const void *src, size_t bytes, int peer,

@@ -44,7 +44,8 @@ __device__ bool warp_wait_chunk(const uint32_t *flags, const ep_layout &L, int s
 }
 
 __global__ void permute_kernel(ep_layout L, const ep_bf16 *stage, ep_bf16 *perm, int n16, int scale,
-                               const uint32_t *flags, uint32_t seq, int *err) {
+                               const uint32_t *flags, uint32_t seq, int *err,
+                               const ep_bf16 *self_x) {
     const int lane = threadIdx.x % 32;
     const size_t wid = blockIdx.x * WARPS + threadIdx.x / 32, nw = (size_t)gridDim.x * WARPS;
     zero_gaps(L, perm, n16, (int)wid, (int)nw, lane);
@@ -53,7 +54,7 @@ __global__ void permute_kernel(ep_layout L, const ep_bf16 *stage, ep_bf16 *perm,
         int s = (int)(w / L.max_tokens), t = (int)(w % L.max_tokens);
         if (t >= L.ntok[s]) continue;
         if (!warp_wait_chunk(flags, L, s, t / EP_CHUNK, seq, err, last, lane)) return;
-        permute_token(L, s, t, stage, perm, n16, lane, scale != 0);
+        permute_token(L, s, t, stage, perm, n16, lane, scale != 0, self_x);
     }
 }
 
@@ -103,10 +104,10 @@ extern "C" cudaError_t ep_pack_send(const ep_layout *L, const ep_bf16 *x, ep_bf1
 
 extern "C" cudaError_t ep_permute(const ep_layout *L, const ep_bf16 *stage, ep_bf16 *perm, int H,
                                   int scale_by_prob, const uint32_t *flags, uint32_t seq, int *err,
-                                  cudaStream_t st) {
+                                  const ep_bf16 *self_x, cudaStream_t st) {
     if (H % 8 || (flags && !err)) return cudaErrorInvalidValue;
     permute_kernel<<<grid_for((size_t)L->max_tokens * L->ep), THREADS, 0, st>>>(
-        *L, stage, perm, H / 8, scale_by_prob, flags, seq, err);
+        *L, stage, perm, H / 8, scale_by_prob, flags, seq, err, self_x);
     KLAUNCHED();
     return cudaSuccess;
 }

@@ -6,10 +6,11 @@
 namespace epk {
 
 // Staging row r (= roff[s][me] + didx) -> every local expert's permuted row of token (s,t),
-// optionally scaled by the router probability.
+// optionally scaled by the router probability. self_x non-NULL: this rank's own tokens (s == me)
+// are read from self_x[t] instead (the NVLink dispatch does not copy them into staging).
 __device__ __forceinline__ void permute_token(const ep_layout &L, int s, int t,
                                               const ep_bf16 *stage, ep_bf16 *perm, int n16,
-                                              int lane, bool scale) {
+                                              int lane, bool scale, const ep_bf16 *self_x) {
     const size_t g = (size_t)s * L.max_tokens + t;
     const int di = L.didx[g * L.ep + L.me];
     if (di < 0) return;
@@ -21,8 +22,9 @@ __device__ __forceinline__ void permute_token(const ep_layout &L, int s, int t,
         rows[j] = j < L.topk ? L.epos[g * L.topk + j] : -1;
         w[j] = rows[j] >= 0 ? L.topk_prob[g * L.topk + j] : 0.f;
     }
-    const int4 *src =
-        reinterpret_cast<const int4 *>(stage) + (size_t)(L.roff[s * L.ep + L.me] + di) * n16;
+    const int4 *src = s == L.me && self_x ? reinterpret_cast<const int4 *>(self_x) + (size_t)t * n16
+                                          : reinterpret_cast<const int4 *>(stage) +
+                                                (size_t)(L.roff[s * L.ep + L.me] + di) * n16;
     int4 *dst = reinterpret_cast<int4 *>(perm);
     // 4 loads in flight per lane before the (up to k) stores of each.
     for (int i0 = lane; i0 < n16; i0 += 128) {
@@ -60,44 +62,63 @@ __device__ __forceinline__ bool combine_token(const ep_layout &L, int s, int t,
                                               bool weighted) {
     const size_t g = (size_t)s * L.max_tokens + t;
     if (L.didx[g * L.ep + L.me] < 0) return false;
+    // The token's local rows, compacted in slot order (the sum's order is the slot order, as
+    // before). Indexed by compile-time slots only, so the arrays stay in registers.
     int rows[EP_MAX_TOPK];
     float w[EP_MAX_TOPK];
 #pragma unroll
     for (int j = 0; j < EP_MAX_TOPK; j++) {
-        rows[j] = j < L.topk ? L.epos[g * L.topk + j] : -1;
-        w[j] = rows[j] < 0 ? 0.f : weighted ? L.topk_prob[g * L.topk + j] : 1.f;
+        rows[j] = -1;
+        w[j] = 0.f;
     }
-    // Slots without a local expert read another slot's row with weight 0, so the loads of a
-    // pass carry no branch and all issue before the first use (a branch per slot serialised
-    // them: one memory latency per expert per column).
-    int any = -1;
+    int n = 0;
 #pragma unroll
-    for (int k = 0; k < EP_MAX_TOPK; k++)
-        if (any < 0 && rows[k] >= 0) any = rows[k];
-    if (any < 0) any = 0;
+    for (int j = 0; j < EP_MAX_TOPK; j++) {
+        const int r = j < L.topk ? L.epos[g * L.topk + j] : -1;
+        if (r < 0) continue;
+        const float p = weighted ? L.topk_prob[g * L.topk + j] : 1.f;
 #pragma unroll
-    for (int k = 0; k < EP_MAX_TOPK; k++)
-        if (rows[k] < 0) rows[k] = any;
+        for (int o = 0; o <= j; o++)
+            if (o == n) {
+                rows[o] = r;
+                w[o] = p;
+            }
+        n++;
+    }
+    // Slots past n read row rows[0] with weight 0 (an L2 hit), so the 4 loads of a group carry
+    // no branch and all issue before the first use (a branch per slot serialised them).
+    const int any = n > 0 ? rows[0] : 0;
+#pragma unroll
+    for (int j = 0; j < EP_MAX_TOPK; j++)
+        if (rows[j] < 0) rows[j] = any;
     const int4 *src = reinterpret_cast<const int4 *>(expout);
-    for (int i = lane; i < n16; i += 32) {
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    // Two columns per lane and 4 rows per group: 8 loads in flight before the first use.
+    for (int i = lane; i < n16; i += 64) {
+        const bool two = i + 32 < n16;
+        float a0[8] = {0, 0, 0, 0, 0, 0, 0, 0}, a1[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
-        for (int k0 = 0; k0 < EP_MAX_TOPK; k0 += 8) {
-            if (k0 >= L.topk) break;
-            int4 v[8];
+        for (int k0 = 0; k0 < EP_MAX_TOPK; k0 += 4) {
+            if (k0 >= n) break; // n is the same in every lane
+            int4 v[4], u[4];
 #pragma unroll
-            for (int k = 0; k < 8; k++)
+            for (int k = 0; k < 4; k++) {
                 v[k] = ld_nc(src + (size_t)rows[k0 + k] * n16 + i);
+                u[k] = two ? ld_nc(src + (size_t)rows[k0 + k] * n16 + i + 32) : v[k];
+            }
 #pragma unroll
-            for (int k = 0; k < 8; k++) {
-                float f[8];
+            for (int k = 0; k < 4; k++) {
+                float f[8], h[8];
                 bf16x8_to_f32(v[k], f);
+                bf16x8_to_f32(u[k], h);
 #pragma unroll
-                for (int q = 0; q < 8; q++)
-                    acc[q] += w[k0 + k] * f[q];
+                for (int q = 0; q < 8; q++) {
+                    a0[q] += w[k0 + k] * f[q];
+                    a1[q] += w[k0 + k] * h[q];
+                }
             }
         }
-        dst[i] = f32_to_bf16x8(acc);
+        dst[i] = f32_to_bf16x8(a0);
+        if (two) dst[i + 32] = f32_to_bf16x8(a1);
     }
     return true;
 }

@@ -1,5 +1,7 @@
-/* bench_combine: token combine (weighted sum of the k expert outputs fused), every backend
- * moving the same partial rows in the same run. */
+/* bench_combine: token combine (weighted sum of the k expert outputs), every backend moving the
+ * same pre-reduced rows in the same run: the comm-only rows (nvl, nccl, peer_copy, store_ceiling)
+ * move exactly the rows that cross the link, from buffers filled before the timing; the end-to-end
+ * rows (nvl_fused, nvl_then_reduce, nccl_full) start from the expert outputs. */
 #include <string.h>
 
 #include "bench.h"
@@ -12,11 +14,16 @@ typedef struct {
     size_t peer_bytes[EP_MAX_RANKS];
     int me, ep;
     int32_t sc[EP_MAX_RANKS], so[EP_MAX_RANKS], rc[EP_MAX_RANKS], ro[EP_MAX_RANKS];
+    int32_t sc0[EP_MAX_RANKS], rc0[EP_MAX_RANKS]; /* the same without the rank's own rows */
 } cctx;
 
 static void op_nvl(void *a, cudaStream_t st) {
     cctx *c = a;
-    CUDA_CHECK(ep_nvl_combine_stage(&c->nvl->nvl, c->expout, 1, st));
+    CUDA_CHECK(ep_nvl_combine_send(&c->nvl->nvl, st));
+}
+static void op_nvl_prereduce(void *a, cudaStream_t st) {
+    cctx *c = a;
+    CUDA_CHECK(ep_nvl_combine_prereduce(&c->nvl->nvl, c->expout, 1, st));
 }
 static void op_nvl_fused(void *a, cudaStream_t st) {
     cctx *c = a;
@@ -27,6 +34,11 @@ static void op_nvl_unfused(void *a, cudaStream_t st) {
     CUDA_CHECK(ep_nvl_combine(&c->nvl->nvl, c->expout, c->out, 0, 1, st));
 }
 static void op_nccl(void *a, cudaStream_t st) {
+    cctx *c = a;
+    ref_alltoallv_rows(c->a2a->ctx, c->a2a->csend, c->sc0, c->so, c->a2a->crecv, c->rc0, c->ro,
+                       (size_t)c->a2a->H, st);
+}
+static void op_nccl_self(void *a, cudaStream_t st) {
     cctx *c = a;
     ref_alltoallv_rows(c->a2a->ctx, c->a2a->csend, c->sc, c->so, c->a2a->crecv, c->rc, c->ro,
                        (size_t)c->a2a->H, st);
@@ -91,18 +103,25 @@ int bench_combine(bench *b) {
             c.so[p] = ro[p * c.ep + c.me];
             c.rc[p] = cnt[c.me * c.ep + p];
             c.ro[p] = co[c.me * c.ep + p];
+            c.sc0[p] = p == c.me ? 0 : c.sc[p];
+            c.rc0[p] = p == c.me ? 0 : c.rc[p];
         }
         double out = 0;
         for (int p = 0; p < c.ep; p++)
             if (p != c.me) out += (double)c.peer_bytes[p];
         link = bench_mean(b, out);
+        /* the comm-only rows start from pre-reduced rows, as after the expert GEMM's epilogue */
         CUDA_CHECK(ep_combine_partial(&a2a.own, c.expout, a2a.csend, H, 1, st));
+        CUDA_CHECK(ep_nvl_combine_prereduce(&nvl.nvl, c.expout, 1, st));
         int S = b->num_sms;
         bench_add(b, "nvl", T, S, bench_time(b, op_nvl, &c), link, logical, 0);
+        bench_add(b, "nvl_prereduce", T, nvl.nvl.gpu_sms, bench_time(b, op_nvl_prereduce, &c), link,
+                  logical, 0);
         bench_add(b, "nvl_fused", T, S + b->reduce_blocks, bench_time(b, op_nvl_fused, &c), link,
                   logical, 0);
         bench_add(b, "nvl_then_reduce", T, S, bench_time(b, op_nvl_unfused, &c), link, logical, 0);
         bench_add(b, "nccl", T, -1, bench_time(b, op_nccl, &c), link, logical, 0);
+        bench_add(b, "nccl_self", T, -1, bench_time(b, op_nccl_self, &c), link, logical, 0);
         bench_add(b, "nccl_full", T, -1, bench_time(b, op_nccl_full, &c), link, logical, 0);
         bench_add(b, "peer_copy", T, 0, bench_time(b, op_peer_copy, &c), link, logical, 0);
         bench_add(b, "store_ceiling", T, S, bench_time(b, op_store, &c), link, logical, 0);

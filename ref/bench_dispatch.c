@@ -11,6 +11,7 @@ typedef struct {
     size_t peer_bytes[EP_MAX_RANKS];
     int me, ep;
     int32_t sc[EP_MAX_RANKS], so[EP_MAX_RANKS], rc[EP_MAX_RANKS], ro[EP_MAX_RANKS];
+    int32_t sc0[EP_MAX_RANKS], rc0[EP_MAX_RANKS]; /* the same without the rank's own rows */
     int32_t *d_topk;
     float *d_prob;
     int tokens;
@@ -29,6 +30,11 @@ static void op_nvl_unfused(void *a, cudaStream_t st) {
     CUDA_CHECK(ep_nvl_dispatch(&c->nvl->nvl, c->x, c->perm, 0, 0, st));
 }
 static void op_nccl(void *a, cudaStream_t st) {
+    dctx *c = a;
+    ref_alltoallv_rows(c->a2a->ctx, c->a2a->send, c->sc0, c->so, c->a2a->stage, c->rc0, c->ro,
+                       (size_t)c->a2a->H, st);
+}
+static void op_nccl_self(void *a, cudaStream_t st) {
     dctx *c = a;
     ref_alltoallv_rows(c->a2a->ctx, c->a2a->send, c->sc, c->so, c->a2a->stage, c->rc, c->ro,
                        (size_t)c->a2a->H, st);
@@ -121,6 +127,8 @@ int bench_dispatch(bench *b) {
             c.so[p] = co[c.me * c.ep + p];
             c.rc[p] = cnt[p * c.ep + c.me];
             c.ro[p] = ro[p * c.ep + c.me];
+            c.sc0[p] = p == c.me ? 0 : c.sc[p];
+            c.rc0[p] = p == c.me ? 0 : c.rc[p];
         }
         CUDA_CHECK(ep_pack_send(&a2a.own, c.x, a2a.send, H, b->ctx->stream));
         int S = b->num_sms;
@@ -129,6 +137,7 @@ int bench_dispatch(bench *b) {
                   logical, 0);
         bench_add(b, "nvl_then_permute", T, S, bench_time(b, op_nvl_unfused, &c), link, logical, 0);
         bench_add(b, "nccl", T, -1, bench_time(b, op_nccl, &c), link, logical, 0);
+        bench_add(b, "nccl_self", T, -1, bench_time(b, op_nccl_self, &c), link, logical, 0);
         bench_add(b, "nccl_permute", T, -1, bench_time(b, op_nccl_permute, &c), link, logical, 0);
         bench_add(b, "peer_copy", T, 0, bench_time(b, op_peer_copy, &c), link, logical, 0);
         bench_add(b, "store_ceiling", T, S, bench_time(b, op_store, &c), link, logical, 0);

@@ -114,7 +114,7 @@ void ref_disp_dispatch(ref_disp *d, const ep_bf16 *x, ep_bf16 *perm, int scale_b
     a2a_counts(d, sc, so, rc, ro, 0);
     CUDA_CHECK(ep_pack_send(&d->own, x, d->send, d->H, st));
     ref_alltoallv_rows(d->ctx, d->send, sc, so, d->stage, rc, ro, (size_t)d->H, st);
-    CUDA_CHECK(ep_permute(&d->own, d->stage, perm, d->H, scale_by_prob, NULL, 0, NULL, st));
+    CUDA_CHECK(ep_permute(&d->own, d->stage, perm, d->H, scale_by_prob, NULL, 0, NULL, NULL, st));
 }
 
 void ref_disp_combine(ref_disp *d, const ep_bf16 *expout, ep_bf16 *out, int weighted,

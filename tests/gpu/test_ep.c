@@ -127,8 +127,8 @@ static float expert_scale(int e) {
 }
 
 static void test_dispatch_combine(ref_ctx *c, ref_disp_kind kind, ep_route_dist dist, int pad,
-                                  const int *ntok, int mb) {
-    const int E = 16, k = 4, H = 256;
+                                  const int *ntok, int mb, int k, int H) {
+    const int E = 16;
     routing r;
     make_routing(c, &r, E, k, H, dist, ntok, mb);
     int me = r.me, ep = r.ep, T = ntok[me], Ep = E / ep;
@@ -339,10 +339,12 @@ int main(int argc, char **argv) {
     ref_disp_kind kinds[] = {REF_DISP_ALLTOALL, REF_DISP_NVL, REF_DISP_NVL_FUSED};
     int mb = 0;
     for (int ki = 0; ki < 3; ki++) {
-        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_UNIFORM, 1, even, mb++);
-        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_ZIPF, 16, even, mb++);
-        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_UNIFORM, 128, thd, mb++);
-        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_ZIPF, 1, thd, mb++);
+        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_UNIFORM, 1, even, mb++, 4, 256);
+        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_ZIPF, 16, even, mb++, 4, 256);
+        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_UNIFORM, 128, thd, mb++, 4, 256);
+        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_ZIPF, 1, thd, mb++, 4, 256);
+        /* up to 8 local experts per token (two groups of 4 in the pre-reduce), 81 columns */
+        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_UNIFORM, 1, small, mb++, 8, 648);
         test_layer(&c, kinds[ki], small);
     }
     int all[EP_MAX_RANKS];

@@ -91,9 +91,11 @@ static void test_router(int sigmoid, int groups, int group_topk, int use_bias) {
     free(lg), free(prob), free(gprob), free(idx), free(gidx);
 }
 
-/* One rank (ep=1): pack_send -> permute with device padding -> combine partial -> reduce. */
-static void test_permute_combine(int pad, int budget_half) {
-    const int T = 333, E = 16, k = 4, H = 136;
+/* One rank (ep=1): pack_send -> permute with device padding -> combine partial -> reduce.
+ * k up to 16 (several groups of 4 rows in the combine sum); H = 8 x 81 gives lanes with two
+ * columns, one column and none in the last pass. */
+static void test_permute_combine(int pad, int budget_half, int k, int H) {
+    const int T = 333, E = 16;
     int32_t *idx = malloc(sizeof(int32_t) * T * k), ntok = T;
     float *prob = malloc(sizeof(float) * T * k);
     for (int t = 0; t < T; t++) {
@@ -124,7 +126,7 @@ static void test_permute_combine(int pad, int budget_half) {
     ep_bf16 *send = dalloc((size_t)T * H * 2), *perm = dalloc((size_t)cap_rows * H * 2);
     CUDA_CHECK(ep_fill_u16(perm, (size_t)cap_rows * H, 0xffff, 0)); /* NaN poison */
     CUDA_CHECK(ep_pack_send(&L, dx, send, H, 0));
-    CUDA_CHECK(ep_permute(&L, send, perm, H, 0, NULL, 0, NULL, 0));
+    CUDA_CHECK(ep_permute(&L, send, perm, H, 0, NULL, 0, NULL, NULL, 0));
     int32_t tot[3], gpad[16];
     CUDA_CHECK(cudaDeviceSynchronize());
     down(tot, L.totals, sizeof tot);
@@ -237,9 +239,11 @@ int main(void) {
     test_router(0, 4, 2, 0);
     int pads[] = {1, 16, 32, 128};
     for (int i = 0; i < 4; i++) {
-        test_permute_combine(pads[i], 0);
-        test_permute_combine(pads[i], 1);
+        test_permute_combine(pads[i], 0, 4, 136);
+        test_permute_combine(pads[i], 1, 4, 136);
     }
+    test_permute_combine(1, 0, 12, 648);
+    test_permute_combine(16, 0, 7, 648);
     test_mlp(EP_GEMM_GROUPED);
     test_mlp(EP_GEMM_STREAMS);
     test_mlp(EP_GEMM_LOOP);
