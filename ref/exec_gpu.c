@@ -1,0 +1,531 @@
+/* exec_gpu: streams, events, communicators, buffers and the launch of every op (exec_gpu.h).
+ * What each kind runs is listed in docs/epref-run.md ("What each op runs"). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+
+#include "ep_expert.h"
+#include "exec_gpu.h"
+#include "exec_kern.h"
+#include "ref_check.h"
+
+#if defined(__has_include)
+#if __has_include(<nvtx3/nvToolsExt.h>)
+#include <nvtx3/nvToolsExt.h>
+#define EXEC_NVTX 1
+#endif
+#endif
+
+#define MEM_BUF_CAP  ((size_t)512 << 20) /* source and destination of memory-bound ops */
+#define ATTN_S_CAP   ((size_t)256 << 20) /* score elements of one attention chunk */
+#define MIB_ALIGN(x) ((((size_t)(x)) + 255) & ~(size_t)255)
+
+#define CUBLAS_CHECK(call)                                                                         \
+    do {                                                                                           \
+        cublasStatus_t s_ = (call);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS) REF_DIE("%s: cuBLAS status %d", #call, (int)s_);          \
+    } while (0)
+
+typedef struct {
+    void *send, *recv;
+    size_t send_bytes, recv_bytes;
+} comm_buf;
+
+struct exec_gpu {
+    ref_ctx *ctx;
+    const ep_sched *s;
+    int rank, nops;
+    const ep_op *ops;
+    const int *deps;
+    cudaStream_t st[EP_NUM_STREAMS];
+    cudaEvent_t *ev0, *ev1, base;
+    ncclComm_t *comm; /* [ngroups * EP_NUM_STREAMS], NULL where not a member or not used */
+    int *pos;         /* [ngroups] this rank's position in each group, -1 if not a member */
+    comm_buf cb[EP_NUM_STREAMS];
+    ep_gemm *gemm;
+    cublasHandle_t blas;
+    ep_bf16 *A, *B, *C;
+    size_t a_el, b_el, c_el;
+    void *msrc, *mdst;
+    size_t mbuf;
+    ep_bf16 *q, *k, *v, *sc, *o;
+    int attn_seq, attn_qk, attn_v, attn_chunk;
+    float *align;
+    int maxbatch;
+    int64_t *gM, *gN, *gK;
+    const ep_bf16 **gA, **gB;
+    ep_bf16 **gC;
+    char (*names)[160];
+    double alloc_bytes;
+};
+
+static size_t max_sz(size_t a, size_t b) {
+    return a > b ? a : b;
+}
+
+static void *dev_alloc(exec_gpu *g, size_t bytes) {
+    void *p = NULL;
+    bytes = MIB_ALIGN(bytes ? bytes : 256);
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    CUDA_CHECK(cudaMemset(p, 0, bytes));
+    g->alloc_bytes += (double)bytes;
+    return p;
+}
+
+/* Attention geometry of the config: heads on this rank, QK and V head dims, sequence length. */
+static void attn_dims(const ep_config *c, int *heads, int *dqk, int *dv, int *seq) {
+    int h = c->num_attention_heads > 0 ? c->num_attention_heads : 1;
+    int tp = c->tensor_model_parallel_size > 0 ? c->tensor_model_parallel_size : 1;
+    *heads = h / tp > 0 ? h / tp : 1;
+    int hd = c->kv_channels > 0 ? c->kv_channels : c->hidden_size / h;
+    if (c->multi_latent_attention) {
+        *dqk = c->qk_head_dim + c->qk_pos_emb_head_dim;
+        *dv = c->v_head_dim;
+    } else {
+        *dqk = hd;
+        *dv = hd;
+    }
+    if (*dqk <= 0) *dqk = hd > 0 ? hd : 64;
+    if (*dv <= 0) *dv = hd > 0 ? hd : 64;
+    *seq = c->sequence_packing && c->seqlen_mean > 0 ? c->seqlen_mean : c->seq_length;
+    if (*seq <= 0) *seq = 1;
+}
+
+/* (sequence, head) blocks of full s x s scores whose QK^T + PV flops equal the op's flops. */
+static int64_t attn_blocks(const exec_gpu *g, const ep_op *op) {
+    double per = 2.0 * g->attn_seq * (double)g->attn_seq * (g->attn_qk + g->attn_v);
+    double nb = floor(op->flops / per + 0.5);
+    return nb < 1 ? 1 : (int64_t)nb;
+}
+
+/* Elements a GEMM op needs in A, B, C (exec_gemm explains the layouts). */
+static void gemm_need(const ep_op *op, size_t *a, size_t *b, size_t *c) {
+    size_t m = (size_t)(op->m > 0 ? op->m : 0), n = (size_t)(op->n > 0 ? op->n : 0),
+           k = (size_t)(op->k > 0 ? op->k : 0), bt = (size_t)(op->batch > 0 ? op->batch : 1);
+    *a = m * k;
+    if (op->kind == EP_OP_GROUPED_GEMM && op->phase == EP_PHASE_BWD_DW) {
+        *b = k * n;
+        *c = bt * m * n;
+    } else if (op->kind == EP_OP_GROUPED_GEMM) {
+        *b = bt * k * n;
+        *c = m * n;
+    } else {
+        *b = k * n;
+        *c = m * n;
+    }
+}
+
+/* Send and receive bytes of a communication op on this rank. */
+static void comm_need(const exec_gpu *g, const ep_op *op, size_t *snd, size_t *rcv) {
+    const ep_sched *s = g->s;
+    size_t b = (size_t)(op->bytes > 0 ? op->bytes : 0);
+    int n = op->group >= 0 ? s->groups[op->group].size : 1;
+    *snd = *rcv = 0;
+    switch (op->kind) {
+    case EP_OP_ALLTOALL:
+        *snd = *rcv = b * (size_t)n;
+        break;
+    case EP_OP_A2A_DISPATCH:
+    case EP_OP_A2A_COMBINE: {
+        if (op->traffic < 0 || op->traffic >= s->ntraffic) break;
+        const ep_traffic *tr = &s->traffic[op->traffic];
+        int me = g->pos[tr->group];
+        if (me < 0) break;
+        for (int j = 0; j < tr->n; j++) {
+            if (j == me) continue;
+            int64_t out = op->transpose ? tr->bytes[j * tr->n + me] : tr->bytes[me * tr->n + j];
+            int64_t in = op->transpose ? tr->bytes[me * tr->n + j] : tr->bytes[j * tr->n + me];
+            *snd += (size_t)out;
+            *rcv += (size_t)in;
+        }
+        break;
+    }
+    case EP_OP_ALL_GATHER:
+        *snd = b;
+        *rcv = b * (size_t)n;
+        break;
+    case EP_OP_REDUCE_SCATTER:
+        *snd = b + 4 * (size_t)n;
+        *rcv = b / (size_t)n + 4;
+        break;
+    case EP_OP_ALL_REDUCE:
+        *snd = *rcv = b + 4;
+        break;
+    case EP_OP_SEND:
+        *snd = b;
+        break;
+    case EP_OP_RECV:
+        *rcv = b;
+        break;
+    default:
+        break;
+    }
+}
+
+static void make_comms(exec_gpu *g) {
+    const ep_sched *s = g->s;
+    int ng = s->ngroups;
+    g->comm = calloc((size_t)ng * EP_NUM_STREAMS + 1, sizeof *g->comm);
+    g->pos = malloc(sizeof *g->pos * (size_t)(ng + 1));
+    char *need = calloc((size_t)ng * EP_NUM_STREAMS + 1, 1);
+    if (!g->comm || !g->pos || !need) REF_DIE("out of memory");
+    for (int gi = 0; gi < ng; gi++) {
+        g->pos[gi] = -1;
+        for (int j = 0; j < s->groups[gi].size; j++)
+            if (s->groups[gi].ranks[j] == g->rank) g->pos[gi] = j;
+    }
+    /* every rank holds the whole schedule, so every rank computes the same list of splits */
+    for (int r = 0; r < s->world; r++)
+        for (int i = 0; i < s->ranks[r].nops; i++) {
+            const ep_op *op = &s->ranks[r].ops[i];
+            if (ep_op_is_comm(op) && op->group >= 0 && op->group < ng &&
+                s->groups[op->group].size > 1)
+                need[op->group * EP_NUM_STREAMS + op->stream] = 1;
+        }
+    for (int gi = 0; gi < ng; gi++)
+        for (int st = 0; st < EP_NUM_STREAMS; st++) {
+            if (!need[gi * EP_NUM_STREAMS + st]) continue;
+            int color = g->pos[gi] >= 0 ? 0 : NCCL_SPLIT_NOCOLOR;
+            ncclComm_t c = NULL;
+            NCCL_CHECK(
+                ncclCommSplit(g->ctx->nccl, color, g->pos[gi] >= 0 ? g->pos[gi] : 0, &c, NULL));
+            g->comm[gi * EP_NUM_STREAMS + st] = c;
+        }
+    free(need);
+}
+
+static void make_buffers(exec_gpu *g) {
+    const ep_config *c = &g->s->cfg;
+    int heads;
+    attn_dims(c, &heads, &g->attn_qk, &g->attn_v, &g->attn_seq);
+    size_t mem = 16, snd[EP_NUM_STREAMS] = {0}, rcv[EP_NUM_STREAMS] = {0};
+    int64_t maxblocks = 0;
+    g->maxbatch = 1;
+    for (int i = 0; i < g->nops; i++) {
+        const ep_op *op = &g->ops[i];
+        size_t a, b, cc, x, y;
+        switch (op->kind) {
+        case EP_OP_GEMM:
+        case EP_OP_GROUPED_GEMM:
+            gemm_need(op, &a, &b, &cc);
+            g->a_el = max_sz(g->a_el, a);
+            g->b_el = max_sz(g->b_el, b);
+            g->c_el = max_sz(g->c_el, cc);
+            if (op->batch > g->maxbatch) g->maxbatch = op->batch;
+            break;
+        case EP_OP_ATTENTION: {
+            int64_t nb = attn_blocks(g, op);
+            if (nb > maxblocks) maxblocks = nb;
+            break;
+        }
+        case EP_OP_HOST_SYNC:
+            break;
+        default:
+            if (ep_op_is_comm(op)) {
+                comm_need(g, op, &x, &y);
+                snd[op->stream] = max_sz(snd[op->stream], x);
+                rcv[op->stream] = max_sz(rcv[op->stream], y);
+            } else {
+                mem = max_sz(mem, (size_t)(op->bytes / 2));
+            }
+        }
+    }
+    g->mbuf = mem < MEM_BUF_CAP ? (mem + 15) / 16 * 16 : MEM_BUF_CAP;
+    g->msrc = dev_alloc(g, g->mbuf);
+    g->mdst = dev_alloc(g, g->mbuf);
+    g->A = dev_alloc(g, g->a_el * 2);
+    g->B = dev_alloc(g, g->b_el * 2);
+    g->C = dev_alloc(g, g->c_el * 2);
+    CUDA_CHECK(ep_fill_random_bf16(g->A, g->a_el, 11 + (uint64_t)g->rank, 1.f, g->st[0]));
+    CUDA_CHECK(ep_fill_random_bf16(g->B, g->b_el, 12 + (uint64_t)g->rank, 0.05f, g->st[0]));
+    if (maxblocks > 0) {
+        size_t ss = (size_t)g->attn_seq * g->attn_seq;
+        int64_t ch = (int64_t)(ATTN_S_CAP / ss);
+        g->attn_chunk = (int)(ch < 1 ? 1 : (ch < maxblocks ? ch : maxblocks));
+        size_t cb = (size_t)g->attn_chunk, sq = (size_t)g->attn_seq;
+        g->q = dev_alloc(g, cb * sq * g->attn_qk * 2);
+        g->k = dev_alloc(g, cb * sq * g->attn_qk * 2);
+        g->v = dev_alloc(g, cb * sq * g->attn_v * 2);
+        g->o = dev_alloc(g, cb * sq * g->attn_v * 2);
+        g->sc = dev_alloc(g, cb * ss * 2);
+        CUDA_CHECK(ep_fill_random_bf16(g->q, cb * sq * g->attn_qk, 13, 0.1f, g->st[0]));
+        CUDA_CHECK(ep_fill_random_bf16(g->k, cb * sq * g->attn_qk, 14, 0.1f, g->st[0]));
+        CUDA_CHECK(ep_fill_random_bf16(g->v, cb * sq * g->attn_v, 15, 1.f, g->st[0]));
+    }
+    for (int st = 0; st < EP_NUM_STREAMS; st++) {
+        if (!snd[st] && !rcv[st]) continue;
+        g->cb[st].send_bytes = snd[st] + 16;
+        g->cb[st].recv_bytes = rcv[st] + 16;
+        g->cb[st].send = dev_alloc(g, g->cb[st].send_bytes);
+        g->cb[st].recv = dev_alloc(g, g->cb[st].recv_bytes);
+    }
+    g->align = dev_alloc(g, 64);
+    size_t nb = (size_t)g->maxbatch;
+    g->gM = calloc(nb * 3, sizeof *g->gM);
+    g->gA = calloc(nb, sizeof *g->gA);
+    g->gB = calloc(nb, sizeof *g->gB);
+    g->gC = calloc(nb, sizeof *g->gC);
+    if (!g->gM || !g->gA || !g->gB || !g->gC) REF_DIE("out of memory");
+    g->gN = g->gM + nb;
+    g->gK = g->gN + nb;
+    CUDA_CHECK(cudaStreamSynchronize(g->st[0]));
+}
+
+exec_gpu *exec_gpu_create(ref_ctx *ctx, const ep_sched *s) {
+    if (s->world != ctx->w.size)
+        REF_DIE("the schedule has %d ranks but %d were launched", s->world, ctx->w.size);
+    exec_gpu *g = calloc(1, sizeof *g);
+    if (!g) REF_DIE("out of memory");
+    g->ctx = ctx;
+    g->s = s;
+    g->rank = ctx->w.rank;
+    g->nops = s->ranks[g->rank].nops;
+    g->ops = s->ranks[g->rank].ops;
+    g->deps = s->ranks[g->rank].deps;
+    for (int st = 0; st < EP_NUM_STREAMS; st++)
+        CUDA_CHECK(cudaStreamCreateWithFlags(&g->st[st], cudaStreamNonBlocking));
+    g->ev0 = calloc((size_t)g->nops + 1, sizeof *g->ev0);
+    g->ev1 = calloc((size_t)g->nops + 1, sizeof *g->ev1);
+    g->names = calloc((size_t)g->nops + 1, sizeof *g->names);
+    if (!g->ev0 || !g->ev1 || !g->names) REF_DIE("out of memory");
+    for (int i = 0; i < g->nops; i++) {
+        CUDA_CHECK(cudaEventCreate(&g->ev0[i]));
+        CUDA_CHECK(cudaEventCreate(&g->ev1[i]));
+        ep_op_name(&g->ops[i], g->names[i], sizeof g->names[i]);
+    }
+    CUDA_CHECK(cudaEventCreate(&g->base));
+    CUBLAS_CHECK(cublasCreate(&g->blas));
+    CUBLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH));
+    make_comms(g);
+    make_buffers(g);
+    g->gemm = ep_gemm_create(EP_GEMM_LOOP, g->maxbatch);
+    if (!g->gemm) REF_DIE("cannot create the GEMM context");
+    return g;
+}
+
+void exec_gpu_destroy(exec_gpu *g) {
+    if (!g) return;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < g->s->ngroups * EP_NUM_STREAMS; i++)
+        if (g->comm[i]) NCCL_CHECK(ncclCommDestroy(g->comm[i]));
+    for (int i = 0; i < g->nops; i++) {
+        CUDA_CHECK(cudaEventDestroy(g->ev0[i]));
+        CUDA_CHECK(cudaEventDestroy(g->ev1[i]));
+    }
+    CUDA_CHECK(cudaEventDestroy(g->base));
+    void *bufs[] = {g->msrc, g->mdst, g->A, g->B, g->C, g->q, g->k, g->v, g->sc, g->o, g->align};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) CUDA_CHECK(cudaFree(bufs[i]));
+    for (int st = 0; st < EP_NUM_STREAMS; st++) {
+        if (g->cb[st].send) CUDA_CHECK(cudaFree(g->cb[st].send));
+        if (g->cb[st].recv) CUDA_CHECK(cudaFree(g->cb[st].recv));
+        CUDA_CHECK(cudaStreamDestroy(g->st[st]));
+    }
+    ep_gemm_destroy(g->gemm);
+    CUBLAS_CHECK(cublasDestroy(g->blas));
+    free(g->comm);
+    free(g->pos);
+    free(g->ev0);
+    free(g->ev1);
+    free(g->names);
+    free(g->gM);
+    free(g->gA);
+    free(g->gB);
+    free(g->gC);
+    free(g);
+}
+
+double exec_gpu_buffer_bytes(const exec_gpu *g) {
+    return g->alloc_bytes;
+}
+
+/* GEMM: C[m][n] = A[m][k] B[k][n] row-major (dgrad: B stored [n][k], transposed; wgrad: A
+ * stored [k][m], transposed). Grouped: the rows (m; k for wgrad) split evenly over `batch`
+ * experts, each expert its own weight block; wgrad writes one m x n gradient per expert. */
+static void run_gemm(exec_gpu *g, const ep_op *op, cudaStream_t st) {
+    int tA = op->phase == EP_PHASE_BWD_DW, tB = op->phase == EP_PHASE_BWD;
+    int64_t m = op->m, n = op->n, k = op->k;
+    if (m <= 0 || n <= 0 || k <= 0) return;
+    if (op->kind == EP_OP_GEMM || op->batch <= 1) {
+        OK_CHECK(ep_gemm_rm(g->gemm, tA, tB, m, n, k, g->A, g->B, g->C, 0.f, st));
+        return;
+    }
+    int nb = op->batch;
+    int64_t total = tA ? k : m, off = 0;
+    for (int e = 0; e < nb; e++) {
+        int64_t rows = total / nb + (e < total % nb ? 1 : 0);
+        if (tA) { /* wgrad: dW_e[m][n] = X_e^T dY_e, X_e rows off.. of A [k][m], dY_e of B [k][n] */
+            g->gM[e] = m, g->gN[e] = n, g->gK[e] = rows;
+            g->gA[e] = g->A + off * m;
+            g->gB[e] = g->B + off * n;
+            g->gC[e] = g->C + (size_t)e * m * n;
+        } else { /* fwd / dgrad: Y_e[rows][n] = X_e W_e */
+            g->gM[e] = rows, g->gN[e] = n, g->gK[e] = k;
+            g->gA[e] = g->A + off * k;
+            g->gB[e] = g->B + (size_t)e * k * n;
+            g->gC[e] = g->C + off * n;
+        }
+        off += rows;
+    }
+    OK_CHECK(ep_gemm_group(g->gemm, nb, tA, tB, g->gM, g->gN, g->gK, g->gA, g->gB, g->gC, 0.f, st));
+}
+
+/* Attention: per (sequence, head) block S = Q K^T (s x s x dqk), row softmax, O = P V
+ * (s x dv x s), batched over chunks of blocks; attn_blocks() makes the flops the op's. */
+static void run_attention(exec_gpu *g, const ep_op *op, cudaStream_t st) {
+    int64_t left = attn_blocks(g, op);
+    int s = g->attn_seq, dq = g->attn_qk, dv = g->attn_v;
+    const float one = 1.f, zero = 0.f;
+    CUBLAS_CHECK(cublasSetStream(g->blas, st));
+    while (left > 0) {
+        int cb = (int)(left < g->attn_chunk ? left : g->attn_chunk);
+        /* column-major view: S^T[s x s] = K[s x dq] * Q^T, buffers row-major */
+        CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+            g->blas, CUBLAS_OP_T, CUBLAS_OP_N, s, s, dq, &one, g->k, CUDA_R_16BF, dq,
+            (long long)s * dq, g->q, CUDA_R_16BF, dq, (long long)s * dq, &zero, g->sc, CUDA_R_16BF,
+            s, (long long)s * s, cb, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        CUDA_CHECK(exec_softmax(g->sc, (int64_t)cb * s, s, st));
+        /* O^T[dv x s] = V^T * P^T */
+        CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+            g->blas, CUBLAS_OP_N, CUBLAS_OP_N, dv, s, s, &one, g->v, CUDA_R_16BF, dv,
+            (long long)s * dv, g->sc, CUDA_R_16BF, s, (long long)s * s, &zero, g->o, CUDA_R_16BF,
+            dv, (long long)s * dv, cb, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        left -= cb;
+    }
+}
+
+static ncclComm_t comm_of(exec_gpu *g, const ep_op *op) {
+    ncclComm_t c = g->comm[op->group * EP_NUM_STREAMS + op->stream];
+    if (!c)
+        REF_DIE("no communicator for group %d on stream %s", op->group, ep_stream_name(op->stream));
+    return c;
+}
+
+static void run_comm(exec_gpu *g, const ep_op *op, cudaStream_t st) {
+    const ep_sched *s = g->s;
+    if (op->group < 0 || op->group >= s->ngroups || s->groups[op->group].size < 2) return;
+    const ep_group *gr = &s->groups[op->group];
+    int n = gr->size, me = g->pos[op->group];
+    if (me < 0)
+        REF_DIE("op %s on group %d that does not hold this rank", ep_op_kind_name(op->kind),
+                op->group);
+    comm_buf *b = &g->cb[op->stream];
+    char *snd = b->send, *rcv = b->recv;
+    size_t bytes = (size_t)(op->bytes > 0 ? op->bytes : 0);
+    ncclComm_t c = comm_of(g, op);
+    switch (op->kind) {
+    case EP_OP_ALLTOALL:
+        NCCL_CHECK(ncclGroupStart());
+        for (int p = 0; p < n; p++) {
+            if (p == me || !bytes) continue;
+            NCCL_CHECK(ncclSend(snd + (size_t)p * bytes, bytes, ncclUint8, p, c, st));
+            NCCL_CHECK(ncclRecv(rcv + (size_t)p * bytes, bytes, ncclUint8, p, c, st));
+        }
+        NCCL_CHECK(ncclGroupEnd());
+        break;
+    case EP_OP_A2A_DISPATCH:
+    case EP_OP_A2A_COMBINE: {
+        if (op->traffic < 0 || op->traffic >= s->ntraffic) REF_DIE("a2a without traffic");
+        const ep_traffic *tr = &s->traffic[op->traffic];
+        if (tr->group != op->group) REF_DIE("a2a traffic of another group");
+        size_t so = 0, ro = 0;
+        NCCL_CHECK(ncclGroupStart());
+        for (int p = 0; p < tr->n; p++) {
+            if (p == me) continue;
+            size_t out =
+                (size_t)(op->transpose ? tr->bytes[p * tr->n + me] : tr->bytes[me * tr->n + p]);
+            size_t in =
+                (size_t)(op->transpose ? tr->bytes[me * tr->n + p] : tr->bytes[p * tr->n + me]);
+            if (out) NCCL_CHECK(ncclSend(snd + so, out, ncclUint8, p, c, st));
+            if (in) NCCL_CHECK(ncclRecv(rcv + ro, in, ncclUint8, p, c, st));
+            so += out;
+            ro += in;
+        }
+        NCCL_CHECK(ncclGroupEnd());
+        break;
+    }
+    case EP_OP_ALL_GATHER:
+        if (bytes) NCCL_CHECK(ncclAllGather(snd, rcv, bytes, ncclUint8, c, st));
+        break;
+    case EP_OP_REDUCE_SCATTER: {
+        size_t cnt = (bytes / (size_t)n + 3) / 4; /* fp32 gradients */
+        if (cnt) NCCL_CHECK(ncclReduceScatter(snd, rcv, cnt, ncclFloat, ncclSum, c, st));
+        break;
+    }
+    case EP_OP_ALL_REDUCE: {
+        size_t cnt = (bytes + 3) / 4;
+        if (cnt) NCCL_CHECK(ncclAllReduce(snd, rcv, cnt, ncclFloat, ncclSum, c, st));
+        break;
+    }
+    case EP_OP_SEND:
+    case EP_OP_RECV: {
+        int peer = 1 - me; /* directed pair {src, dst} */
+        if (gr->ranks[peer] != op->peer) REF_DIE("send/recv peer %d not in its pair", op->peer);
+        if (!bytes) break;
+        if (op->kind == EP_OP_SEND)
+            NCCL_CHECK(ncclSend(snd, bytes, ncclUint8, peer, c, st));
+        else
+            NCCL_CHECK(ncclRecv(rcv, bytes, ncclUint8, peer, c, st));
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void launch(exec_gpu *g, const ep_op *op, cudaStream_t st) {
+    switch (op->kind) {
+    case EP_OP_GEMM:
+    case EP_OP_GROUPED_GEMM:
+        run_gemm(g, op, st);
+        break;
+    case EP_OP_ATTENTION:
+        run_attention(g, op, st);
+        break;
+    case EP_OP_HOST_SYNC:
+        break;
+    default:
+        if (ep_op_is_comm(op))
+            run_comm(g, op, st);
+        else /* norm, elementwise, router, permute, unpermute, loss, optimizer, scan */
+            CUDA_CHECK(exec_mem_rw(g->msrc, g->mdst, g->mbuf, op->bytes, st));
+    }
+}
+
+void exec_gpu_iteration(exec_gpu *g, exec_span *t) {
+    cudaStream_t comp = g->st[EP_STREAM_COMP];
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (ref_boot_barrier(&g->ctx->w)) REF_DIE("lost a peer");
+    /* one time base: the all-reduce ends on every rank within its last message's latency */
+    NCCL_CHECK(ncclAllReduce(g->align, g->align, 1, ncclFloat, ncclSum, g->ctx->nccl, comp));
+    CUDA_CHECK(cudaEventRecord(g->base, comp));
+    for (int st = 0; st < EP_NUM_STREAMS; st++)
+        if (st != EP_STREAM_COMP) CUDA_CHECK(cudaStreamWaitEvent(g->st[st], g->base, 0));
+    for (int i = 0; i < g->nops; i++) {
+        const ep_op *op = &g->ops[i];
+        cudaStream_t st = g->st[op->stream];
+        for (int d = 0; d < op->ndeps; d++)
+            CUDA_CHECK(cudaStreamWaitEvent(st, g->ev1[g->deps[op->deps_off + d]], 0));
+#ifdef EXEC_NVTX
+        nvtxRangePushA(g->names[i]);
+#endif
+        CUDA_CHECK(cudaEventRecord(g->ev0[i], st));
+        launch(g, op, st);
+        CUDA_CHECK(cudaEventRecord(g->ev1[i], st));
+#ifdef EXEC_NVTX
+        nvtxRangePop();
+#endif
+        if (op->kind == EP_OP_HOST_SYNC) CUDA_CHECK(cudaEventSynchronize(g->ev1[i]));
+    }
+    CUDA_CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < g->nops; i++) {
+        float a = 0, b = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&a, g->base, g->ev0[i]));
+        CUDA_CHECK(cudaEventElapsedTime(&b, g->base, g->ev1[i]));
+        t[i].start = a * 1e-3;
+        t[i].end = b * 1e-3;
+    }
+}

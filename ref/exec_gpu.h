@@ -1,0 +1,33 @@
+/* exec_gpu: one rank's executor of the schedule on its GPU (docs/epref-run.md).
+ *
+ * Streams: one CUDA stream per ep_stream the rank uses. Events: each op gets a start and an end
+ * event recorded on its stream around its work; an op first makes its stream wait for the end
+ * events of its deps. HOST_SYNC: the host waits for its end event before launching the next op.
+ * Communicators: one NCCL communicator per (schedule group, stream) that some rank uses, split
+ * from the world communicator in the same order on every rank (groups in index order, then
+ * streams), so collectives of one group on one stream are ordered alike on every member.
+ * NOTES: every CUDA, NCCL and cuBLAS call is checked; a failure stops the rank (ref_check.h).
+ */
+#ifndef EXEC_GPU_H
+#define EXEC_GPU_H
+
+#include "ep_sched.h"
+#include "exec_metrics.h"
+#include "ref_comm.h"
+
+typedef struct exec_gpu exec_gpu;
+
+/* Streams, events, communicators and buffers for rank ctx->w.rank of s (s->world must equal the
+ * launched world). Stops the rank on failure. */
+exec_gpu *exec_gpu_create(ref_ctx *ctx, const ep_sched *s);
+void exec_gpu_destroy(exec_gpu *g);
+
+/* Runs one iteration: aligns to the other ranks (an all-reduce over the world, then the base
+ * event), launches every op in launch order, waits for the GPU, and writes each op's interval
+ * relative to the base into t[0..nops). */
+void exec_gpu_iteration(exec_gpu *g, exec_span *t);
+
+/* Bytes of device memory the executor allocated (buffers only). */
+double exec_gpu_buffer_bytes(const exec_gpu *g);
+
+#endif

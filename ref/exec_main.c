@@ -1,0 +1,194 @@
+/* exec_main: flags, iterations, the gather of every rank's op times and the outputs of
+ * `epref run` (exec.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ep_sched.h"
+#include "exec.h"
+#include "exec_gpu.h"
+#include "exec_metrics.h"
+#include "exec_out.h"
+#include "ref_check.h"
+
+typedef struct {
+    ep_config cfg;
+    const char *trace, *summary;
+    int iters, warmup;
+} exec_opts;
+
+void exec_usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: epref [--nproc N] run [Megatron flags] [@argfile ...] [--trace P]\n"
+        "             [--summary-json P] [--iters N] [--warmup W]\n"
+        "  Builds the schedule of one training iteration (the one epsim simulates) for the\n"
+        "  launched ranks and executes every op of this rank on its GPU: cuBLAS GEMMs,\n"
+        "  attention, memory-bound kernels, NCCL collectives, CUDA events between streams.\n"
+        "  --trace P          Chrome trace of the reported iteration (all ranks, rank 0 writes)\n"
+        "  --summary-json P   epsim's summary keys, measured\n"
+        "  --iters N          measured iterations (default 5); the median one is reported\n"
+        "  --warmup W         iterations run first and not measured (default 2)\n"
+        "  Model and parallel flags: `epsched --help` lists them (the same for epsim).\n");
+}
+
+/* 0 ok, 2 bad input (message printed by rank 0). */
+static int parse(ref_ctx *ctx, int argc, char **argv, exec_opts *o) {
+    int loud = ctx->w.rank == 0;
+    memset(o, 0, sizeof *o);
+    o->iters = 5;
+    o->warmup = 2;
+    ep_config_defaults(&o->cfg);
+    ep_arglist pos, rest;
+    memset(&pos, 0, sizeof pos);
+    memset(&rest, 0, sizeof rest);
+    char err[EP_ERRLEN];
+    if (ep_config_parse(&o->cfg, argc, argv, &pos, &rest, err)) {
+        if (loud) fprintf(stderr, "epref: %s\n", err);
+        return 2;
+    }
+    for (int i = 0; i < rest.count; i += 2) {
+        const char *f = rest.items[i], *v = i + 1 < rest.count ? rest.items[i + 1] : NULL;
+        if (!v) {
+            if (loud) fprintf(stderr, "epref: %s needs a value\n", f);
+            return 2;
+        }
+        if (!strcmp(f, "--trace")) {
+            o->trace = v;
+        } else if (!strcmp(f, "--summary-json")) {
+            o->summary = v;
+        } else if (!strcmp(f, "--iters") || !strcmp(f, "--warmup")) {
+            char *end;
+            long x = strtol(v, &end, 10);
+            int is_iters = !strcmp(f, "--iters");
+            if (*end || x < (is_iters ? 1 : 0) || x > 100000) {
+                if (loud) fprintf(stderr, "epref: %s %s is out of range\n", f, v);
+                return 2;
+            }
+            *(is_iters ? &o->iters : &o->warmup) = (int)x;
+        } else {
+            if (loud) fprintf(stderr, "epref: unknown flag %s\n", f);
+            return 2;
+        }
+    }
+    if (pos.count) {
+        if (loud) fprintf(stderr, "epref: unexpected argument '%s'\n", pos.items[0]);
+        return 2;
+    }
+    if (o->cfg.world_size == 0) o->cfg.world_size = ctx->w.size;
+    if (ep_config_validate(&o->cfg, err)) {
+        if (loud) fprintf(stderr, "epref: %s\n", err);
+        return 2;
+    }
+    if (o->cfg.world_size != ctx->w.size) {
+        if (loud)
+            fprintf(stderr, "epref: the configuration needs %d ranks but %d were launched\n",
+                    o->cfg.world_size, ctx->w.size);
+        return 2;
+    }
+    return 0;
+}
+
+static int cmp_idx_time(const void *a, const void *b, void *ctx) {
+    const double *t = ctx;
+    double x = t[*(const int *)a], y = t[*(const int *)b];
+    return (x > y) - (x < y);
+}
+
+/* Index of the median iteration (the lower one for an even count); insertion sort, few items. */
+static int median_index(const double *t, int n) {
+    int *idx = malloc(sizeof *idx * (size_t)n);
+    if (!idx) REF_DIE("out of memory");
+    for (int i = 0; i < n; i++) {
+        int j = i;
+        idx[j] = i;
+        while (j > 0 && cmp_idx_time(&idx[j - 1], &idx[j], (void *)t) > 0) {
+            int x = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = x;
+            j--;
+        }
+    }
+    int m = idx[(n - 1) / 2];
+    free(idx);
+    return m;
+}
+
+int exec_main(ref_ctx *ctx, int argc, char **argv) {
+    exec_opts o;
+    int rc = parse(ctx, argc, argv, &o);
+    if (rc) return rc;
+    char err[EP_ERRLEN];
+    ep_sched s;
+    if (ep_sched_build(&o.cfg, &s, err) || ep_sched_check(&s, err)) {
+        if (ctx->w.rank == 0) fprintf(stderr, "epref: schedule: %s\n", err);
+        return 2;
+    }
+    int me = ctx->w.rank, W = ctx->w.size, nops = s.ranks[me].nops, maxops = 0;
+    for (int r = 0; r < W; r++)
+        if (s.ranks[r].nops > maxops) maxops = s.ranks[r].nops;
+    if (me == 0)
+        printf("epref run: %d ranks, %d ops on rank 0, %d warm-up + %d measured iterations\n", W,
+               nops, o.warmup, o.iters);
+    fflush(stdout);
+    exec_gpu *g = exec_gpu_create(ctx, &s);
+    exec_span *mine = calloc((size_t)o.iters * (size_t)(nops + 1), sizeof *mine);
+    exec_span *warm = calloc((size_t)nops + 1, sizeof *warm);
+    double *ends = calloc((size_t)o.iters, sizeof *ends);
+    double *all_ends = calloc((size_t)o.iters * (size_t)W, sizeof *all_ends);
+    double *iter_t = calloc((size_t)o.iters, sizeof *iter_t);
+    if (!mine || !warm || !ends || !all_ends || !iter_t) REF_DIE("out of memory");
+    for (int it = -o.warmup; it < o.iters; it++) {
+        exec_span *t = it < 0 ? warm : mine + (size_t)it * nops;
+        exec_gpu_iteration(g, t);
+        if (it < 0) continue;
+        for (int i = 0; i < nops; i++)
+            if (t[i].end > ends[it]) ends[it] = t[i].end;
+    }
+    double buf_bytes = exec_gpu_buffer_bytes(g);
+    exec_gpu_destroy(g);
+    /* the iteration time of each measured iteration is its latest end over all ranks */
+    if (ref_boot_allgather(&ctx->w, ends, all_ends, sizeof *ends * (size_t)o.iters))
+        REF_DIE("lost a peer");
+    for (int it = 0; it < o.iters; it++)
+        for (int r = 0; r < W; r++)
+            if (all_ends[(size_t)r * o.iters + it] > iter_t[it])
+                iter_t[it] = all_ends[(size_t)r * o.iters + it];
+    int chosen = median_index(iter_t, o.iters);
+    /* every rank's op intervals of the reported iteration, to everyone (rank 0 uses them) */
+    exec_span *send = calloc((size_t)maxops + 1, sizeof *send);
+    exec_span *all = calloc((size_t)(maxops + 1) * (size_t)W, sizeof *all);
+    exec_span **tr = calloc((size_t)W, sizeof *tr);
+    if (!send || !all || !tr) REF_DIE("out of memory");
+    memcpy(send, mine + (size_t)chosen * nops, sizeof *send * (size_t)nops);
+    if (ref_boot_allgather(&ctx->w, send, all, sizeof *send * (size_t)(maxops + 1)))
+        REF_DIE("lost a peer");
+    for (int r = 0; r < W; r++)
+        tr[r] = all + (size_t)r * (maxops + 1);
+    rc = 0;
+    if (me == 0) {
+        char members[2048];
+        ref_meta_members(ctx, members, sizeof members);
+        exec_run_info ri = {members, o.iters, o.warmup, chosen, iter_t, EXEC_PEAK_FLOPS, buf_bytes};
+        exec_metrics m;
+        if (exec_metrics_compute(&s, tr, EXEC_PEAK_FLOPS, &m)) REF_DIE("out of memory");
+        exec_print_summary(stdout, &s, &m, &ri);
+        if (o.trace && exec_write_trace(o.trace, &s, tr, &ri, err)) {
+            fprintf(stderr, "epref: %s\n", err);
+            rc = 1;
+        }
+        if (!rc && o.summary && exec_write_summary(o.summary, &s, &m, &ri, err)) {
+            fprintf(stderr, "epref: %s\n", err);
+            rc = 1;
+        }
+    }
+    free(mine);
+    free(warm);
+    free(ends);
+    free(all_ends);
+    free(iter_t);
+    free(send);
+    free(all);
+    free(tr);
+    ep_sched_free(&s);
+    return rc;
+}

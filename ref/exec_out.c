@@ -1,0 +1,129 @@
+/* exec_out: trace and summary files of `epref run` (exec_out.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ep_io.h"
+#include "ep_trace.h"
+#include "exec_out.h"
+
+static void meta_extra(char *buf, size_t len, const exec_run_info *ri) {
+    snprintf(buf, len,
+             "%s,\"timing\":\"CUDA events per op, base event after a world all-reduce; the "
+             "median of %d measured iterations after %d warm-up\",\"iters\":%d,\"warmup\":%d",
+             ri->meta_members, ri->iters, ri->warmup, ri->iters, ri->warmup);
+}
+
+int exec_write_trace(const char *path, const ep_sched *s, exec_span *const *t,
+                     const exec_run_info *ri, char err[EP_ERRLEN]) {
+    /* otherData: the program's metadata object */
+    char extra[4096];
+    meta_extra(extra, sizeof extra, ri);
+    char *meta = NULL;
+    size_t mlen = 0;
+    FILE *mf = open_memstream(&meta, &mlen);
+    if (!mf) {
+        snprintf(err, EP_ERRLEN, "out of memory");
+        return -1;
+    }
+    ep_write_meta_json(mf, "epref", extra);
+    fclose(mf);
+    ep_trace *tr = ep_trace_open(path, meta, err);
+    free(meta);
+    if (!tr) return -1;
+    char name[256];
+    for (int r = 0; r < s->world; r++) {
+        int used[EP_NUM_STREAMS] = {0};
+        for (int i = 0; i < s->ranks[r].nops; i++)
+            used[s->ranks[r].ops[i].stream] = 1;
+        for (int st = 0; st < EP_NUM_STREAMS; st++)
+            if (used[st]) ep_trace_name_track(tr, r, st, ep_stream_name((ep_stream)st));
+        for (int i = 0; i < s->ranks[r].nops; i++) {
+            const ep_op *op = &s->ranks[r].ops[i];
+            ep_op_name(op, name, sizeof name);
+            ep_trace_event ev = {r,
+                                 op->stream,
+                                 name,
+                                 ep_op_kind_name(op->kind),
+                                 t[r][i].start * 1e6,
+                                 (t[r][i].end - t[r][i].start) * 1e6,
+                                 op->mb,
+                                 op->layer,
+                                 op->bytes,
+                                 op->flops};
+            ep_trace_add(tr, &ev);
+        }
+    }
+    return ep_trace_close(tr, err);
+}
+
+static void num(FILE *f, const char *key, double v, int comma) {
+    fprintf(f, "%s\"%s\":%.9g", comma ? "," : "", key, v);
+}
+
+int exec_write_summary(const char *path, const ep_sched *s, const exec_metrics *m,
+                       const exec_run_info *ri, char err[EP_ERRLEN]) {
+    ep_outfile o;
+    if (ep_outfile_open(&o, path, err) != 0) return -1;
+    FILE *f = o.f;
+    fputc('{', f);
+    num(f, "iteration_time_s", m->iteration_time_s, 0);
+    num(f, "tokens_per_s", m->tokens_per_s, 1);
+    num(f, "tokens_per_s_per_gpu", m->tokens_per_s_per_gpu, 1);
+    num(f, "tflops_per_gpu", m->tflops_per_gpu, 1);
+    num(f, "mfu", m->mfu, 1);
+    fprintf(f, ",\"world_size\":%d", s->world);
+    fputs(",\"exposed_comm_s\":{", f);
+    num(f, "dispatch", m->exposed_s[EP_COMM_DISPATCH], 0);
+    num(f, "combine", m->exposed_s[EP_COMM_COMBINE], 1);
+    num(f, "dp", m->exposed_s[EP_COMM_DP], 1);
+    num(f, "pp", m->exposed_s[EP_COMM_PP], 1);
+    num(f, "other", m->exposed_s[EP_COMM_OTHER], 1);
+    num(f, "total", m->exposed_total_s, 1);
+    fputc('}', f);
+    num(f, "compute_busy_s", m->compute_busy_s, 1);
+    num(f, "idle_s", m->idle_s, 1);
+    num(f, "pp_bubble_fraction", m->bubble_fraction, 1);
+    fprintf(f, ",\"host_syncs\":%ld", m->host_syncs);
+    num(f, "a2a_bytes", m->a2a_bytes, 1);
+    fprintf(f, ",\"microbatches\":%d,\"ops\":%ld", s->num_microbatches, m->nops);
+    num(f, "peak_flops", ri->peak_flops, 1);
+    fputs(",\"iteration_times_s\":[", f);
+    for (int i = 0; i < ri->iters; i++)
+        fprintf(f, "%s%.9g", i ? "," : "", ri->iter_times[i]);
+    fprintf(f, "],\"reported_iteration\":%d", ri->chosen);
+    num(f, "buffer_bytes_rank0", ri->buffer_bytes, 1);
+    fputs(",\"config\":", f);
+    ep_config_write_json(&s->cfg, f);
+    fputs(",\"meta\":", f);
+    char extra[4096];
+    meta_extra(extra, sizeof extra, ri);
+    ep_write_meta_json(f, "epref", extra);
+    fputs("}\n", f);
+    return ep_outfile_commit(&o, err);
+}
+
+void exec_print_summary(FILE *f, const ep_sched *s, const exec_metrics *m,
+                        const exec_run_info *ri) {
+    const ep_config *c = &s->cfg;
+    double T = m->iteration_time_s;
+    fprintf(f,
+            "epref run: %d ranks, TP %d PP %d EP %d DP %d, %s dispatcher, %d microbatches, "
+            "%ld ops\n",
+            s->world, c->tensor_model_parallel_size, c->pipeline_model_parallel_size,
+            c->expert_model_parallel_size, c->data_parallel_size,
+            ep_backend_name(ep_config_backend(c)), s->num_microbatches, m->nops);
+    fprintf(f, "  iteration time        %12.6f s  (median of %d, iteration %d)\n", T, ri->iters,
+            ri->chosen);
+    fprintf(f, "  tokens/s/GPU          %12.1f\n", m->tokens_per_s_per_gpu);
+    fprintf(f, "  TFLOPS/GPU            %12.1f\n", m->tflops_per_gpu);
+    fprintf(f, "  MFU                   %12.3f\n", m->mfu);
+    fprintf(f, "  idle                  %12.6f s\n", m->idle_s);
+    static const ep_comm_class order[] = {EP_COMM_DISPATCH, EP_COMM_COMBINE, EP_COMM_DP, EP_COMM_PP,
+                                          EP_COMM_OTHER};
+    fprintf(f, "  exposed communication (mean per rank):\n");
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        fprintf(f, "    %-10s          %12.6f s  (%.1f%%)\n", ep_comm_class_name(order[i]),
+                m->exposed_s[order[i]], T > 0 ? 100 * m->exposed_s[order[i]] / T : 0);
+    fprintf(f, "  host syncs            %12ld\n", m->host_syncs);
+}
