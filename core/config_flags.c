@@ -169,6 +169,9 @@ static const ep_flag k_flags[] = {
     PE("routing", route_dist, k_route, "uniform", GX, "token-to-expert routing distribution"),
     PD("routing-zipf-s", route_zipf_s, "1.0", GX, "Zipf exponent of expert popularity"),
     PU("seed", seed, "1234", GX, "seed of routing and sequence lengths"),
+    PU("routing-budget", routing_budget, "16777216", GX,
+       "token selections drawn per iteration; beyond it microbatch m reuses the routing of "
+       "m mod P (0 = draw every microbatch)"),
     PE("moe-pad-mode", pad_mode, k_pad, "none", GX,
        "expert row padding: host (a sync per layer) or device (inside hybridep permute)"),
     PI("moe-pad-multiple", pad_multiple, "0", GX,

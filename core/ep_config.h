@@ -121,6 +121,7 @@ typedef struct {
     int group_query_attention;          /* --group-query-attention (needs --num-query-groups) */
     int num_layers_per_virtual_pipeline_stage; /* older Megatron spelling of VPP; converted by
                                                   ep_config_validate (0 = not given) */
+    uint64_t routing_budget; /* project --routing-budget: token selections drawn per iteration */
 } ep_config;
 
 /* Defaults: a small GPT-MoE that fits anywhere (documented in --help). */

@@ -12,9 +12,6 @@
 
 #include "sched_internal.h"
 
-/* ~2.5 s of ep_route_draw on one core (about 18 ns per selection at EP64 x 4096 x top-8). */
-#define ROUTE_BUDGET_SELECTIONS (1LL << 27)
-
 static int divisor(const ep_config *cfg) {
     int cp = cfg->context_parallel_size > 0 ? cfg->context_parallel_size : 1;
     int tp = cfg->tensor_model_parallel_size > 1 ? cfg->tensor_model_parallel_size : 1;
@@ -51,7 +48,9 @@ void ep_sched_traffic_setup(ep_sched *s) {
     int pp = cfg->pipeline_model_parallel_size > 0 ? cfg->pipeline_model_parallel_size : 1;
     long long per_mb = (long long)(s->world / pp) * cfg->seq_length * cfg->micro_batch_size /
                        divisor(cfg) * cfg->moe_router_topk * moe;
-    long long period = per_mb > 0 ? ROUTE_BUDGET_SELECTIONS / per_mb : s->num_microbatches;
+    /* --routing-budget: draws cost 20-80 ns per selection (docs/routing.md); 0 = no limit */
+    long long budget = (long long)cfg->routing_budget;
+    long long period = per_mb > 0 && budget > 0 ? budget / per_mb : s->num_microbatches;
     if (period < 1) period = 1;
     if (period > s->num_microbatches) period = s->num_microbatches;
     s->route_period = (int)period;
