@@ -165,6 +165,29 @@ static void comm_need(const exec_gpu *g, const ep_op *op, size_t *snd, size_t *r
     }
 }
 
+/* Opens every connection a communicator will use (send/recv to each member, the collective
+ * algorithms) before the first iteration, in the same order on every member, so that no later
+ * launch has to wait on the host for a lazy connection while the peer is blocked in a host sync. */
+static void connect_comm(exec_gpu *g, ncclComm_t c, int n, int me) {
+    const size_t bytes = (size_t)4 << 20;
+    char *buf = NULL;
+    CUDA_CHECK(cudaMalloc((void **)&buf, bytes * 2 * (size_t)n));
+    cudaStream_t st = g->st[EP_STREAM_COMP];
+    NCCL_CHECK(ncclGroupStart());
+    for (int p = 0; p < n; p++) {
+        if (p == me) continue;
+        NCCL_CHECK(ncclSend(buf + (size_t)p * bytes, bytes, ncclUint8, p, c, st));
+        NCCL_CHECK(ncclRecv(buf + (size_t)(n + p) * bytes, bytes, ncclUint8, p, c, st));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    NCCL_CHECK(ncclAllReduce(buf, buf, bytes / 4, ncclFloat, ncclSum, c, st));
+    NCCL_CHECK(ncclAllGather(buf, buf + bytes, bytes / (size_t)n, ncclUint8, c, st));
+    NCCL_CHECK(
+        ncclReduceScatter(buf, buf + bytes, bytes / 4 / (size_t)n, ncclFloat, ncclSum, c, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaFree(buf));
+}
+
 static void make_comms(exec_gpu *g) {
     const ep_sched *s = g->s;
     int ng = s->ngroups;
@@ -193,6 +216,7 @@ static void make_comms(exec_gpu *g) {
             NCCL_CHECK(
                 ncclCommSplit(g->ctx->nccl, color, g->pos[gi] >= 0 ? g->pos[gi] : 0, &c, NULL));
             g->comm[gi * EP_NUM_STREAMS + st] = c;
+            if (c) connect_comm(g, c, s->groups[gi].size, g->pos[gi]);
         }
     free(need);
 }

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# gpu_runs.sh: the measured run matrix of `epref run` on 2 GPUs (docs/performance-epref-runs.md).
+#   scripts/gpu_runs.sh EPREF OUTDIR [--list]
+# For each run: OUTDIR/<name>.args (the exact flags), <name>.trace.json, <name>.summary.json,
+# <name>.log, and OUTDIR/index.csv (name, iteration time, exposed communication, args).
+# --list prints "name<TAB>flags" and runs nothing (used to check every schedule on a CPU).
+# Model: DeepSeek-V3 widths (configs/deepseek-v3-proxy16.args: MLA, 256 experts top-8 group
+# limited, shared expert, MTP 1) cut to 3 decoder layers (1 dense + 2 MoE) and sequence 2048 with
+# 4 microbatches per rank, EP 2 over the 2 GPUs, so a run fits one H200 each and lasts seconds.
+set -euo pipefail
+EPREF=${1:?usage: gpu_runs.sh EPREF OUTDIR [--list]}
+OUT=${2:?usage: gpu_runs.sh EPREF OUTDIR [--list]}
+LIST=${3:-}
+ITERS=${ITERS:-3}
+WARMUP=${WARMUP:-1}
+# RUN_TIMEOUT (seconds, default 120) stops a run that hangs; timeout signals the whole group
+export NCCL_NVLS_ENABLE=0
+
+DSV3='@configs/deepseek-v3-proxy16.args --num-layers 3 --moe-layer-freq ([0]*1+[1]*2)
+ --seq-length 2048 --micro-batch-size 1 --global-batch-size 8 --expert-model-parallel-size 2'
+A2A='--moe-token-dispatcher-type alltoall'
+DEEPEP='--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep'
+HEP='--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep'
+HEPF="$HEP --moe-hybridep-fuse-permute"
+OV='--overlap-moe-expert-parallel-comm'
+DW='--overlap-moe-expert-parallel-comm --delay-wgrad-compute'
+# communication-heavy variant: small experts (moe-ffn 256), so dispatch/combine bytes per flop
+# are high
+CH='--moe-ffn-hidden-size 256 --moe-shared-expert-intermediate-size 256'
+HYB='@configs/hybrid-mamba-moe.args --num-layers 4 --hybrid-override-pattern M[ME]M[*E]
+ --seq-length 4096 --micro-batch-size 1 --global-batch-size 8 --expert-model-parallel-size 2'
+PP='@configs/deepseek-v3-proxy16.args --num-layers 4 --moe-layer-freq ([0]*1+[1]*3)
+ --mtp-num-layers 0 --seq-length 2048 --micro-batch-size 1 --global-batch-size 4
+ --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2
+ --expert-model-parallel-size 1'
+
+RUNS=(
+  "dsv3_alltoall_none|$DSV3 $A2A"
+  "dsv3_alltoall_epov|$DSV3 $A2A $OV"
+  "dsv3_alltoall_epov_dw|$DSV3 $A2A $DW"
+  "dsv3_hybridep_none|$DSV3 $HEP"
+  "dsv3_hybridep_epov|$DSV3 $HEP $OV"
+  "dsv3_hybridep_epov_dw|$DSV3 $HEP $DW"
+  "dsv3_hybridep_fused_none|$DSV3 $HEPF"
+  "dsv3_hybridep_fused_epov|$DSV3 $HEPF $OV"
+  "dsv3_hybridep_fused_epov_dw|$DSV3 $HEPF $DW"
+  "dsv3_deepep_epov|$DSV3 $DEEPEP $OV"
+  "dsv3_commheavy_alltoall_none|$DSV3 $CH $A2A"
+  "dsv3_commheavy_alltoall_epov|$DSV3 $CH $A2A $OV"
+  "dsv3_hybridep_thd|$DSV3 $HEP --sequence-packing --seqlen-dist uniform"
+  "dsv3_hybridep_pad_host|$DSV3 $HEP --moe-pad-mode host --moe-pad-multiple 16"
+  "dsv3_hybridep_pad_device|$DSV3 $HEP --moe-pad-mode device --moe-pad-multiple 16"
+  "dsv3_pp2_vpp2|$PP"
+  "hybrid_mamba_moe_alltoall_epov|$HYB $A2A $OV"
+)
+
+if [ "$LIST" = "--list" ]; then
+  for r in "${RUNS[@]}"; do printf '%s\t%s\n' "${r%%|*}" "$(echo ${r#*|})"; done
+  exit 0
+fi
+
+mkdir -p "$OUT"
+INDEX="$OUT/index.csv.tmp.$$"
+echo "name,status,iteration_time_s,tokens_per_s_per_gpu,tflops_per_gpu,mfu,exposed_dispatch_s,exposed_combine_s,exposed_dp_s,exposed_pp_s,host_syncs,args" >"$INDEX"
+field() { # field FILE KEY: the first numeric value of "KEY": in a summary
+  grep -o "\"$2\":[-0-9.eE+]*" "$1" | head -1 | cut -d: -f2
+}
+for r in "${RUNS[@]}"; do
+  name=${r%%|*}
+  args=$(echo ${r#*|}) # one line, single spaces
+  echo "$args" >"$OUT/$name.args"
+  echo "== $name: $args"
+  # shellcheck disable=SC2086  # the flags are words; the pattern has no spaces
+  if timeout -k 5 "${RUN_TIMEOUT:-120}" "$EPREF" --nproc 2 run $args --iters "$ITERS" --warmup "$WARMUP" \
+      --trace "$OUT/$name.trace.json" --summary-json "$OUT/$name.summary.json" \
+      >"$OUT/$name.log" 2>&1; then
+    s="$OUT/$name.summary.json"
+    ex() { grep -o "\"exposed_comm_s\":{[^}]*}" "$s" | grep -o "\"$1\":[-0-9.eE+]*" | cut -d: -f2; }
+    echo "$name,ok,$(field "$s" iteration_time_s),$(field "$s" tokens_per_s_per_gpu),$(field "$s" tflops_per_gpu),$(field "$s" mfu),$(ex dispatch),$(ex combine),$(ex dp),$(ex pp),$(field "$s" host_syncs),\"$args\"" >>"$INDEX"
+    grep -E "iteration time|exposed|dispatch |combine " "$OUT/$name.log" | head -4
+  else
+    echo "$name,failed,,,,,,,,,,\"$args\"" >>"$INDEX"
+    tail -5 "$OUT/$name.log"
+  fi
+done
+mv "$INDEX" "$OUT/index.csv"
+echo "wrote $OUT/index.csv"
