@@ -31,11 +31,17 @@ typedef struct {
     sg_exec_t exec;
 } coll_t;
 
+/* One GPU. Running compute ops sit in slots; their progress state lives here, not per op, so that
+ * memory per op stays small. An EV_END is valid while the GPU's version is the one it carries:
+ * every re-rating bumps the version and schedules new ends for all running ops. */
 typedef struct {
     int ncomp;
     int comp[MAX_RUNNING]; /* running compute ops (global index) */
-    int comm_sms;          /* SMs held by running communication kernels */
-    int nxfer;             /* transfers in flight touching this GPU */
+    double progress[MAX_RUNNING], rate[MAX_RUNNING], last[MAX_RUNNING];
+    sim_work work[MAX_RUNNING];
+    uint32_t ver;
+    int comm_sms; /* SMs held by running communication kernels */
+    int nxfer;    /* transfers in flight touching this GPU */
 } gpu_t;
 
 typedef struct {
@@ -47,10 +53,7 @@ typedef struct {
     int *off, *rank_of;
     uint8_t *state;
     int *deps_left;
-    uint32_t *ver;
-    double *progress, *rate, *last;
     double *launch_t;
-    sim_work *work;
     int *coll_of;
     long *dep_off;
     int *dep_list;
@@ -114,17 +117,16 @@ static void gpu_update(engine *e, int r) {
     double fh = 1.0 - e->c->comm_hbm_fraction * g->nxfer;
     if (fh < 0.1) fh = 0.1;
     fh /= g->ncomp;
+    g->ver++;
     for (int i = 0; i < g->ncomp; i++) {
-        long o = g->comp[i];
-        if (e->rate[o] > 0) e->progress[o] += (e->now - e->last[o]) * e->rate[o];
-        if (e->progress[o] > 1) e->progress[o] = 1;
-        e->last[o] = e->now;
-        const sim_work *w = &e->work[o];
+        if (g->rate[i] > 0) g->progress[i] += (e->now - g->last[i]) * g->rate[i];
+        if (g->progress[i] > 1) g->progress[i] = 1;
+        g->last[i] = e->now;
+        const sim_work *w = &g->work[i];
         double a = w->t_flop / fsm, b = w->t_mem / fh;
         double dur = w->t0 + (a > b ? a : b);
-        e->rate[o] = 1.0 / dur;
-        e->ver[o]++;
-        push(e, e->now + (1.0 - e->progress[o]) * dur, EV_END, o, e->ver[o]);
+        g->rate[i] = 1.0 / dur;
+        push(e, e->now + (1.0 - g->progress[i]) * dur, EV_END, g->comp[i], g->ver);
     }
 }
 
@@ -196,9 +198,9 @@ static void start_op(engine *e, long o) {
         if (++e->coll[id].arrived == e->coll[id].n) coll_begin(e, id);
         return;
     }
-    sim_work *w = &e->work[o];
-    sim_op_work(e->c, op, e->p->peak_flops[r], e->p->hbm_bw[r], w);
-    if (sim_work_alone(w) <= 0) {
+    sim_work w;
+    sim_op_work(e->c, op, e->p->peak_flops[r], e->p->hbm_bw[r], &w);
+    if (sim_work_alone(&w) <= 0) {
         complete(e, o);
         return;
     }
@@ -207,10 +209,12 @@ static void start_op(engine *e, long o) {
         fail(e, "more than 16 compute ops running on one GPU");
         return;
     }
-    g->comp[g->ncomp++] = (int)o;
-    e->progress[o] = 0;
-    e->rate[o] = 0;
-    e->last[o] = e->now;
+    int i = g->ncomp++;
+    g->comp[i] = (int)o;
+    g->work[i] = w;
+    g->progress[i] = 0;
+    g->rate[i] = 0;
+    g->last[i] = e->now;
     gpu_update(e, r);
 }
 
@@ -316,13 +320,18 @@ static void handle(engine *e, const sim_event *ev) {
         try_start(e, e->rank_of[o], op_of(e, o)->stream);
         break;
     case EV_END: {
-        if (ev->ver != e->ver[o] || e->state[o] != ST_RUNNING)
-            break; /* re-rated since: a newer event stands for this op */
         int r = e->rank_of[o];
         gpu_t *g = &e->gpu[r];
+        if (ev->ver != g->ver || e->state[o] != ST_RUNNING)
+            break; /* re-rated since: a newer event stands for this op */
         for (int i = 0; i < g->ncomp; i++)
             if (g->comp[i] == o) {
-                g->comp[i] = g->comp[--g->ncomp];
+                int l = --g->ncomp;
+                g->comp[i] = g->comp[l];
+                g->progress[i] = g->progress[l];
+                g->rate[i] = g->rate[l];
+                g->last[i] = g->last[l];
+                g->work[i] = g->work[l];
                 break;
             }
         complete(e, o);
@@ -563,12 +572,7 @@ static void engine_free(engine *e) {
     free(e->rank_of);
     free(e->state);
     free(e->deps_left);
-    free(e->ver);
-    free(e->progress);
-    free(e->rate);
-    free(e->last);
     free(e->launch_t);
-    free(e->work);
     free(e->coll_of);
     free(e->dep_off);
     free(e->dep_list);
@@ -624,12 +628,7 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     e.rank_of = malloc(sizeof(int) * n);
     e.state = calloc(n, 1);
     e.deps_left = calloc(n, sizeof(int));
-    e.ver = calloc(n, sizeof(uint32_t));
-    e.progress = calloc(n, sizeof(double));
-    e.rate = calloc(n, sizeof(double));
-    e.last = calloc(n, sizeof(double));
     e.launch_t = calloc(n, sizeof(double));
-    e.work = calloc(n, sizeof(sim_work));
     e.coll_of = malloc(sizeof(int) * n);
     e.host_next = calloc((size_t)s->world, sizeof(int));
     e.host_blocked = calloc((size_t)s->world, 1);
@@ -638,10 +637,9 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     e.scratch_ops = malloc(sizeof(ep_op *) * (size_t)(p->ngpus + 1));
     e.scratch_ranks = malloc(sizeof(int) * (size_t)(p->ngpus + 1));
     int rc = -1;
-    if (!out->t || !e.rank_of || !e.state || !e.deps_left || !e.ver || !e.progress || !e.rate ||
-        !e.last || !e.launch_t || !e.work || !e.coll_of || !e.host_next || !e.host_blocked ||
-        !e.gpu || !e.grp_lat || !e.scratch_ops || !e.scratch_ranks ||
-        sim_flows_init(&e.flows, p, s->world)) {
+    if (!out->t || !e.rank_of || !e.state || !e.deps_left || !e.launch_t || !e.coll_of ||
+        !e.host_next || !e.host_blocked || !e.gpu || !e.grp_lat || !e.scratch_ops ||
+        !e.scratch_ranks || sim_flows_init(&e.flows, p, s->world)) {
         snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
         goto done;
     }
