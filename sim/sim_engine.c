@@ -51,6 +51,7 @@ typedef struct {
     int world;
     long nops;
     int *off, *rank_of;
+    uint8_t *stream_of; /* [nops] op's stream: spares reading the op on the hot path */
     uint8_t *state;
     int *deps_left;
     double *launch_t;
@@ -164,7 +165,7 @@ static void complete(engine *e, long o) {
     if (ep_op_is_comm(op) && op->sms > 0) e->gpu[r].comm_sms -= op->sms;
     for (long d = e->dep_off[o]; d < e->dep_off[o + 1]; d++) {
         long x = e->dep_list[d];
-        if (--e->deps_left[x] == 0) try_start(e, r, op_of(e, x)->stream);
+        if (--e->deps_left[x] == 0) try_start(e, r, e->stream_of[x]);
     }
     try_start(e, r, op->stream);
     if (op->kind == EP_OP_HOST_SYNC && e->host_blocked[r]) {
@@ -317,7 +318,7 @@ static void handle(engine *e, const sim_event *ev) {
     case EV_LAUNCH:
         if (e->state[o] != ST_WAKE) break;
         e->state[o] = ST_LAUNCHED;
-        try_start(e, e->rank_of[o], op_of(e, o)->stream);
+        try_start(e, e->rank_of[o], e->stream_of[o]);
         break;
     case EV_END: {
         int r = e->rank_of[o];
@@ -570,6 +571,7 @@ static int build_streams(engine *e) {
 
 static void engine_free(engine *e) {
     free(e->rank_of);
+    free(e->stream_of);
     free(e->state);
     free(e->deps_left);
     free(e->launch_t);
@@ -626,6 +628,7 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     size_t n = (size_t)e.nops + 1;
     out->t = calloc(n, sizeof *out->t);
     e.rank_of = malloc(sizeof(int) * n);
+    e.stream_of = malloc(n);
     e.state = calloc(n, 1);
     e.deps_left = calloc(n, sizeof(int));
     e.launch_t = calloc(n, sizeof(double));
@@ -637,15 +640,17 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     e.scratch_ops = malloc(sizeof(ep_op *) * (size_t)(p->ngpus + 1));
     e.scratch_ranks = malloc(sizeof(int) * (size_t)(p->ngpus + 1));
     int rc = -1;
-    if (!out->t || !e.rank_of || !e.state || !e.deps_left || !e.launch_t || !e.coll_of ||
-        !e.host_next || !e.host_blocked || !e.gpu || !e.grp_lat || !e.scratch_ops ||
+    if (!out->t || !e.rank_of || !e.stream_of || !e.state || !e.deps_left || !e.launch_t ||
+        !e.coll_of || !e.host_next || !e.host_blocked || !e.gpu || !e.grp_lat || !e.scratch_ops ||
         !e.scratch_ranks || sim_flows_init(&e.flows, p, s->world)) {
         snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
         goto done;
     }
     for (int r = 0; r < s->world; r++)
-        for (long o = e.off[r]; o < e.off[r + 1]; o++)
+        for (long o = e.off[r]; o < e.off[r + 1]; o++) {
             e.rank_of[o] = r;
+            e.stream_of[o] = (uint8_t)s->ranks[r].ops[o - e.off[r]].stream;
+        }
     for (int g = 0; g < s->ngroups; g++)
         e.grp_lat[g] = -1;
     int b = build_streams(&e);
