@@ -74,6 +74,22 @@ __device__ __forceinline__ void warp_copy_row(int4 *dst, const int4 *src, int n1
         dst[i] = ld_nc(src + i);
 }
 
+// The same for rows written earlier in the same kernel (ordered by an acquire): coherent loads.
+__device__ __forceinline__ void warp_copy_row_coherent(int4 *dst, const int4 *src, int n16,
+                                                       int lane) {
+    int i = lane;
+    for (; i + 96 < n16; i += 128) {
+        int4 a = ld_flagged(src + i), b = ld_flagged(src + i + 32), c = ld_flagged(src + i + 64),
+             d = ld_flagged(src + i + 96);
+        dst[i] = a;
+        dst[i + 32] = b;
+        dst[i + 64] = c;
+        dst[i + 96] = d;
+    }
+    for (; i < n16; i += 32)
+        dst[i] = ld_flagged(src + i);
+}
+
 __device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t *p) {
     uint32_t v;
     asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");

@@ -41,6 +41,12 @@ struct Args {
     uint64_t timeout_ns;
     char *region[EP_MAX_RANKS];
     const int4 *psend;
+    // combine with the pre-reduce in the same kernel: `pre` blocks (the lowest indices) sum the
+    // tokens' local expert rows, count finished tokens per (owner, chunk) in pcnt, then join the
+    // owner-side sum; 0: the rows are already in psend (separate pre-reduce kernel)
+    int pre, weighted;
+    int *pcnt;
+    const ep_bf16 *expout;
     size_t off_stage, off_cstage, off_flags, off_topk, off_prob, off_ntok;
     int fl_cchunk;
 };
@@ -54,9 +60,16 @@ __device__ __forceinline__ int4 *rows_of(const Args &a, int r, size_t off) {
 
 // Announce (block 0) that this rank entered `op`, then wait (thread 0 of every block) until
 // every peer did; the rest of the block waits at the barrier.
-__device__ bool enter(const Args &a, int op) {
+__device__ bool enter_wait(const Args &a, int op);
+__device__ void announce(const Args &a, int op) {
     if (blockIdx.x == 0 && threadIdx.x < a.ep)
         st_release_sys(flags_of(a, threadIdx.x) + FL_READY + op * EP_MAX_RANKS + a.me, a.seq);
+}
+__device__ bool enter(const Args &a, int op) {
+    announce(a, op);
+    return enter_wait(a, op);
+}
+__device__ bool enter_wait(const Args &a, int op) {
     __shared__ int ok;
     if (threadIdx.x == 0) {
         ok = 1;
@@ -159,39 +172,102 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
 }
 
+// Pre-reduce work item w, dense over the tokens of every source, the peers' tokens first (their
+// rows go out over NVLink) and this rank's own last. False past the last token.
+__device__ __forceinline__ bool pre_item(const ep_layout &L, size_t w, int &s, int &t) {
+    for (int k = 0; k < L.ep; k++) {
+        const int src = (L.me + 1 + k) % L.ep, n = L.ntok[src];
+        if (w < (size_t)n) {
+            s = src;
+            t = (int)w;
+            return true;
+        }
+        w -= (size_t)n;
+    }
+    return false;
+}
+
+// Combine step 1 for the items wid, wid + nw, ... of one warp: the (weighted) sum over the
+// token's local experts -> psend (peers' tokens, staging order) or the own combine buffer (own
+// tokens). pcnt non-NULL: lane 0 counts the finished token in its (owner, chunk) counter.
+__device__ __forceinline__ void prereduce_warp(const ep_layout &L, const ep_bf16 *expout,
+                                               int4 *psend, int4 *cself, int n16, bool weighted,
+                                               size_t wid, size_t nw, int lane, int *pcnt) {
+    int s, t;
+    for (size_t w = wid; pre_item(L, w, s, t); w += nw) {
+        const int di = L.didx[((size_t)s * L.max_tokens + t) * L.ep + L.me];
+        if (di < 0) continue;
+        int4 *dst = s == L.me ? cself + (size_t)(L.coff[L.me * L.ep + L.me] + di) * n16
+                              : psend + (size_t)(L.roff[s * L.ep + L.me] + di) * n16;
+        combine_token(L, s, t, expout, dst, n16, lane, weighted);
+        if (pcnt) {
+            __syncwarp(); // the row's stores of every lane before lane 0's fence
+            if (lane == 0) {
+                __threadfence();
+                atomicAdd(pcnt + s * L.nchunks + t / EP_CHUNK, 1);
+            }
+        }
+    }
+}
+
+// Combine. Blocks [0, pre): pre-reducers; [pre, pre + senders): senders; the rest: owner-side
+// sum. Pre-reducers never wait and exit when done, senders wait only on pre-reducers (lower block
+// indices, scheduled first) and on the peers: beyond the senders and helpers, the grid need not
+// be resident all at once, as before (other kernels may share the GPU).
 __global__ void __launch_bounds__(THREADS, 1) combine_kernel(Args a, ep_bf16 *out) {
     extern __shared__ char reserve[];
     (void)reserve;
-    if (!enter(a, OP_COMBINE)) return;
     const ep_layout &L = a.L;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    if ((int)blockIdx.x < a.senders) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, b = blockIdx.x;
+    announce(a, OP_COMBINE);
+    int4 *cself = rows_of(a, a.me, a.off_cstage);
+    if (b < a.pre) {
+        // Writes only local memory (psend, the own rows of the own combine buffer), so no wait
+        // for the peers.
+        prereduce_warp(L, a.expout, const_cast<int4 *>(a.psend), cself, a.n16, a.weighted != 0,
+                       (size_t)b * WARPS + warp, (size_t)a.pre * WARPS, lane, a.pcnt);
+        return;
+    }
+    if (!enter_wait(a, OP_COMBINE)) return;
+    const int sb = b - a.pre;
+    if (sb >= 0 && sb < a.senders) {
         // Chunk c of owner s's tokens: its pre-reduced rows are one contiguous range of slots
         // [hist_d[s][c][me], hist_d[s][c+1][me]) in psend (at roff) and at the owner (at coff).
-        for (int i = blockIdx.x; i < L.nchunks * a.ep; i += a.senders) {
+        __shared__ int ready;
+        for (int i = sb; i < L.nchunks * a.ep; i += a.senders) {
             int c, s;
             sender_item(a, i, c, s);
             if (c * EP_CHUNK >= L.ntok[s]) continue;
+            const int32_t *hd = L.hist_d + (size_t)s * L.nchunks * L.ep + a.me;
+            const int r0 = hd[(size_t)c * L.ep];
+            const int r1 = c + 1 < L.nchunks ? hd[(size_t)(c + 1) * L.ep] : L.cnt[s * L.ep + a.me];
+            if (a.pcnt && r1 > r0) { // the chunk's rows are all pre-reduced
+                int *cnt = a.pcnt + s * L.nchunks + c;
+                if (threadIdx.x == 0) {
+                    ready = wait_flag(reinterpret_cast<const uint32_t *>(cnt), (uint32_t)(r1 - r0),
+                                      a.timeout_ns, a.me, a.me, "pre-reduce", c, a.err);
+                    *cnt = 0; // every increment of this op has arrived: reset for the next op
+                }
+                __syncthreads();
+                if (!ready) return;
+            }
             if (s != a.me) { // own rows: written in place by the pre-reduce, only the flag
-                const int32_t *hd = L.hist_d + (size_t)s * L.nchunks * L.ep + a.me;
-                const int r0 = hd[(size_t)c * L.ep];
-                const int r1 =
-                    c + 1 < L.nchunks ? hd[(size_t)(c + 1) * L.ep] : L.cnt[s * L.ep + a.me];
                 int4 *dst =
                     rows_of(a, s, a.off_cstage) + (size_t)(L.coff[s * L.ep + a.me] + r0) * a.n16;
                 const int4 *src = a.psend + (size_t)(L.roff[s * L.ep + a.me] + r0) * a.n16;
                 for (int r = warp; r < r1 - r0; r += WARPS)
-                    warp_copy_row(dst + (size_t)r * a.n16, src + (size_t)r * a.n16, a.n16, lane);
+                    warp_copy_row_coherent(dst + (size_t)r * a.n16, src + (size_t)r * a.n16, a.n16,
+                                           lane);
             }
             publish(a, flags_of(a, s) + a.fl_cchunk + a.me * L.nchunks + c);
         }
         return;
     }
     // Helper blocks: the owner's sum over ranks, chunk by chunk as partials arrive.
-    const int h = blockIdx.x - a.senders, nt = L.ntok[a.me];
-    const ep_bf16 *recv = reinterpret_cast<const ep_bf16 *>(a.region[a.me] + a.off_cstage);
+    const int nh = a.helpers, h = sb - a.senders, nt = L.ntok[a.me];
+    const ep_bf16 *recv = reinterpret_cast<const ep_bf16 *>(cself);
     const uint32_t *fl = flags_of(a, a.me) + a.fl_cchunk;
-    for (int c = h; c * EP_CHUNK < nt; c += a.helpers) {
+    for (int c = h; c * EP_CHUNK < nt; c += nh) {
         for (int d = 0; d < a.ep; d++)
             if (!block_wait(a, fl + d * L.nchunks + c, d, "combine chunk", c)) return;
         for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS)
@@ -200,22 +276,14 @@ __global__ void __launch_bounds__(THREADS, 1) combine_kernel(Args a, ep_bf16 *ou
     }
 }
 
-// Combine step 1 (whole GPU, one warp per token): the sum over the token's local experts.
+// Combine step 1 as its own kernel (whole GPU, one warp per token).
 __global__ void __launch_bounds__(256)
     prereduce_kernel(ep_layout L, const ep_bf16 *expout, int4 *psend, int4 *cself, int n16,
                      int weighted) {
-    const int lane = threadIdx.x % 32, wpb = blockDim.x / 32;
-    const size_t nw = (size_t)gridDim.x * wpb;
-    for (size_t w = (size_t)blockIdx.x * wpb + threadIdx.x / 32; w < (size_t)L.ep * L.max_tokens;
-         w += nw) {
-        const int s = (int)(w / L.max_tokens), t = (int)(w % L.max_tokens);
-        if (t >= L.ntok[s]) continue;
-        const int di = L.didx[w * L.ep + L.me];
-        if (di < 0) continue;
-        int4 *dst = s == L.me ? cself + (size_t)(L.coff[L.me * L.ep + L.me] + di) * n16
-                              : psend + (size_t)(L.roff[s * L.ep + L.me] + di) * n16;
-        combine_token(L, s, t, expout, dst, n16, lane, weighted != 0);
-    }
+    const int wpb = blockDim.x / 32;
+    prereduce_warp(L, expout, psend, cself, n16, weighted != 0,
+                   (size_t)blockIdx.x * wpb + threadIdx.x / 32, (size_t)gridDim.x * wpb,
+                   threadIdx.x % 32, nullptr);
 }
 
 __global__ void __launch_bounds__(THREADS, 1) store_kernel(int4 *dst, const int4 *src, size_t n16) {
@@ -309,6 +377,8 @@ extern "C" cudaError_t ep_nvl_create(ep_nvl *c, int ep, int me, int hidden, int 
     KCHECK(cudaMemset(static_cast<char *>(c->region) + c->off_ntok, 0, ep * sizeof(int32_t)));
     KCHECK(cudaMalloc(&c->d_err, sizeof(int)));
     KCHECK(cudaMalloc(&c->psend, rows * row_bytes));
+    KCHECK(cudaMalloc(&c->pcnt, (size_t)ep * c->nchunks * sizeof(int)));
+    KCHECK(cudaMemset(c->pcnt, 0, (size_t)ep * c->nchunks * sizeof(int)));
     int dev = 0;
     KCHECK(cudaGetDevice(&dev));
     KCHECK(cudaDeviceGetAttribute(&c->gpu_sms, cudaDevAttrMultiProcessorCount, dev));
@@ -347,6 +417,7 @@ extern "C" void ep_nvl_destroy(ep_nvl *c) {
     cudaFree(c->region);
     cudaFree(c->d_err);
     cudaFree(c->psend);
+    cudaFree(c->pcnt);
     memset(c, 0, sizeof *c);
 }
 
@@ -393,7 +464,7 @@ extern "C" cudaError_t ep_nvl_combine_prereduce(ep_nvl *c, const ep_bf16 *expout
     // Persistent grid (as many resident blocks of 8 warps as fit on every SM), grid-stride over
     // every (source, token).
     const int per_sm = c->prereduce_per_sm;
-    const size_t warps = (size_t)c->ep * c->max_tokens, need = (warps + 7) / 8;
+    const size_t warps = (size_t)c->ep * c->max_tokens, need = (warps + 7) / 8; // an upper bound
     const size_t full = (size_t)(c->gpu_sms > 0 ? c->gpu_sms : 1) * (per_sm > 0 ? per_sm : 1);
     const int grid = (int)(need < full ? need : full);
     int4 *cself = reinterpret_cast<int4 *>(static_cast<char *>(c->region) + c->off_cstage);
@@ -403,10 +474,15 @@ extern "C" cudaError_t ep_nvl_combine_prereduce(ep_nvl *c, const ep_bf16 *expout
     return cudaSuccess;
 }
 
-static cudaError_t launch_combine(ep_nvl *c, ep_bf16 *out, int helpers, uint32_t *fl_cchunk,
-                                  cudaStream_t st) {
+// pre > 0: the pre-reduce runs in the first `pre` blocks of the same kernel.
+static cudaError_t launch_combine(ep_nvl *c, const ep_bf16 *expout, int weighted, ep_bf16 *out,
+                                  int pre, int helpers, uint32_t *fl_cchunk, cudaStream_t st) {
     Args a = make_args(c, helpers);
-    combine_kernel<<<c->num_sms + helpers, THREADS, RESERVE_SMEM, st>>>(a, out);
+    a.pre = pre;
+    a.weighted = weighted;
+    a.expout = expout;
+    a.pcnt = pre > 0 ? c->pcnt : nullptr;
+    combine_kernel<<<pre + c->num_sms + helpers, THREADS, RESERVE_SMEM, st>>>(a, out);
     KLAUNCHED();
     *fl_cchunk = (uint32_t)a.fl_cchunk;
     return cudaSuccess;
@@ -414,15 +490,22 @@ static cudaError_t launch_combine(ep_nvl *c, ep_bf16 *out, int helpers, uint32_t
 
 extern "C" cudaError_t ep_nvl_combine_send(ep_nvl *c, cudaStream_t st) {
     uint32_t fl;
-    return launch_combine(c, nullptr, 0, &fl, st);
+    return launch_combine(c, nullptr, 0, nullptr, 0, 0, &fl, st);
 }
 
 extern "C" cudaError_t ep_nvl_combine(ep_nvl *c, const ep_bf16 *expout, ep_bf16 *out, int fused,
                                       int weighted, cudaStream_t st) {
-    KCHECK(ep_nvl_combine_prereduce(c, expout, weighted, st));
-    const int helpers = fused ? (c->reduce_blocks > 0 ? c->reduce_blocks : 1) : 0;
     uint32_t flo;
-    KCHECK(launch_combine(c, out, helpers, &flo, st));
+    const int helpers = fused ? (c->reduce_blocks > 0 ? c->reduce_blocks : 1) : 0;
+    // The pre-reduce in the same kernel on every SM left (one block per SM), overlapped with the
+    // send; on a GPU too small for that, a separate pre-reduce kernel first.
+    const int pre = c->gpu_sms - c->num_sms - helpers;
+    if (pre >= 1) {
+        KCHECK(launch_combine(c, expout, weighted, out, pre, helpers, &flo, st));
+    } else {
+        KCHECK(ep_nvl_combine_prereduce(c, expout, weighted, st));
+        KCHECK(launch_combine(c, nullptr, 0, out, 0, helpers, &flo, st));
+    }
     if (fused) return cudaSuccess;
     const uint32_t *fl =
         reinterpret_cast<const uint32_t *>(static_cast<char *>(c->region) + c->off_flags) + flo;

@@ -117,9 +117,11 @@ int bench_combine(bench *b) {
         bench_add(b, "nvl", T, S, bench_time(b, op_nvl, &c), link, logical, 0);
         bench_add(b, "nvl_prereduce", T, nvl.nvl.gpu_sms, bench_time(b, op_nvl_prereduce, &c), link,
                   logical, 0);
-        bench_add(b, "nvl_fused", T, S + b->reduce_blocks, bench_time(b, op_nvl_fused, &c), link,
+        /* end to end: the pre-reduce shares the kernel with the senders on every SM left */
+        bench_add(b, "nvl_fused", T, nvl.nvl.gpu_sms, bench_time(b, op_nvl_fused, &c), link,
                   logical, 0);
-        bench_add(b, "nvl_then_reduce", T, S, bench_time(b, op_nvl_unfused, &c), link, logical, 0);
+        bench_add(b, "nvl_then_reduce", T, nvl.nvl.gpu_sms, bench_time(b, op_nvl_unfused, &c), link,
+                  logical, 0);
         bench_add(b, "nccl", T, -1, bench_time(b, op_nccl, &c), link, logical, 0);
         bench_add(b, "nccl_self", T, -1, bench_time(b, op_nccl_self, &c), link, logical, 0);
         bench_add(b, "nccl_full", T, -1, bench_time(b, op_nccl_full, &c), link, logical, 0);

@@ -138,6 +138,9 @@ static void test_dispatch_combine(ref_ctx *c, ref_disp_kind kind, ep_route_dist 
     d.nvl.num_sms = 3; /* few blocks: chunks wait on flags */
     d.nvl.permute_blocks = 2;
     d.nvl.reduce_blocks = 2;
+    /* every other NVLink case: as on a GPU with no SM to spare, the pre-reduce runs as its own
+     * kernel before the send (otherwise it shares the combine kernel with the senders) */
+    if (kind != REF_DISP_ALLTOALL && mb % 2) d.nvl.gpu_sms = d.nvl.num_sms;
     cudaStream_t st = c->stream;
     float *x = malloc(sizeof(float) * T * H);
     for (int t = 0; t < T; t++)
