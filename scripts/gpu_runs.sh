@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpu_runs.sh: the measured run matrix of `epref run` on 2 GPUs (docs/performance-epref-runs.md).
 #   scripts/gpu_runs.sh EPREF OUTDIR [--list]
+# ONLY=<extended regex> runs only the runs whose name matches (index.csv then lists those).
 # For each run: OUTDIR/<name>.args (the exact flags), <name>.trace.json, <name>.summary.json,
 # <name>.log, and OUTDIR/index.csv (name, iteration time, exposed communication, args).
 # --list prints "name<TAB>flags" and runs nothing (used to check every schedule on a CPU).
@@ -27,6 +28,13 @@ DW='--overlap-moe-expert-parallel-comm --delay-wgrad-compute'
 # communication-heavy variant: small experts (moe-ffn 256), so dispatch/combine bytes per flop
 # are high
 CH='--moe-ffn-hidden-size 256 --moe-shared-expert-intermediate-size 256'
+# communication-bound model (not DeepSeek-like): 4 MoE layers of hidden 4096 with a small
+# attention (4 heads of 64) and tiny experts (64 experts top-8, moe-ffn 128): dispatch/combine
+# bytes are large against the compute, where EP overlap has something to hide
+CB='--num-layers 4 --hidden-size 4096 --num-attention-heads 4 --kv-channels 64
+ --ffn-hidden-size 1024 --swiglu --num-experts 64 --moe-router-topk 8 --moe-ffn-hidden-size 128
+ --seq-length 4096 --micro-batch-size 1 --global-batch-size 16 --padded-vocab-size 32000
+ --expert-model-parallel-size 2'
 HYB='@configs/hybrid-mamba-moe.args --num-layers 4 --hybrid-override-pattern M[ME]M[*E]
  --seq-length 4096 --micro-batch-size 1 --global-batch-size 8 --expert-model-parallel-size 2'
 PP='@configs/deepseek-v3-proxy16.args --num-layers 4 --moe-layer-freq ([0]*1+[1]*3)
@@ -52,6 +60,10 @@ RUNS=(
   "dsv3_hybridep_pad_device|$DSV3 $HEP --moe-pad-mode device --moe-pad-multiple 16"
   "dsv3_pp2_vpp2|$PP"
   "hybrid_mamba_moe_alltoall_epov|$HYB $A2A $OV"
+  "commbound_alltoall_none|$CB $A2A"
+  "commbound_alltoall_epov|$CB $A2A $OV"
+  "commbound_hybridep_fused_none|$CB $HEPF"
+  "commbound_hybridep_fused_epov_dw|$CB $HEPF $DW"
 )
 
 if [ "$LIST" = "--list" ]; then
@@ -67,6 +79,7 @@ field() { # field FILE KEY: the first numeric value of "KEY": in a summary
 }
 for r in "${RUNS[@]}"; do
   name=${r%%|*}
+  if [ -n "${ONLY:-}" ] && ! [[ $name =~ $ONLY ]]; then continue; fi
   args=$(echo ${r#*|}) # one line, single spaces
   echo "$args" >"$OUT/$name.args"
   echo "== $name: $args"
