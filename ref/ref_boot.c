@@ -204,7 +204,7 @@ int ref_boot_init(ref_world *w) {
         {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}};
     w->size = 1;
     for (int s = 0; s < 3; s++) {
-        int r, n, l = 0;
+        int r = 0, n = 0, l = 0;
         int a = env_int(sets[s][0], &r), b = env_int(sets[s][1], &n);
         if (a < 0 || b < 0 || env_int(sets[s][2], &l) < 0) {
             fprintf(stderr, "epref: %s/%s/%s must be non-negative integers\n", sets[s][0],
