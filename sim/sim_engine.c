@@ -31,6 +31,14 @@ typedef struct {
     sg_exec_t exec;
 } coll_t;
 
+/* What the hot path reads of an op, in one cache line: not the op itself. */
+typedef struct {
+    double launch_t; /* when the host issued it (ST_LAUNCHED and later) */
+    int deps_left;   /* deps not yet done */
+    uint8_t state;
+    uint8_t stream;
+} op_hot;
+
 /* One GPU. Running compute ops sit in slots; their progress state lives here, not per op, so that
  * memory per op stays small. An EV_END is valid while the GPU's version is the one it carries:
  * every re-rating bumps the version and schedules new ends for all running ops. */
@@ -51,10 +59,7 @@ typedef struct {
     int world;
     long nops;
     int *off, *rank_of;
-    uint8_t *stream_of; /* [nops] op's stream: spares reading the op on the hot path */
-    uint8_t *state;
-    int *deps_left;
-    double *launch_t;
+    op_hot *oh; /* [nops] */
     int *coll_of;
     long *dep_off;
     int *dep_list;
@@ -143,8 +148,8 @@ static void host_advance(engine *e, int r, double t) {
         int i = e->host_next[r]++;
         long o = e->off[r] + i;
         t += e->c->launch_s;
-        e->launch_t[o] = t;
-        e->state[o] = ST_LAUNCHED;
+        e->oh[o].launch_t = t;
+        e->oh[o].state = ST_LAUNCHED;
         int sync = rs->ops[i].kind == EP_OP_HOST_SYNC;
         if (sync) e->host_blocked[r] = 1; /* before it may complete (launch_s 0) */
         long k = (long)r * NS + rs->ops[i].stream;
@@ -157,7 +162,7 @@ static void host_advance(engine *e, int r, double t) {
 static void complete(engine *e, long o) {
     const ep_op *op = op_of(e, o);
     int r = e->rank_of[o];
-    e->state[o] = ST_DONE;
+    e->oh[o].state = ST_DONE;
     e->res->t[o].end = e->now;
     long k = (long)r * NS + op->stream;
     e->st_busy[k] = 0;
@@ -165,7 +170,7 @@ static void complete(engine *e, long o) {
     if (ep_op_is_comm(op) && op->sms > 0) e->gpu[r].comm_sms -= op->sms;
     for (long d = e->dep_off[o]; d < e->dep_off[o + 1]; d++) {
         long x = e->dep_list[d];
-        if (--e->deps_left[x] == 0) try_start(e, r, e->stream_of[x]);
+        if (--e->oh[x].deps_left == 0) try_start(e, r, e->oh[x].stream);
     }
     try_start(e, r, op->stream);
     if (op->kind == EP_OP_HOST_SYNC && e->host_blocked[r]) {
@@ -180,7 +185,7 @@ static void start_op(engine *e, long o) {
     const ep_op *op = op_of(e, o);
     int r = e->rank_of[o];
     e->st_busy[(long)r * NS + op->stream] = 1;
-    e->state[o] = ST_RUNNING;
+    e->oh[o].state = ST_RUNNING;
     e->res->t[o].start = e->res->t[o].xfer = e->now;
     if (op->kind == EP_OP_HOST_SYNC) {
         complete(e, o);
@@ -223,10 +228,10 @@ static void try_start(engine *e, int r, int st) {
     long k = (long)r * NS + st;
     if (e->st_busy[k] || e->st_head[k] == e->st_off[k + 1]) return;
     long o = e->st_list[e->st_head[k]];
-    if (e->state[o] != ST_LAUNCHED || e->deps_left[o] > 0) return;
-    if (e->launch_t[o] > e->now) {
-        e->state[o] = ST_WAKE;
-        push(e, e->launch_t[o], EV_LAUNCH, o, 0);
+    if (e->oh[o].state != ST_LAUNCHED || e->oh[o].deps_left > 0) return;
+    if (e->oh[o].launch_t > e->now) {
+        e->oh[o].state = ST_WAKE;
+        push(e, e->oh[o].launch_t, EV_LAUNCH, o, 0);
         return;
     }
     start_op(e, o);
@@ -316,14 +321,14 @@ static void handle(engine *e, const sim_event *ev) {
     long o = ev->a;
     switch (ev->type) {
     case EV_LAUNCH:
-        if (e->state[o] != ST_WAKE) break;
-        e->state[o] = ST_LAUNCHED;
-        try_start(e, e->rank_of[o], e->stream_of[o]);
+        if (e->oh[o].state != ST_WAKE) break;
+        e->oh[o].state = ST_LAUNCHED;
+        try_start(e, e->rank_of[o], e->oh[o].stream);
         break;
     case EV_END: {
         int r = e->rank_of[o];
         gpu_t *g = &e->gpu[r];
-        if (ev->ver != g->ver || e->state[o] != ST_RUNNING)
+        if (ev->ver != g->ver || e->oh[o].state != ST_RUNNING)
             break; /* re-rated since: a newer event stands for this op */
         for (int i = 0; i < g->ncomp; i++)
             if (g->comp[i] == o) {
@@ -542,7 +547,7 @@ static int build_streams(engine *e) {
         const ep_rank_sched *rs = &e->s->ranks[r];
         for (int i = 0; i < rs->nops; i++) {
             const ep_op *op = &rs->ops[i];
-            e->deps_left[e->off[r] + i] = op->ndeps;
+            e->oh[e->off[r] + i].deps_left = op->ndeps;
             for (int d = 0; d < op->ndeps; d++) {
                 int j = rs->deps[op->deps_off + d];
                 if (j < 0 || j >= rs->nops) return -2;
@@ -571,10 +576,7 @@ static int build_streams(engine *e) {
 
 static void engine_free(engine *e) {
     free(e->rank_of);
-    free(e->stream_of);
-    free(e->state);
-    free(e->deps_left);
-    free(e->launch_t);
+    free(e->oh);
     free(e->coll_of);
     free(e->dep_off);
     free(e->dep_list);
@@ -628,10 +630,7 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     size_t n = (size_t)e.nops + 1;
     out->t = calloc(n, sizeof *out->t);
     e.rank_of = malloc(sizeof(int) * n);
-    e.stream_of = malloc(n);
-    e.state = calloc(n, 1);
-    e.deps_left = calloc(n, sizeof(int));
-    e.launch_t = calloc(n, sizeof(double));
+    e.oh = calloc(n, sizeof *e.oh);
     e.coll_of = malloc(sizeof(int) * n);
     e.host_next = calloc((size_t)s->world, sizeof(int));
     e.host_blocked = calloc((size_t)s->world, 1);
@@ -640,16 +639,15 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     e.scratch_ops = malloc(sizeof(ep_op *) * (size_t)(p->ngpus + 1));
     e.scratch_ranks = malloc(sizeof(int) * (size_t)(p->ngpus + 1));
     int rc = -1;
-    if (!out->t || !e.rank_of || !e.stream_of || !e.state || !e.deps_left || !e.launch_t ||
-        !e.coll_of || !e.host_next || !e.host_blocked || !e.gpu || !e.grp_lat || !e.scratch_ops ||
-        !e.scratch_ranks || sim_flows_init(&e.flows, p, s->world)) {
+    if (!out->t || !e.rank_of || !e.oh || !e.coll_of || !e.host_next || !e.host_blocked || !e.gpu ||
+        !e.grp_lat || !e.scratch_ops || !e.scratch_ranks || sim_flows_init(&e.flows, p, s->world)) {
         snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
         goto done;
     }
     for (int r = 0; r < s->world; r++)
         for (long o = e.off[r]; o < e.off[r + 1]; o++) {
             e.rank_of[o] = r;
-            e.stream_of[o] = (uint8_t)s->ranks[r].ops[o - e.off[r]].stream;
+            e.oh[o].stream = (uint8_t)s->ranks[r].ops[o - e.off[r]].stream;
         }
     for (int g = 0; g < s->ngroups; g++)
         e.grp_lat[g] = -1;
@@ -668,13 +666,13 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     E = NULL;
     if (e.failed) goto done;
     for (long o = 0; o < e.nops; o++) {
-        if (e.state[o] != ST_DONE) {
+        if (e.oh[o].state != ST_DONE) {
             char name[256];
             ep_op_name(op_of(&e, o), name, sizeof name);
             snprintf(err, EP_ERRLEN, "schedule deadlocked at t=%.6f s: rank %d op %s (%s) never %s",
                      e.now, e.rank_of[o], name, ep_op_kind_name(op_of(&e, o)->kind),
-                     e.state[o] == ST_RUNNING ? "finished (a collective member is missing?)"
-                                              : "started");
+                     e.oh[o].state == ST_RUNNING ? "finished (a collective member is missing?)"
+                                                 : "started");
             goto done;
         }
         if (out->t[o].end > out->makespan) out->makespan = out->t[o].end;
