@@ -1,40 +1,91 @@
 #!/usr/bin/env bash
-# Benchmarks epsim: wall time, peak RSS (/usr/bin/time -v), simulated ops per second, and scaling
-# with GPU count at fixed work per GPU (the 16-layer DeepSeek-V3 proxy, EP 8, 8 microbatches per
-# DP rank, on dgx16 / dgx64 / dgx256). Usage: scripts/bench_epsim.sh [BUILD_DIR] [--full]
-# --full adds full DeepSeek-V3 on dgx256 and dgx1024 (minutes). Results go to stdout as a
-# markdown table, ready for docs/performance.md.
+# Benchmarks epsim (docs/performance.md): wall and CPU time split into schedule build and
+# simulation (epsim --stats), peak RSS (/usr/bin/time -v when present, else epsim's getrusage),
+# simulated ops per second, and the scaling of the simulation with GPU count at fixed work per GPU
+# (the 16-layer DeepSeek-V3 proxy, EP 8, 8 microbatches per DP rank, on dgx16 / dgx64 / dgx256).
+# Usage: scripts/bench_epsim.sh [BUILD_DIR] [--full] [--repeat N]
+#   --full      adds full DeepSeek-V3 (configs/deepseek-v3.args) on dgx256 (default layout: EP 8)
+#               and on dgx1024 (EP 64), one run each (minutes)
+#   --repeat N  runs of each proxy case (default 3); the table shows medians
+# Results go to stdout as markdown tables, ready for docs/performance.md. On a shared machine,
+# compare the CPU columns: wall times include waiting for the CPU (the load is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build}
+build=build
 full=0
-[ "${2:-}" = "--full" ] && full=1
+repeat=3
+while [ $# -gt 0 ]; do
+    case $1 in
+    --full) full=1 ;;
+    --repeat)
+        repeat=$2
+        shift
+        ;;
+    *) build=$1 ;;
+    esac
+    shift
+done
 epsim="$build/sim/epsim"
 [ -x "$epsim" ] || { echo "no $epsim: build first (cmake --build $build)" >&2; exit 2; }
-timer=/usr/bin/time
-[ -x "$timer" ] || { echo "needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
+timer=
+[ -x /usr/bin/time ] && timer="/usr/bin/time -v"
 
-echo "# epsim benchmark: $(date -u +%Y-%m-%dT%H:%MZ), $(uname -m), $(nproc) cores, git $(git rev-parse --short HEAD 2>/dev/null || echo none)"
+echo "# epsim benchmark: $(date -u +%Y-%m-%dT%H:%MZ), $(uname -m), $(nproc) cores," \
+    "git $(git rev-parse --short HEAD 2>/dev/null || echo none), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| case | GPUs | wall s | schedule s | simulation s | peak RSS MiB | ops | simulated ops/s |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
-run() { # name args...
-    local name=$1; shift
-    local err; err=$(mktemp)
-    "$timer" -v "$epsim" "$@" --stats >/dev/null 2>"$err" || { echo "| $name | failed: $(head -1 "$err") |"; rm -f "$err"; return; }
-    local stats rss gpus
-    stats=$(grep '^epsim stats' "$err")
-    rss=$(awk -F: '/Maximum resident/ {printf "%.0f", $2/1024}' "$err")
-    gpus=$(echo "$@" | sed -n 's/.*--topo \([a-z0-9]*\).*/\1/p')
-    echo "$stats" | sed -E 's/.*wall ([0-9.]+) s \(schedule ([0-9.]+), simulation ([0-9.]+).*\), ([0-9]+) ops, ([0-9]+) ops\/s.*/\1 \2 \3 \4 \5/' |
-        { read -r w s m o r; echo "| $name | $gpus | $w | $s | $m | $rss | $o | $r |"; }
+echo "| case | GPUs | runs | wall s | schedule s | simulation s | sim CPU s | peak RSS MiB | ops | simulated ops/s | SimGrid waits |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+
+median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+
+declare -A SIMCPU # GPUs -> median simulation CPU s of the fixed-work series
+run() {           # name runs args...
+    local name=$1 runs=$2
+    shift 2
+    local err rows="" gpus
+    err=$(mktemp)
+    gpus=$(echo "$@" | sed -n 's/.*--topo dgx\([0-9]*\).*/\1/p')
+    for _ in $(seq "$runs"); do
+        # shellcheck disable=SC2086
+        if ! $timer "$epsim" "$@" --stats >/dev/null 2>"$err"; then
+            echo "| $name | $gpus | failed: $(grep -m1 epsim "$err" || head -1 "$err") |"
+            rm -f "$err"
+            return
+        fi
+        # wall total schedule simulation ops opsps waits cpu_sim rss
+        local w c rss
+        w=$(sed -nE 's/^epsim stats: wall ([0-9.]+) s \(schedule ([0-9.]+), simulation ([0-9.]+).*\), ([0-9]+) ops, ([0-9]+) ops\/s.* ([0-9]+) SimGrid waits.*/\1 \2 \3 \4 \5 \6/p' "$err")
+        c=$(sed -nE 's/^epsim stats: cpu .*simulation ([0-9.]+),.*peak RSS ([0-9]+) MiB.*/\1 \2/p' "$err")
+        rss=$(awk -F: '/Maximum resident/ {printf "%.0f", $2 / 1024}' "$err")
+        [ -n "$rss" ] || rss=$(echo "$c" | cut -d' ' -f2)
+        rows+="$w ${c%% *} $rss"$'\n'
+    done
     rm -f "$err"
+    col() { echo -n "$rows" | awk -v k="$1" 'NF {print $k}' | median; }
+    local ops
+    ops=$(col 4)
+    echo "| $name | $gpus | $runs | $(col 1) | $(col 2) | $(col 3) | $(col 7) | $(col 8) | $ops |" \
+        "$(awk -v o="$ops" -v s="$(col 3)" 'BEGIN {printf "%.0f", o / s}') | $(col 6) |"
+    [ "$name" = "proxy16 EP8 fixed work/GPU" ] && SIMCPU[$gpus]=$(col 7)
+    return 0
 }
-run "proxy16 default" --topo dgx16
 for t in dgx16 dgx64 dgx256; do
-    run "proxy16 EP8 fixed work/GPU" --topo $t --expert-model-parallel-size 8
+    run "proxy16 EP8 fixed work/GPU" "$repeat" --topo $t --expert-model-parallel-size 8
 done
 if [ $full = 1 ]; then
-    run "DeepSeek-V3" --topo dgx256 @configs/deepseek-v3.args
-    run "DeepSeek-V3" --topo dgx1024 @configs/deepseek-v3.args
+    run "DeepSeek-V3 EP 8 (default layout)" 1 --topo dgx256 @configs/deepseek-v3.args
+    run "DeepSeek-V3 EP 64" 1 --topo dgx1024 @configs/deepseek-v3.args --expert-model-parallel-size 64
 fi
+echo
+echo "Scaling at fixed work per GPU (simulation CPU s; linear = x4 per step):"
+echo
+echo "| GPUs | simulation CPU s | x previous | per GPU ms |"
+echo "| --- | --- | --- | --- |"
+prev=
+for g in 16 64 256; do
+    s=${SIMCPU[$g]:-}
+    [ -n "$s" ] || continue
+    echo "| $g | $s | $([ -n "$prev" ] && awk -v a="$s" -v b="$prev" 'BEGIN {printf "%.2f", a / b}' || echo -) |" \
+        "$(awk -v a="$s" -v g="$g" 'BEGIN {printf "%.2f", 1000 * a / g}') |"
+    prev=$s
+done

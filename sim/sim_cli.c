@@ -34,7 +34,7 @@ static void usage(FILE *f) {
           "  --trace P           write a Chrome trace (Perfetto)\n"
           "  --csv P             write one row per op\n"
           "  --no-preset         start from the library defaults, not the DeepSeek-V3 proxy\n"
-          "  --stats             print wall time and simulated ops/s on stderr\n"
+          "  --stats             print wall/CPU time per phase, peak RSS, ops/s on stderr\n"
           "  --log=...           SimGrid log control, e.g. --log=epsim_engine.thres:debug\n"
           "Without an @file the 16-layer DeepSeek-V3 proxy preset is read first. Unset parallel\n"
           "sizes default to the topology (docs/epsim.md, \"Default layout\"). Config flags:\n",
