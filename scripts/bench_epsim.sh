@@ -4,8 +4,8 @@
 # simulated ops per second, and the scaling of the simulation with GPU count at fixed work per GPU
 # (the 16-layer DeepSeek-V3 proxy, EP 8, 8 microbatches per DP rank, on dgx16 / dgx64 / dgx256).
 # Usage: scripts/bench_epsim.sh [BUILD_DIR] [--full] [--repeat N]
-#   --full      adds full DeepSeek-V3 (configs/deepseek-v3.args) on dgx256 (default layout: EP 8)
-#               and on dgx1024 (EP 64), one run each (minutes)
+#   --full      adds full DeepSeek-V3 (configs/deepseek-v3.args, PP 1) on dgx256 (default layout:
+#               EP 8) and on dgx1024 (EP 8, then EP 64), one run each (about 10 minutes)
 #   --repeat N  runs of each proxy case (default 3); the table shows medians
 # Results go to stdout as markdown tables, ready for docs/performance.md. On a shared machine,
 # compare the CPU columns: wall times include waiting for the CPU (the load is printed).
@@ -74,6 +74,7 @@ for t in dgx16 dgx64 dgx256; do
 done
 if [ $full = 1 ]; then
     run "DeepSeek-V3 EP 8 (default layout)" 1 --topo dgx256 @configs/deepseek-v3.args
+    run "DeepSeek-V3 EP 8 (default layout)" 1 --topo dgx1024 @configs/deepseek-v3.args
     run "DeepSeek-V3 EP 64" 1 --topo dgx1024 @configs/deepseek-v3.args --expert-model-parallel-size 64
 fi
 echo
