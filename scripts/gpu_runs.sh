@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu_runs.sh: the measured run matrix of `epref run` on 2 GPUs (docs/performance-epref-runs.md).
+# gpu_runs.sh: the measured run matrix of `epref run` on 2 GPUs (docs/performance.md ("epref: schedule runs")).
 #   scripts/gpu_runs.sh EPREF OUTDIR [--list]
 # ONLY=<extended regex> runs only the runs whose name matches (index.csv then lists those).
 # For each run: OUTDIR/<name>.args (the exact flags), <name>.trace.json, <name>.summary.json,
