@@ -10,18 +10,15 @@
 #ifndef EXEC_METRICS_H
 #define EXEC_METRICS_H
 
+#include "ep_metrics.h"
 #include "ep_sched.h"
 
 typedef struct {
     double start, end; /* seconds from the aligned base of the iteration */
 } exec_span;
 
-typedef struct {
-    double iteration_time_s, tokens_per_s, tokens_per_s_per_gpu, tflops_per_gpu, mfu;
-    double exposed_s[EP_COMM_NUM], exposed_total_s, compute_busy_s, idle_s, bubble_fraction;
-    double a2a_bytes;
-    long host_syncs, nops;
-} exec_metrics;
+/* The figures epsim reports too, by one definition (core/ep_metrics.h). */
+typedef ep_step_metrics exec_metrics;
 
 /* t[r][i]: measured interval of op i of rank r. peak_flops: per GPU (bf16 dense).
  * Returns 0, or -1 when out of memory. */

@@ -11,112 +11,36 @@
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_report, root, "epsim: metrics and outputs");
 
-#define CLS_COMP EP_COMM_NUM /* sweep class of compute intervals */
-
-typedef struct {
-    double t;
-    int delta; /* +1 start, -1 end */
-    int cls;
-} edge_t;
-
-static int edge_cmp(const void *a, const void *b) {
-    const edge_t *x = a, *y = b;
-    if (x->t != y->t) return x->t < y->t ? -1 : 1;
-    if (x->delta != y->delta) return x->delta - y->delta;
-    return x->cls - y->cls;
-}
-
-static int is_compute(const ep_op *op) {
-    return !ep_op_is_comm(op) && op->kind != EP_OP_HOST_SYNC;
+static void op_interval(const void *ctx, int rank, int op, double *start, double *xfer,
+                        double *end) {
+    const sim_result *r = ctx;
+    const sim_op_time *t = &r->t[r->off[rank] + op];
+    *start = t->start;
+    *xfer = t->xfer;
+    *end = t->end;
 }
 
 int sim_metrics_compute(const ep_sched *s, const sim_result *r, const sim_platform *p,
                         sim_metrics *m) {
     memset(m, 0, sizeof *m);
-    double T = r->makespan;
-    m->iteration_time_s = T;
-    m->nops = r->nops;
     m->ntransfers = r->ntransfers;
     m->nevents = r->nevents;
-    if (T > 0) {
-        m->tokens_per_s = s->tokens_per_iteration / T;
-        m->tokens_per_s_per_gpu = m->tokens_per_s / s->world;
-        m->tflops_per_gpu = s->model_flops_per_token * m->tokens_per_s_per_gpu / 1e12;
-        m->mfu = m->tflops_per_gpu * 1e12 / p->peak_flops[0];
-    }
-    int maxops = 0;
+    if (ep_metrics_compute(s, r->makespan, p->peak_flops[0], op_interval, r, &m->step) != 0)
+        return -1;
     for (int k = 0; k < s->world; k++)
-        if (s->ranks[k].nops > maxops) maxops = s->ranks[k].nops;
-    edge_t *ev = malloc(sizeof *ev * (size_t)(2 * maxops + 2));
-    if (!ev) return -1;
-    for (int k = 0; k < s->world; k++) {
-        const ep_rank_sched *rs = &s->ranks[k];
-        int n = 0;
-        for (int i = 0; i < rs->nops; i++) {
-            const ep_op *op = &rs->ops[i];
-            const sim_op_time *t = &r->t[r->off[k] + i];
-            if (op->kind == EP_OP_HOST_SYNC) m->host_syncs++;
-            if (op->kind == EP_OP_A2A_DISPATCH || op->kind == EP_OP_A2A_COMBINE) {
-                m->a2a_bytes += op->bytes;
-                if (op->traffic >= 0 && op->traffic < s->ntraffic) {
-                    const ep_traffic *tr = &s->traffic[op->traffic];
-                    /* counted once per instance: each member carries 1/n of it */
-                    double pad = (double)tr->thd_pad_tokens;
-                    if (pad == 0 && tr->thd_padded_tokens > 0 && tr->tokens)
-                        for (int j = 0; j < tr->n; j++)
-                            pad += tr->thd_padded_tokens - tr->tokens[j];
-                    m->thd_pad_tokens += pad / (tr->n > 0 ? tr->n : 1);
-                }
-            }
-            int cls;
-            double a;
-            if (is_compute(op)) {
-                cls = CLS_COMP;
-                a = t->start;
-            } else if (ep_op_is_comm(op)) {
-                cls = ep_op_comm_class(op);
-                a = t->xfer;
-            } else {
+        for (int i = 0; i < s->ranks[k].nops; i++) {
+            const ep_op *op = &s->ranks[k].ops[i];
+            if ((op->kind != EP_OP_A2A_DISPATCH && op->kind != EP_OP_A2A_COMBINE) ||
+                op->traffic < 0 || op->traffic >= s->ntraffic)
                 continue;
-            }
-            if (t->end <= a) continue;
-            ev[n++] = (edge_t){a, +1, cls};
-            ev[n++] = (edge_t){t->end, -1, cls};
+            const ep_traffic *tr = &s->traffic[op->traffic];
+            /* counted once per instance: each member carries 1/n of it */
+            double pad = (double)tr->thd_pad_tokens;
+            if (pad == 0 && tr->thd_padded_tokens > 0 && tr->tokens)
+                for (int j = 0; j < tr->n; j++)
+                    pad += tr->thd_padded_tokens - tr->tokens[j];
+            m->thd_pad_tokens += pad / (tr->n > 0 ? tr->n : 1);
         }
-        qsort(ev, (size_t)n, sizeof *ev, edge_cmp);
-        int cnt[EP_COMM_NUM + 1] = {0};
-        int xfer = 0;
-        double prev = 0;
-        for (int i = 0; i <= n; i++) {
-            double t = i < n ? ev[i].t : T;
-            double len = t - prev;
-            if (len > 0) {
-                if (cnt[CLS_COMP] > 0) {
-                    m->compute_busy_s += len;
-                } else {
-                    for (int c = 0; c < EP_COMM_NUM; c++)
-                        if (cnt[c] > 0) m->exposed_s[c] += len;
-                    if (xfer > 0)
-                        m->exposed_total_s += len;
-                    else
-                        m->idle_s += len;
-                }
-            }
-            prev = t;
-            if (i < n) {
-                cnt[ev[i].cls] += ev[i].delta;
-                if (ev[i].cls != CLS_COMP) xfer += ev[i].delta;
-            }
-        }
-    }
-    free(ev);
-    double W = s->world;
-    for (int c = 0; c < EP_COMM_NUM; c++)
-        m->exposed_s[c] /= W;
-    m->exposed_total_s /= W;
-    m->compute_busy_s /= W;
-    m->idle_s /= W;
-    m->bubble_fraction = T > 0 ? m->idle_s / T : 0;
     m->thd_wasted_bytes = m->thd_pad_tokens * s->cfg.hidden_size * EP_BF16;
     return 0;
 }
@@ -131,32 +55,15 @@ int sim_write_summary_json(const char *path, const ep_sched *s, const sim_metric
     if (ep_outfile_open(&o, path, err) != 0) return -1;
     FILE *f = o.f;
     fputc('{', f);
-    num(f, "iteration_time_s", m->iteration_time_s, 0);
-    num(f, "tokens_per_s", m->tokens_per_s, 1);
-    num(f, "tokens_per_s_per_gpu", m->tokens_per_s_per_gpu, 1);
-    num(f, "tflops_per_gpu", m->tflops_per_gpu, 1);
-    num(f, "mfu", m->mfu, 1);
-    fprintf(f, ",\"world_size\":%d", s->world);
-    fputs(",\"exposed_comm_s\":{", f);
-    num(f, "dispatch", m->exposed_s[EP_COMM_DISPATCH], 0);
-    num(f, "combine", m->exposed_s[EP_COMM_COMBINE], 1);
-    num(f, "dp", m->exposed_s[EP_COMM_DP], 1);
-    num(f, "pp", m->exposed_s[EP_COMM_PP], 1);
-    num(f, "other", m->exposed_s[EP_COMM_OTHER], 1);
-    num(f, "total", m->exposed_total_s, 1);
-    fputc('}', f);
-    num(f, "compute_busy_s", m->compute_busy_s, 1);
-    num(f, "idle_s", m->idle_s, 1);
-    num(f, "pp_bubble_fraction", m->bubble_fraction, 1);
-    fprintf(f, ",\"host_syncs\":%ld", m->host_syncs);
-    num(f, "a2a_bytes", m->a2a_bytes, 1);
+    ep_metrics_write_json(f, s, &m->step);
     fputs(",\"thd\":{", f);
     num(f, "pad_tokens", m->thd_pad_tokens, 0);
     num(f, "wasted_bytes", m->thd_wasted_bytes, 1);
-    num(f, "wasted_fraction", m->a2a_bytes > 0 ? m->thd_wasted_bytes / m->a2a_bytes : 0, 1);
+    num(f, "wasted_fraction", m->step.a2a_bytes > 0 ? m->thd_wasted_bytes / m->step.a2a_bytes : 0,
+        1);
     fputc('}', f);
-    fprintf(f, ",\"microbatches\":%d,\"ops\":%ld,\"transfers\":%ld", s->num_microbatches, m->nops,
-            m->ntransfers);
+    fprintf(f, ",\"microbatches\":%d,\"ops\":%ld,\"transfers\":%ld", s->num_microbatches,
+            m->step.nops, m->ntransfers);
     fputs(",\"topology\":", f);
     ep_json_string(f, p->name);
     fputs(",\"config\":", f);
@@ -227,7 +134,7 @@ int sim_write_trace(const char *path, const ep_sched *s, const sim_result *r, co
 
 void sim_print_summary(FILE *f, const ep_sched *s, const sim_metrics *m, const sim_platform *p) {
     const ep_config *c = &s->cfg;
-    double T = m->iteration_time_s;
+    double T = m->step.iteration_time_s;
     fprintf(f,
             "epsim: %s (%d GPUs used of %d), TP %d PP %d EP %d DP %d, %s dispatcher, "
             "%d microbatches\n",
@@ -235,25 +142,25 @@ void sim_print_summary(FILE *f, const ep_sched *s, const sim_metrics *m, const s
             c->pipeline_model_parallel_size, c->expert_model_parallel_size, c->data_parallel_size,
             ep_backend_name(ep_config_backend(c)), s->num_microbatches);
     fprintf(f, "  iteration time        %12.6f s\n", T);
-    fprintf(f, "  tokens/s              %12.1f\n", m->tokens_per_s);
-    fprintf(f, "  tokens/s/GPU          %12.1f\n", m->tokens_per_s_per_gpu);
-    fprintf(f, "  TFLOPS/GPU            %12.1f\n", m->tflops_per_gpu);
-    fprintf(f, "  MFU                   %12.3f\n", m->mfu);
-    fprintf(f, "  PP bubble / idle      %12.6f s  (%.1f%% of the iteration)\n", m->idle_s,
-            100 * m->bubble_fraction);
+    fprintf(f, "  tokens/s              %12.1f\n", m->step.tokens_per_s);
+    fprintf(f, "  tokens/s/GPU          %12.1f\n", m->step.tokens_per_s_per_gpu);
+    fprintf(f, "  TFLOPS/GPU            %12.1f\n", m->step.tflops_per_gpu);
+    fprintf(f, "  MFU                   %12.3f\n", m->step.mfu);
+    fprintf(f, "  PP bubble / idle      %12.6f s  (%.1f%% of the iteration)\n", m->step.idle_s,
+            100 * m->step.bubble_fraction);
     fprintf(f, "  exposed communication (mean per rank, compute idle while it moves data):\n");
     static const ep_comm_class order[] = {EP_COMM_DISPATCH, EP_COMM_COMBINE, EP_COMM_DP, EP_COMM_PP,
                                           EP_COMM_OTHER};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         fprintf(f, "    %-10s          %12.6f s  (%.1f%%)\n", ep_comm_class_name(order[i]),
-                m->exposed_s[order[i]], T > 0 ? 100 * m->exposed_s[order[i]] / T : 0);
-    fprintf(f, "    %-10s          %12.6f s  (%.1f%%)\n", "total", m->exposed_total_s,
-            T > 0 ? 100 * m->exposed_total_s / T : 0);
-    fprintf(f, "  host syncs            %12ld\n", m->host_syncs);
+                m->step.exposed_s[order[i]], T > 0 ? 100 * m->step.exposed_s[order[i]] / T : 0);
+    fprintf(f, "    %-10s          %12.6f s  (%.1f%%)\n", "total", m->step.exposed_total_s,
+            T > 0 ? 100 * m->step.exposed_total_s / T : 0);
+    fprintf(f, "  host syncs            %12ld\n", m->step.host_syncs);
     if (m->thd_pad_tokens > 0)
         fprintf(
             f, "  THD padding           %12.0f rows, %.3f GB wasted (%.1f%% of all-to-all bytes)\n",
             m->thd_pad_tokens, m->thd_wasted_bytes / 1e9,
-            m->a2a_bytes > 0 ? 100 * m->thd_wasted_bytes / m->a2a_bytes : 0);
-    fprintf(f, "  ops simulated         %12ld  (%ld transfers)\n", m->nops, m->ntransfers);
+            m->step.a2a_bytes > 0 ? 100 * m->thd_wasted_bytes / m->step.a2a_bytes : 0);
+    fprintf(f, "  ops simulated         %12ld  (%ld transfers)\n", m->step.nops, m->ntransfers);
 }

@@ -1,0 +1,41 @@
+/* ep_metrics: the summary figures of one iteration, from the op intervals of every rank.
+ *
+ * One definition for epsim (simulated intervals) and epref (measured intervals), so both
+ * summaries mean the same thing (docs/epsim.md, "Metrics"):
+ *   iteration_time_s  the makespan of the iteration;
+ *   exposed_s[c]      per rank, time during which an op of comm class c moves data and no compute
+ *                     op runs, mean over ranks; an op moves data from `xfer` (all members arrived)
+ *                     to its end, so waiting for peers counts as idle, not as communication;
+ *   exposed_total_s   the union of those, mean over ranks; compute_busy_s: some compute op runs;
+ *   idle_s            neither compute nor a transfer; bubble_fraction = idle_s / iteration time.
+ */
+#ifndef EP_METRICS_H
+#define EP_METRICS_H
+
+#include <stdio.h>
+#include "ep_sched.h"
+
+typedef struct {
+    double iteration_time_s, tokens_per_s, tokens_per_s_per_gpu, tflops_per_gpu, mfu;
+    double exposed_s[EP_COMM_NUM]; /* mean over ranks, by ep_comm_class */
+    double exposed_total_s, compute_busy_s, idle_s, bubble_fraction;
+    double a2a_bytes; /* token all-to-all payload, all ranks */
+    long host_syncs;  /* host_sync ops, all ranks */
+    long nops;
+} ep_step_metrics;
+
+/* Interval of op `op` of `rank`: start, the moment data began to move (== start for compute), end.
+ */
+typedef void (*ep_op_interval_fn)(const void *ctx, int rank, int op, double *start, double *xfer,
+                                  double *end);
+
+/* Computes m for an iteration of length iteration_time_s (> 0 for rates) with per-GPU peak_flops.
+ * Returns 0, or -1 when out of memory. */
+int ep_metrics_compute(const ep_sched *s, double iteration_time_s, double peak_flops,
+                       ep_op_interval_fn interval, const void *ctx, ep_step_metrics *m);
+
+/* Writes the shared summary members, "iteration_time_s" ... "a2a_bytes", as JSON object members
+ * without braces (the caller adds its own members and closes the object). */
+void ep_metrics_write_json(FILE *f, const ep_sched *s, const ep_step_metrics *m);
+
+#endif

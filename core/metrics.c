@@ -1,0 +1,130 @@
+/* Iteration metrics from op intervals (ep_metrics.h): a sweep over each rank's interval edges. */
+#include "ep_metrics.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CLS_COMP EP_COMM_NUM /* sweep class of compute intervals */
+
+typedef struct {
+    double t;
+    int delta; /* +1 start, -1 end */
+    int cls;
+} edge_t;
+
+static int edge_cmp(const void *a, const void *b) {
+    const edge_t *x = a, *y = b;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    if (x->delta != y->delta) return x->delta - y->delta;
+    return x->cls - y->cls;
+}
+
+static int is_compute(const ep_op *op) {
+    return !ep_op_is_comm(op) && op->kind != EP_OP_HOST_SYNC;
+}
+
+/* Adds one rank's busy/exposed/idle time over [0, T) from its n sorted edges. */
+static void sweep_rank(edge_t *ev, int n, double T, ep_step_metrics *m) {
+    qsort(ev, (size_t)n, sizeof *ev, edge_cmp);
+    int cnt[EP_COMM_NUM + 1] = {0};
+    int xfer = 0;
+    double prev = 0;
+    for (int i = 0; i <= n; i++) {
+        double t = i < n ? ev[i].t : T;
+        double len = t - prev;
+        if (len > 0) {
+            if (cnt[CLS_COMP] > 0) {
+                m->compute_busy_s += len;
+            } else {
+                for (int c = 0; c < EP_COMM_NUM; c++)
+                    if (cnt[c] > 0) m->exposed_s[c] += len;
+                if (xfer > 0)
+                    m->exposed_total_s += len;
+                else
+                    m->idle_s += len;
+            }
+        }
+        prev = t;
+        if (i < n) {
+            cnt[ev[i].cls] += ev[i].delta;
+            if (ev[i].cls != CLS_COMP) xfer += ev[i].delta;
+        }
+    }
+}
+
+int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_interval_fn interval,
+                       const void *ctx, ep_step_metrics *m) {
+    memset(m, 0, sizeof *m);
+    m->iteration_time_s = T;
+    if (T > 0) {
+        m->tokens_per_s = s->tokens_per_iteration / T;
+        m->tokens_per_s_per_gpu = m->tokens_per_s / s->world;
+        m->tflops_per_gpu = s->model_flops_per_token * m->tokens_per_s_per_gpu / 1e12;
+        m->mfu = peak_flops > 0 ? m->tflops_per_gpu * 1e12 / peak_flops : 0;
+    }
+    int maxops = 0;
+    for (int r = 0; r < s->world; r++)
+        if (s->ranks[r].nops > maxops) maxops = s->ranks[r].nops;
+    edge_t *ev = malloc(sizeof *ev * (size_t)(2 * maxops + 2));
+    if (!ev) return -1;
+    for (int r = 0; r < s->world; r++) {
+        const ep_rank_sched *rs = &s->ranks[r];
+        int n = 0;
+        for (int i = 0; i < rs->nops; i++) {
+            const ep_op *op = &rs->ops[i];
+            m->nops++;
+            if (op->kind == EP_OP_HOST_SYNC) m->host_syncs++;
+            if (op->kind == EP_OP_A2A_DISPATCH || op->kind == EP_OP_A2A_COMBINE)
+                m->a2a_bytes += op->bytes;
+            int cls;
+            if (is_compute(op))
+                cls = CLS_COMP;
+            else if (ep_op_is_comm(op))
+                cls = ep_op_comm_class(op);
+            else
+                continue;
+            double start, xfer, end;
+            interval(ctx, r, i, &start, &xfer, &end);
+            double a = cls == CLS_COMP ? start : xfer;
+            if (end <= a) continue;
+            ev[n++] = (edge_t){a, +1, cls};
+            ev[n++] = (edge_t){end, -1, cls};
+        }
+        sweep_rank(ev, n, T, m);
+    }
+    free(ev);
+    double W = s->world;
+    for (int c = 0; c < EP_COMM_NUM; c++)
+        m->exposed_s[c] /= W;
+    m->exposed_total_s /= W;
+    m->compute_busy_s /= W;
+    m->idle_s /= W;
+    m->bubble_fraction = T > 0 ? m->idle_s / T : 0;
+    return 0;
+}
+
+static void num(FILE *f, const char *key, double v, int comma) {
+    fprintf(f, "%s\"%s\":%.9g", comma ? "," : "", key, v);
+}
+
+void ep_metrics_write_json(FILE *f, const ep_sched *s, const ep_step_metrics *m) {
+    num(f, "iteration_time_s", m->iteration_time_s, 0);
+    num(f, "tokens_per_s", m->tokens_per_s, 1);
+    num(f, "tokens_per_s_per_gpu", m->tokens_per_s_per_gpu, 1);
+    num(f, "tflops_per_gpu", m->tflops_per_gpu, 1);
+    num(f, "mfu", m->mfu, 1);
+    fprintf(f, ",\"world_size\":%d", s->world);
+    fputs(",\"exposed_comm_s\":{", f);
+    num(f, "dispatch", m->exposed_s[EP_COMM_DISPATCH], 0);
+    num(f, "combine", m->exposed_s[EP_COMM_COMBINE], 1);
+    num(f, "dp", m->exposed_s[EP_COMM_DP], 1);
+    num(f, "pp", m->exposed_s[EP_COMM_PP], 1);
+    num(f, "other", m->exposed_s[EP_COMM_OTHER], 1);
+    num(f, "total", m->exposed_total_s, 1);
+    fputc('}', f);
+    num(f, "compute_busy_s", m->compute_busy_s, 1);
+    num(f, "idle_s", m->idle_s, 1);
+    num(f, "pp_bubble_fraction", m->bubble_fraction, 1);
+    fprintf(f, ",\"host_syncs\":%ld", m->host_syncs);
+    num(f, "a2a_bytes", m->a2a_bytes, 1);
+}

@@ -1,0 +1,62 @@
+/* ep_metrics: exposure, busy and idle time from hand-made intervals whose answer is known. */
+#include <CUnit/CUnit.h>
+#include <string.h>
+
+#include "ep_metrics.h"
+
+/* rank 0: gemm [0,1]; dispatch (moves data from 0.5) [0.2,2]; host sync [2,2]; combine [2.5,3]
+ * rank 1: gemm [0,3] beside the same collectives, so nothing of them is exposed there. */
+static const double iv[2][4][3] = {
+    {{0, 0, 1}, {0.2, 0.5, 2}, {2, 2, 2}, {2.5, 2.5, 3}},
+    {{0, 0, 3}, {0.2, 0.5, 2}, {2, 2, 2}, {2.5, 2.5, 3}},
+};
+
+static void interval(const void *ctx, int rank, int op, double *start, double *xfer, double *end) {
+    (void)ctx;
+    *start = iv[rank][op][0];
+    *xfer = iv[rank][op][1];
+    *end = iv[rank][op][2];
+}
+
+static void test_exposure_known_answer(void) {
+    ep_op ops[4];
+    memset(ops, 0, sizeof ops);
+    ops[0].kind = EP_OP_GEMM;
+    ops[0].stream = EP_STREAM_COMP;
+    ops[1].kind = EP_OP_A2A_DISPATCH;
+    ops[1].stream = EP_STREAM_COMM;
+    ops[1].node = EP_NODE_DISPATCH;
+    ops[1].bytes = 1000;
+    ops[2].kind = EP_OP_HOST_SYNC;
+    ops[3].kind = EP_OP_A2A_COMBINE;
+    ops[3].stream = EP_STREAM_COMM;
+    ops[3].node = EP_NODE_COMBINE;
+    ops[3].bytes = 500;
+    ep_rank_sched ranks[2] = {{.nops = 4, .ops = ops}, {.nops = 4, .ops = ops}};
+    ep_sched s;
+    memset(&s, 0, sizeof s);
+    s.world = 2;
+    s.ranks = ranks;
+    s.tokens_per_iteration = 4000;
+    s.model_flops_per_token = 1e9;
+    ep_step_metrics m;
+    CU_ASSERT_EQUAL_FATAL(ep_metrics_compute(&s, 4.0, 1e12, interval, NULL, &m), 0);
+    /* rank 0: busy [0,1], dispatch exposed [1,2], idle [2,2.5], combine exposed [2.5,3], idle [3,4]
+     * rank 1: busy [0,3], idle [3,4] */
+    CU_ASSERT_DOUBLE_EQUAL(m.compute_busy_s, (1 + 3) / 2.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.exposed_s[EP_COMM_DISPATCH], 1 / 2.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.exposed_s[EP_COMM_COMBINE], 0.5 / 2.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.exposed_total_s, 1.5 / 2.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.idle_s, (1.5 + 1) / 2.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.bubble_fraction, 1.25 / 4.0, 1e-12);
+    CU_ASSERT_EQUAL(m.host_syncs, 2);
+    CU_ASSERT_EQUAL(m.nops, 8);
+    CU_ASSERT_DOUBLE_EQUAL(m.a2a_bytes, 3000, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(m.tokens_per_s_per_gpu, 500, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(m.mfu, 500 * 1e9 / 1e12, 1e-12);
+}
+
+void ep_suite_metrics(void) {
+    CU_pSuite s = CU_add_suite("metrics", NULL, NULL);
+    CU_add_test(s, "exposure, busy and idle from known intervals", test_exposure_known_answer);
+}
