@@ -1,0 +1,437 @@
+/* epsim compare: a measured run against its simulation (sim_compare.h). */
+#include "sim_compare.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ep_config.h"
+#include "ep_io.h"
+#include "sim_cli.h"
+
+#define MAX_KINDS 64
+#define WORST     10
+
+typedef struct {
+    int rank;
+    const char *name, *kind; /* owned by the JSON document */
+    double dur_us, end_us, ts_us;
+} cmp_ev;
+
+typedef struct {
+    json_t *root;
+    cmp_ev *ev;
+    size_t n;
+    double span_us;
+    const char *topology; /* otherData.topology, or NULL */
+} cmp_trace;
+
+typedef struct {
+    const char *name;
+    double meas, pred; /* seconds, summed over ranks */
+    int count;
+} cmp_kind;
+
+typedef struct {
+    int rank;
+    const char *name;
+    double meas, pred, rel;
+} cmp_op;
+
+static int fail2(const char *msg) {
+    fprintf(stderr, "epsim compare: %s\n", msg);
+    return 2;
+}
+
+static int ev_cmp(const void *a, const void *b) {
+    const cmp_ev *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static void trace_free(cmp_trace *t) {
+    free(t->ev);
+    if (t->root) json_decref(t->root);
+    memset(t, 0, sizeof *t);
+}
+
+/* Reads the complete ("X") events of a Chrome trace; -1 with err on a missing or malformed file. */
+static int trace_load(cmp_trace *t, const char *path, char err[EP_ERRLEN]) {
+    memset(t, 0, sizeof *t);
+    json_error_t je;
+    t->root = json_load_file(path, 0, &je);
+    if (!t->root) {
+        snprintf(err, EP_ERRLEN, "%s: %s (line %d)", path, je.text, je.line);
+        return -1;
+    }
+    json_t *evs = json_object_get(t->root, "traceEvents");
+    if (!json_is_array(evs)) {
+        snprintf(err, EP_ERRLEN, "%s: no traceEvents array", path);
+        return -1;
+    }
+    json_t *other = json_object_get(t->root, "otherData");
+    json_t *topo = other ? json_object_get(other, "topology") : NULL;
+    if (json_is_string(topo)) t->topology = json_string_value(topo);
+    size_t cap = json_array_size(evs);
+    t->ev = calloc(cap ? cap : 1, sizeof *t->ev);
+    if (!t->ev) {
+        snprintf(err, EP_ERRLEN, "%s: out of memory", path);
+        return -1;
+    }
+    double lo = INFINITY, hi = -INFINITY;
+    size_t i;
+    json_t *e;
+    json_array_foreach(evs, i, e) {
+        json_t *ph = json_object_get(e, "ph");
+        if (!json_is_string(ph) || strcmp(json_string_value(ph), "X") != 0) continue;
+        json_t *pid = json_object_get(e, "pid"), *name = json_object_get(e, "name");
+        json_t *dur = json_object_get(e, "dur"), *ts = json_object_get(e, "ts");
+        if (!json_is_integer(pid) || !json_is_string(name) || !json_is_number(dur) ||
+            !json_is_number(ts) || json_number_value(dur) < 0) {
+            snprintf(err, EP_ERRLEN, "%s: event %zu lacks pid, name, ts or dur", path, i);
+            return -1;
+        }
+        json_t *args = json_object_get(e, "args");
+        json_t *kind = args ? json_object_get(args, "kind") : NULL;
+        cmp_ev *v = &t->ev[t->n++];
+        v->rank = (int)json_integer_value(pid);
+        v->name = json_string_value(name);
+        v->kind = json_is_string(kind) ? json_string_value(kind) : "unknown";
+        v->dur_us = json_number_value(dur);
+        v->ts_us = json_number_value(ts);
+        v->end_us = v->ts_us + v->dur_us;
+        if (v->ts_us < lo) lo = v->ts_us;
+        if (v->end_us > hi) hi = v->end_us;
+    }
+    if (t->n == 0) {
+        snprintf(err, EP_ERRLEN, "%s: no complete (\"X\") events", path);
+        return -1;
+    }
+    t->span_us = hi - lo;
+    qsort(t->ev, t->n, sizeof *t->ev, ev_cmp);
+    for (size_t k = 1; k < t->n; k++)
+        if (ev_cmp(&t->ev[k - 1], &t->ev[k]) == 0) {
+            snprintf(err, EP_ERRLEN, "%s: op %s appears twice on rank %d", path, t->ev[k].name,
+                     t->ev[k].rank);
+            return -1;
+        }
+    return 0;
+}
+
+/* iteration_time_s of a summary JSON; NAN when the file or the member is missing. */
+static double summary_iteration(const char *path) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return NAN;
+    json_t *v = json_object_get(root, "iteration_time_s");
+    double d = json_is_number(v) ? json_number_value(v) : NAN;
+    json_decref(root);
+    return d;
+}
+
+static int file_readable(const char *p) {
+    return access(p, R_OK) == 0;
+}
+
+static int dbl_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int op_worse(const void *a, const void *b) {
+    const cmp_op *x = a, *y = b;
+    return x->rel > y->rel ? -1 : x->rel < y->rel;
+}
+
+/* Quantile q of sorted v[0..n) by linear interpolation. */
+static double quantile(const double *v, size_t n, double q) {
+    if (n == 0) return NAN;
+    double pos = q * (double)(n - 1);
+    size_t i = (size_t)pos;
+    if (i + 1 >= n) return v[n - 1];
+    return v[i] + (pos - (double)i) * (v[i + 1] - v[i]);
+}
+
+static double pct(double pred, double meas) {
+    return meas > 0 ? 100 * (pred - meas) / meas : NAN;
+}
+
+/* Runs the simulation in this process (SimGrid allows one per process), its summary on stdout
+ * silenced. */
+static int simulate(const char *run, const char *topo, const char *calib, const char *trace,
+                    const char *summary) {
+    char argfile[4200];
+    snprintf(argfile, sizeof argfile, "@%s.args", run);
+    char *av[12];
+    int ac = 0;
+    av[ac++] = "epsim";
+    av[ac++] = "--topo";
+    av[ac++] = (char *)topo;
+    if (calib) {
+        av[ac++] = "--calib";
+        av[ac++] = (char *)calib;
+    }
+    av[ac++] = "--trace";
+    av[ac++] = (char *)trace;
+    av[ac++] = "--summary-json";
+    av[ac++] = (char *)summary;
+    av[ac++] = argfile;
+    av[ac] = NULL;
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    FILE *null = fopen("/dev/null", "w");
+    if (saved >= 0 && null) dup2(fileno(null), STDOUT_FILENO);
+    int rc = sim_cli_run(ac, av);
+    fflush(stdout);
+    if (saved >= 0) {
+        dup2(saved, STDOUT_FILENO);
+        close(saved);
+    }
+    if (null) fclose(null);
+    return rc;
+}
+
+typedef struct {
+    const char *run, *topo;
+    double it_meas, it_pred;
+    const char *it_source;
+    cmp_kind kinds[MAX_KINDS];
+    int nkinds;
+    cmp_op *ops;
+    size_t nops, nzero;
+    double median, p90;
+} cmp_result;
+
+static cmp_kind *kind_of(cmp_result *r, const char *name) {
+    for (int k = 0; k < r->nkinds; k++)
+        if (strcmp(r->kinds[k].name, name) == 0) return &r->kinds[k];
+    if (r->nkinds == MAX_KINDS) return NULL;
+    cmp_kind *k = &r->kinds[r->nkinds++];
+    k->name = name;
+    return k;
+}
+
+/* Matches ops by (rank, name); -1 with err naming the first unmatched op and the count. */
+static int match(const cmp_trace *m, const cmp_trace *p, cmp_result *r, char err[EP_ERRLEN]) {
+    size_t i = 0, j = 0, unmatched = 0;
+    const cmp_ev *first = NULL;
+    const char *side = NULL;
+    while (i < m->n || j < p->n) {
+        int c = i == m->n ? 1 : j == p->n ? -1 : ev_cmp(&m->ev[i], &p->ev[j]);
+        if (c == 0) {
+            i++, j++;
+            continue;
+        }
+        unmatched++;
+        if (!first) {
+            first = c < 0 ? &m->ev[i] : &p->ev[j];
+            side = c < 0 ? "measured but not simulated" : "simulated but not measured";
+        }
+        if (c < 0)
+            i++;
+        else
+            j++;
+    }
+    if (unmatched) {
+        snprintf(err, EP_ERRLEN, "unmatched op %s on rank %d (%s); %zu unmatched ops in all",
+                 first->name, first->rank, side, unmatched);
+        return -1;
+    }
+    r->ops = calloc(m->n, sizeof *r->ops);
+    double *rel = calloc(m->n, sizeof *rel);
+    if (!r->ops || !rel) {
+        free(rel);
+        snprintf(err, EP_ERRLEN, "out of memory");
+        return -1;
+    }
+    size_t nrel = 0;
+    for (size_t k = 0; k < m->n; k++) {
+        const cmp_ev *a = &m->ev[k], *b = &p->ev[k];
+        cmp_kind *kd = kind_of(r, a->kind);
+        if (kd) {
+            kd->meas += a->dur_us * 1e-6;
+            kd->pred += b->dur_us * 1e-6;
+            kd->count++;
+        }
+        cmp_op *o = &r->ops[r->nops++];
+        o->rank = a->rank;
+        o->name = a->name;
+        o->meas = a->dur_us * 1e-6;
+        o->pred = b->dur_us * 1e-6;
+        if (a->dur_us > 0) {
+            o->rel = fabs(b->dur_us - a->dur_us) / a->dur_us;
+            rel[nrel++] = o->rel;
+        } else {
+            o->rel = -1; /* not counted: zero measured duration */
+            r->nzero++;
+        }
+    }
+    qsort(rel, nrel, sizeof *rel, dbl_cmp);
+    r->median = quantile(rel, nrel, 0.5);
+    r->p90 = quantile(rel, nrel, 0.9);
+    free(rel);
+    qsort(r->ops, r->nops, sizeof *r->ops, op_worse);
+    return 0;
+}
+
+static void print_result(FILE *f, const cmp_result *r) {
+    fprintf(f, "epsim compare: %s on %s\n", r->run, r->topo);
+    fprintf(f, "  iteration time  measured %.6f s (%s)  predicted %.6f s  error %+.1f%%\n",
+            r->it_meas, r->it_source, r->it_pred, pct(r->it_pred, r->it_meas));
+    fprintf(f, "  per kind (sum of op durations over all ranks):\n");
+    fprintf(f, "    %-14s %6s %12s %12s %8s\n", "kind", "ops", "measured s", "predicted s",
+            "error");
+    for (int k = 0; k < r->nkinds; k++)
+        fprintf(f, "    %-14s %6d %12.6f %12.6f %+7.1f%%\n", r->kinds[k].name, r->kinds[k].count,
+                r->kinds[k].meas, r->kinds[k].pred, pct(r->kinds[k].pred, r->kinds[k].meas));
+    size_t used = r->nops - r->nzero;
+    fprintf(f,
+            "  per op: %zu matched (%zu with zero measured time left out), |pred-meas|/meas "
+            "median %.1f%%  p90 %.1f%%\n",
+            r->nops, r->nzero, 100 * r->median, 100 * r->p90);
+    fprintf(f, "  worst ops:\n");
+    for (size_t k = 0; k < used && k < WORST; k++)
+        fprintf(f, "    rank %d %-40s measured %10.1f us  predicted %10.1f us  error %+.1f%%\n",
+                r->ops[k].rank, r->ops[k].name, r->ops[k].meas * 1e6, r->ops[k].pred * 1e6,
+                pct(r->ops[k].pred, r->ops[k].meas));
+}
+
+static void json_num(FILE *f, const char *key, double v, int comma) {
+    if (isfinite(v))
+        fprintf(f, "\"%s\":%.9g%s", key, v, comma ? "," : "");
+    else
+        fprintf(f, "\"%s\":null%s", key, comma ? "," : "");
+}
+
+static int write_json(const char *path, const cmp_result *r, char err[EP_ERRLEN]) {
+    ep_outfile o;
+    if (ep_outfile_open(&o, path, err) != 0) return -1;
+    FILE *f = o.f;
+    fputs("{\"run\":", f);
+    ep_json_string(f, r->run);
+    fputs(",\"topology\":", f);
+    ep_json_string(f, r->topo);
+    fputs(",\"iteration\":{", f);
+    json_num(f, "measured_s", r->it_meas, 1);
+    json_num(f, "predicted_s", r->it_pred, 1);
+    json_num(f, "error_pct", pct(r->it_pred, r->it_meas), 1);
+    fputs("\"measured_from\":", f);
+    ep_json_string(f, r->it_source);
+    fputs("},\"kinds\":[", f);
+    for (int k = 0; k < r->nkinds; k++) {
+        fprintf(f, "%s{\"kind\":", k ? "," : "");
+        ep_json_string(f, r->kinds[k].name);
+        fprintf(f, ",\"ops\":%d,", r->kinds[k].count);
+        json_num(f, "measured_s", r->kinds[k].meas, 1);
+        json_num(f, "predicted_s", r->kinds[k].pred, 1);
+        json_num(f, "error_pct", pct(r->kinds[k].pred, r->kinds[k].meas), 0);
+        fputc('}', f);
+    }
+    fprintf(f, "],\"ops\":{\"matched\":%zu,\"zero_measured\":%zu,", r->nops, r->nzero);
+    json_num(f, "median_rel_error", r->median, 1);
+    json_num(f, "p90_rel_error", r->p90, 1);
+    fputs("\"worst\":[", f);
+    size_t used = r->nops - r->nzero;
+    for (size_t k = 0; k < used && k < WORST; k++) {
+        fprintf(f, "%s{\"rank\":%d,\"name\":", k ? "," : "", r->ops[k].rank);
+        ep_json_string(f, r->ops[k].name);
+        fputc(',', f);
+        json_num(f, "measured_s", r->ops[k].meas, 1);
+        json_num(f, "predicted_s", r->ops[k].pred, 1);
+        json_num(f, "rel_error", r->ops[k].rel, 0);
+        fputc('}', f);
+    }
+    fputs("]}}\n", f);
+    return ep_outfile_commit(&o, err);
+}
+
+int sim_compare_main(int argc, char **argv) {
+    const char *run = NULL, *topo = NULL, *calib = NULL, *json = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char **slot = strcmp(argv[i], "--topo") == 0    ? &topo
+                            : strcmp(argv[i], "--calib") == 0 ? &calib
+                            : strcmp(argv[i], "--json") == 0  ? &json
+                                                              : NULL;
+        if (slot) {
+            if (i + 1 >= argc) {
+                char m[128];
+                snprintf(m, sizeof m, "%s needs a value", argv[i]);
+                return fail2(m);
+            }
+            *slot = argv[++i];
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            puts("usage: epsim compare RUN [--topo T] [--calib FILE] [--json OUT]\n"
+                 "  RUN is the path prefix of a measured run: RUN.args, RUN.trace.json and\n"
+                 "  optionally RUN.summary.json (docs/epsim.md, \"Compare\")");
+            return 0;
+        } else if (argv[i][0] == '-' || run) {
+            char m[300];
+            snprintf(m, sizeof m, "unexpected argument %.200s", argv[i]);
+            return fail2(m);
+        } else
+            run = argv[i];
+    }
+    if (!run) return fail2("usage: epsim compare RUN [--topo T] [--calib FILE] [--json OUT]");
+    char args[4200], mtrace[4200], msum[4200], err[EP_ERRLEN];
+    snprintf(args, sizeof args, "%s.args", run);
+    snprintf(mtrace, sizeof mtrace, "%s.trace.json", run);
+    snprintf(msum, sizeof msum, "%s.summary.json", run);
+    if (!file_readable(args)) {
+        snprintf(err, EP_ERRLEN, "cannot read %s", args);
+        return fail2(err);
+    }
+    cmp_trace meas, pred;
+    memset(&pred, 0, sizeof pred);
+    if (trace_load(&meas, mtrace, err) != 0) {
+        trace_free(&meas);
+        return fail2(err);
+    }
+    if (!topo) topo = meas.topology ? meas.topology : "h200x2";
+
+    const char *tmpdir = getenv("TMPDIR");
+    if (!tmpdir || !*tmpdir) tmpdir = "/tmp";
+    char ptrace[4200], psum[4200];
+    snprintf(ptrace, sizeof ptrace, "%s/epsim_compare_%d.trace.json", tmpdir, (int)getpid());
+    snprintf(psum, sizeof psum, "%s/epsim_compare_%d.summary.json", tmpdir, (int)getpid());
+    int rc = simulate(run, topo, calib, ptrace, psum);
+    if (rc != 0) {
+        trace_free(&meas);
+        remove(ptrace);
+        remove(psum);
+        return rc;
+    }
+    rc = trace_load(&pred, ptrace, err) != 0 ? 1 : 0;
+    double it_pred = summary_iteration(psum);
+    remove(ptrace);
+    remove(psum);
+    if (rc != 0) {
+        fprintf(stderr, "epsim compare: simulated trace: %s\n", err);
+        trace_free(&meas);
+        trace_free(&pred);
+        return 1;
+    }
+    cmp_result r;
+    memset(&r, 0, sizeof r);
+    r.run = run;
+    r.topo = topo;
+    r.it_pred = isfinite(it_pred) ? it_pred : pred.span_us * 1e-6;
+    r.it_meas = summary_iteration(msum);
+    r.it_source = "summary";
+    if (!isfinite(r.it_meas)) {
+        r.it_meas = meas.span_us * 1e-6;
+        r.it_source = "trace span";
+    }
+    if (match(&meas, &pred, &r, err) != 0) {
+        rc = fail2(err);
+    } else {
+        print_result(stdout, &r);
+        if (json && write_json(json, &r, err) != 0) rc = fail2(err);
+    }
+    free(r.ops);
+    trace_free(&meas);
+    trace_free(&pred);
+    return rc;
+}

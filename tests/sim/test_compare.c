@@ -1,0 +1,144 @@
+/* epsim compare: a simulated trace held against itself, renamed and malformed traces, and one
+ * committed measured run (docs/epsim.md, "Compare"). */
+#include <CUnit/CUnit.h>
+#include <math.h>
+
+#include "sim_test_util.h"
+
+/* Two small MoE layers on the two-GPU H200 platform: well under a second. */
+#define TINY_ARGS                                                                                  \
+    "--num-layers 2 --hidden-size 1024 --num-attention-heads 8 --kv-channels 64 "                  \
+    "--ffn-hidden-size 1024 --swiglu --num-experts 8 --moe-router-topk 2 "                         \
+    "--moe-ffn-hidden-size 256 --seq-length 1024 --micro-batch-size 1 --global-batch-size 4 "      \
+    "--padded-vocab-size 32000 --expert-model-parallel-size 2 --moe-token-dispatcher-type "        \
+    "alltoall\n"
+
+static int write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s) s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+/* Makes a "measured" run RUN.{args,trace.json,summary.json} by running epsim itself. */
+static int make_self_run(char *run, size_t len) {
+    tmp_path(run, len, "cmp_self");
+    char p[600], args[2048];
+    snprintf(p, sizeof p, "%s.args", run);
+    if (write_text(p, TINY_ARGS) != 0) return -1;
+    snprintf(args, sizeof args,
+             "--topo h200x2 @%s.args --trace %s.trace.json --summary-json %s.summary.json", run,
+             run, run);
+    return epsim_exec(args, NULL, NULL);
+}
+
+static long count_x_events(const char *trace) {
+    json_error_t je;
+    json_t *root = json_load_file(trace, 0, &je);
+    if (!root) return -1;
+    long n = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(root, "traceEvents"), i, e) {
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        n += ph && strcmp(ph, "X") == 0;
+    }
+    json_decref(root);
+    return n;
+}
+
+static int compare(const char *run, const char *js, const char *err) {
+    char args[2048];
+    snprintf(args, sizeof args, "compare %s --json %s", run, js);
+    return epsim_exec(args, NULL, err);
+}
+
+static void test_self_zero_error(void) {
+    char run[512], js[512], tr[600];
+    CU_ASSERT_EQUAL_FATAL(make_self_run(run, sizeof run), 0);
+    tmp_path(js, sizeof js, "cmp_self.json");
+    CU_ASSERT_EQUAL(compare(run, js, NULL), 0);
+    snprintf(tr, sizeof tr, "%s.trace.json", run);
+    long n = count_x_events(tr);
+    CU_ASSERT(n > 10);
+    CU_ASSERT_EQUAL(json_num(js, "ops.matched"), (double)n);
+    CU_ASSERT(fabs(json_num(js, "iteration.error_pct")) < 1e-6);
+    CU_ASSERT(json_num(js, "iteration.predicted_s") > 0);
+    CU_ASSERT(fabs(json_num(js, "ops.median_rel_error")) < 1e-9);
+    CU_ASSERT(fabs(json_num(js, "ops.p90_rel_error")) < 1e-9);
+    remove(js);
+}
+
+static void test_renamed_op(void) {
+    char run[512], tr[600], js[512], errf[512];
+    CU_ASSERT_EQUAL_FATAL(make_self_run(run, sizeof run), 0);
+    snprintf(tr, sizeof tr, "%s.trace.json", run);
+    char *s = read_text(tr);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    char *hit = strstr(s, "\"name\":\"mb1.c0.L1.router.fwd\"");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(hit);
+    memcpy(strstr(hit, "router"), "ROUTER", 6); /* one op on one rank */
+    CU_ASSERT_EQUAL(write_text(tr, s), 0);
+    free(s);
+    tmp_path(js, sizeof js, "cmp_ren.json");
+    tmp_path(errf, sizeof errf, "cmp_ren.err");
+    CU_ASSERT_EQUAL(compare(run, js, errf), 2);
+    CU_ASSERT(!file_exists(js));
+    char *e = read_text(errf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e, "mb1.c0.L1.ROUTER.fwd"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e, "2 unmatched"));
+    free(e);
+    remove(errf);
+}
+
+static void test_malformed_trace(void) {
+    char run[512], tr[600], js[512], errf[512];
+    CU_ASSERT_EQUAL_FATAL(make_self_run(run, sizeof run), 0);
+    snprintf(tr, sizeof tr, "%s.trace.json", run);
+    CU_ASSERT_EQUAL(write_text(tr, "{\"traceEvents\":[{\"ph\":\"X\",\"name\":"), 0);
+    tmp_path(js, sizeof js, "cmp_bad.json");
+    tmp_path(errf, sizeof errf, "cmp_bad.err");
+    CU_ASSERT_EQUAL(compare(run, js, errf), 2);
+    CU_ASSERT(!file_exists(js));
+    /* a missing run */
+    CU_ASSERT_EQUAL(compare("/nonexistent/run", js, NULL), 2);
+    remove(errf);
+}
+
+static void test_committed_run(void) {
+    char run[1024], js[512];
+    snprintf(run, sizeof run, "%s/traces/h200x2/runs/commbound_alltoall_none", EP_SOURCE_DIR);
+    tmp_path(js, sizeof js, "cmp_committed.json");
+    CU_ASSERT_EQUAL_FATAL(compare(run, js, NULL), 0);
+    CU_ASSERT(json_num(js, "iteration.measured_s") > 0);
+    CU_ASSERT(json_num(js, "iteration.predicted_s") > 0);
+    CU_ASSERT(isfinite(json_num(js, "iteration.error_pct")));
+    CU_ASSERT(isfinite(json_num(js, "ops.p90_rel_error")));
+    CU_ASSERT(json_num(js, "ops.matched") > 1000);
+    remove(js);
+}
+
+void ep_suite_compare(void) {
+    CU_pSuite s = CU_add_suite("epsim compare", NULL, NULL);
+    CU_add_test(s, "self trace: 0% error, all ops matched", test_self_zero_error);
+    CU_add_test(s, "renamed op: exit 2 naming it", test_renamed_op);
+    CU_add_test(s, "malformed trace, missing run: exit 2", test_malformed_trace);
+    CU_add_test(s, "committed measured run: finite error", test_committed_run);
+}
