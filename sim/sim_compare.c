@@ -11,6 +11,7 @@
 #include "ep_config.h"
 #include "ep_io.h"
 #include "sim_cli.h"
+#include "sim_platform.h"
 
 #define MAX_KINDS 64
 #define WORST     10
@@ -159,13 +160,52 @@ static double pct(double pred, double meas) {
     return meas > 0 ? 100 * (pred - meas) / meas : NAN;
 }
 
+/* The flags of RUN.args as words (# starts a comment). epref writes nested argument files relative
+ * to the repository root ("@configs/x.args"): one that is not readable from here is looked up as a
+ * bundled config. Returns the word count, or -1 with err. */
+#define MAX_WORDS 512
+static int read_words(const char *path, char *buf, size_t cap, char **w, char err[EP_ERRLEN]) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, EP_ERRLEN, "cannot read %s", path);
+        return -1;
+    }
+    size_t n = fread(buf, 1, cap - 1, f);
+    int big = !feof(f);
+    fclose(f);
+    if (big) {
+        snprintf(err, EP_ERRLEN, "%s: too long", path);
+        return -1;
+    }
+    buf[n] = 0;
+    int nw = 0;
+    for (char *line = buf, *next; line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        char *hash = strchr(line, '#');
+        if (hash) *hash = 0;
+        for (char *save = NULL, *t = strtok_r(line, " \t\r", &save); t;
+             t = strtok_r(NULL, " \t\r", &save)) {
+            if (nw == MAX_WORDS) {
+                snprintf(err, EP_ERRLEN, "%s: more than %d words", path, MAX_WORDS);
+                return -1;
+            }
+            w[nw++] = t;
+        }
+    }
+    return nw;
+}
+
 /* Runs the simulation in this process (SimGrid allows one per process), its summary on stdout
  * silenced. */
 static int simulate(const char *run, const char *topo, const char *calib, const char *trace,
                     const char *summary) {
-    char argfile[4200];
-    snprintf(argfile, sizeof argfile, "@%s.args", run);
-    char *av[12];
+    static char buf[65536], found[MAX_WORDS][4200];
+    char *words[MAX_WORDS], path[4200], err[EP_ERRLEN];
+    snprintf(path, sizeof path, "%s.args", run);
+    int nw = read_words(path, buf, sizeof buf, words, err);
+    if (nw < 0) return fail2(err);
+    char *av[MAX_WORDS + 16];
     int ac = 0;
     av[ac++] = "epsim";
     av[ac++] = "--topo";
@@ -178,7 +218,16 @@ static int simulate(const char *run, const char *topo, const char *calib, const 
     av[ac++] = (char *)trace;
     av[ac++] = "--summary-json";
     av[ac++] = (char *)summary;
-    av[ac++] = argfile;
+    av[ac++] = "--no-preset"; /* the run's flags are complete */
+    for (int i = 0; i < nw; i++) {
+        const char *name = words[i] + 1;
+        if (words[i][0] == '@' && access(name, R_OK) != 0 && strncmp(name, "configs/", 8) == 0 &&
+            sim_find_data("configs", name + 8, ".args", found[i] + 1, sizeof found[i] - 1) == 0) {
+            found[i][0] = '@';
+            av[ac++] = found[i];
+        } else
+            av[ac++] = words[i];
+    }
     av[ac] = NULL;
     fflush(stdout);
     int saved = dup(STDOUT_FILENO);
