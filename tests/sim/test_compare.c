@@ -48,6 +48,15 @@ static int make_self_run(char *run, size_t len) {
     return epsim_exec(args, NULL, NULL);
 }
 
+static void remove_run(const char *run) {
+    static const char *sfx[] = {".args", ".trace.json", ".summary.json"};
+    char p[600];
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s%s", run, sfx[i]);
+        remove(p);
+    }
+}
+
 static long count_x_events(const char *trace) {
     json_error_t je;
     json_t *root = json_load_file(trace, 0, &je);
@@ -83,6 +92,7 @@ static void test_self_zero_error(void) {
     CU_ASSERT(fabs(json_num(js, "ops.median_rel_error")) < 1e-9);
     CU_ASSERT(fabs(json_num(js, "ops.p90_rel_error")) < 1e-9);
     remove(js);
+    remove_run(run);
 }
 
 static void test_renamed_op(void) {
@@ -106,6 +116,7 @@ static void test_renamed_op(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(e, "2 unmatched"));
     free(e);
     remove(errf);
+    remove_run(run);
 }
 
 static void test_malformed_trace(void) {
@@ -120,6 +131,7 @@ static void test_malformed_trace(void) {
     /* a missing run */
     CU_ASSERT_EQUAL(compare("/nonexistent/run", js, NULL), 2);
     remove(errf);
+    remove_run(run);
 }
 
 /* A committed run: finite numbers. dsv3_pp2_vpp2.args names "@configs/deepseek-v3-proxy16.args"
