@@ -28,6 +28,7 @@ typedef struct {
     size_t n;
     double span_us;
     const char *topology; /* otherData.topology, or NULL */
+    int num_gpus;         /* otherData.num_gpus (epref), or 0 */
 } cmp_trace;
 
 typedef struct {
@@ -76,6 +77,9 @@ static int trace_load(cmp_trace *t, const char *path, char err[EP_ERRLEN]) {
     json_t *other = json_object_get(t->root, "otherData");
     json_t *topo = other ? json_object_get(other, "topology") : NULL;
     if (json_is_string(topo)) t->topology = json_string_value(topo);
+    json_t *ngpu = other ? json_object_get(other, "num_gpus") : NULL;
+    if (json_is_integer(ngpu) && json_integer_value(ngpu) > 0 && json_integer_value(ngpu) < 1 << 20)
+        t->num_gpus = (int)json_integer_value(ngpu);
     size_t cap = json_array_size(evs);
     t->ev = calloc(cap ? cap : 1, sizeof *t->ev);
     if (!t->ev) {
@@ -198,8 +202,8 @@ static int read_words(const char *path, char *buf, size_t cap, char **w, char er
 
 /* Runs the simulation in this process (SimGrid allows one per process), its summary on stdout
  * silenced. */
-static int simulate(const char *run, const char *topo, const char *calib, const char *trace,
-                    const char *summary) {
+static int simulate(const char *run, const char *topo, const char *calib, int world,
+                    const char *trace, const char *summary) {
     static char buf[65536], found[MAX_WORDS][4200];
     char *words[MAX_WORDS], path[4200], err[EP_ERRLEN];
     snprintf(path, sizeof path, "%s.args", run);
@@ -219,6 +223,12 @@ static int simulate(const char *run, const char *topo, const char *calib, const 
     av[ac++] = "--summary-json";
     av[ac++] = (char *)summary;
     av[ac++] = "--no-preset"; /* the run's flags are complete */
+    char wbuf[32];
+    if (world > 0) { /* the measured world, not the topology's size; a flag in RUN.args wins */
+        snprintf(wbuf, sizeof wbuf, "%d", world);
+        av[ac++] = "--world-size";
+        av[ac++] = wbuf;
+    }
     for (int i = 0; i < nw; i++) {
         const char *name = words[i] + 1;
         if (words[i][0] == '@' && access(name, R_OK) != 0 && strncmp(name, "configs/", 8) == 0 &&
@@ -445,7 +455,7 @@ int sim_compare_main(int argc, char **argv) {
     char ptrace[4200], psum[4200];
     snprintf(ptrace, sizeof ptrace, "%s/epsim_compare_%d.trace.json", tmpdir, (int)getpid());
     snprintf(psum, sizeof psum, "%s/epsim_compare_%d.summary.json", tmpdir, (int)getpid());
-    int rc = simulate(run, topo, calib, ptrace, psum);
+    int rc = simulate(run, topo, calib, meas.num_gpus, ptrace, psum);
     if (rc != 0) {
         trace_free(&meas);
         remove(ptrace);
