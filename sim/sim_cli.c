@@ -26,6 +26,8 @@ static void usage(FILE *f) {
     fputs("usage: epsim [--topo T] [options] [Megatron flags] [@argfile ...]\n"
           "       epsim sweep --grid \"flag=v1,v2;flag2=a,b\" [--jobs N] [--shard i/n] --out CSV"
           " [flags]\n"
+          "       epsim compare RUN [--topo T] [--calib FILE] [--json OUT]   (RUN.args + RUN.trace.json"
+          " of a measured run)\n"
           "epsim options:\n"
           "  --topo T            platform file, or a bundled name: h200x2 dgx8 dgx16 dgx64 dgx256\n"
           "                      dgx1024 nvl72 (default dgx16)\n"
