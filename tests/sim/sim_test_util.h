@@ -83,6 +83,20 @@ static inline int hand_group(hand_sched *h, int n, const int *ranks) {
     return g;
 }
 
+/* A token all-to-all between the two members of `group` on one node: `bytes` each way.
+ * Returns the traffic index. */
+static inline int hand_traffic_pair(hand_sched *h, int group, int64_t bytes) {
+    int i = h->s.ntraffic++;
+    ep_traffic *t = &h->traffic[i];
+    t->group = group;
+    t->n = 2;
+    t->nnodes = 1;
+    t->node_of = h->tnode_of[i];
+    t->bytes = h->tbytes[i];
+    t->bytes[1] = t->bytes[2] = bytes;
+    return i;
+}
+
 typedef struct {
     int rc;
     char err[256];

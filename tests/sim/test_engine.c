@@ -15,13 +15,7 @@ static void test_a2a_h200x2(void) {
     int ranks[2] = {0, 1};
     int g = hand_group(&h, 2, ranks);
     const int64_t B = 256ll << 20;
-    ep_traffic *t = &h.traffic[h.s.ntraffic++];
-    t->group = g;
-    t->n = 2;
-    t->nnodes = 1;
-    t->node_of = h.tnode_of[0];
-    t->bytes = h.tbytes[0];
-    t->bytes[1] = t->bytes[2] = B;
+    hand_traffic_pair(&h, g, B);
     for (int r = 0; r < 2; r++) {
         ep_op op = hand_op(EP_OP_A2A_DISPATCH, EP_STREAM_COMM);
         op.group = g;
@@ -81,13 +75,7 @@ static void test_two_microbatch_overlap(void) {
     int ranks[2] = {0, 1};
     int g = hand_group(&h, 2, ranks);
     const int64_t B = 64ll << 20;
-    ep_traffic *t = &h.traffic[h.s.ntraffic++];
-    t->group = g;
-    t->n = 2;
-    t->nnodes = 1;
-    t->node_of = h.tnode_of[0];
-    t->bytes = h.tbytes[0];
-    t->bytes[1] = t->bytes[2] = B;
+    hand_traffic_pair(&h, g, B);
     ep_op gemm = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
     gemm.m = gemm.n = gemm.k = 4096;
     gemm.flops = 2.0 * 4096 * 4096 * 4096;
@@ -201,13 +189,7 @@ static void test_shared_link_with_compute(void) {
     int ranks[2] = {0, 1};
     int g0 = hand_group(&h, 2, ranks), g1 = hand_group(&h, 2, ranks);
     const int64_t S = 1000000000;
-    ep_traffic *t = &h.traffic[h.s.ntraffic++];
-    t->group = g0;
-    t->n = 2;
-    t->nnodes = 1;
-    t->node_of = h.tnode_of[0];
-    t->bytes = h.tbytes[0];
-    t->bytes[1] = t->bytes[2] = S;
+    hand_traffic_pair(&h, g0, S);
     ep_op gemm = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
     gemm.flops = 2.0 * 4096 * 4096 * 4096;
     gemm.bytes = 3.0 * 4096 * 4096 * 2;
