@@ -295,3 +295,33 @@ int bench_main(ref_ctx *ctx, int argc, char **argv) {
     if (rc == 0 && b.json_path && ctx->w.rank == 0) rc = write_json(&b) ? 1 : 0;
     return rc;
 }
+
+typedef struct {
+    ep_nvl *nvl;
+    const void *src;
+    const size_t *peer_bytes;
+    int me, ep;
+} push_ctx;
+
+static void op_peer_copy(void *a, cudaStream_t st) {
+    push_ctx *c = a;
+    for (int p = 0; p < c->ep; p++)
+        if (p != c->me && c->peer_bytes[p])
+            CUDA_CHECK(ep_nvl_peer_copy(c->nvl, c->src, c->peer_bytes[p], p, st));
+}
+
+static void op_store_ceiling(void *a, cudaStream_t st) {
+    push_ctx *c = a;
+    for (int p = 0; p < c->ep; p++)
+        if (p != c->me && c->peer_bytes[p])
+            CUDA_CHECK(ep_nvl_store_ceiling(c->nvl, c->src, c->peer_bytes[p], p, st));
+}
+
+void bench_add_push_baselines(bench *b, ep_nvl *nvl, const void *src, const size_t *peer_bytes,
+                              int me, int ep, int tokens, double link_bytes, double logical_bytes) {
+    push_ctx c = {nvl, src, peer_bytes, me, ep};
+    bench_add(b, "peer_copy", tokens, 0, bench_time(b, op_peer_copy, &c), link_bytes, logical_bytes,
+              0);
+    bench_add(b, "store_ceiling", tokens, b->num_sms, bench_time(b, op_store_ceiling, &c),
+              link_bytes, logical_bytes, 0);
+}

@@ -43,6 +43,11 @@ double bench_time(bench *b, bench_op op, void *arg);
 /* Records a row (rank 0 prints it at once). */
 void bench_add(bench *b, const char *backend, int tokens, int num_sms, double time_us,
                double link_bytes, double logical_bytes, double flops);
+/* The two baselines every bandwidth benchmark records beside its backends, moving the same
+ * per-peer bytes from src: the copy engine ("peer_copy", 0 SMs) and a plain store kernel on the
+ * benchmark's SMs ("store_ceiling"). */
+void bench_add_push_baselines(bench *b, ep_nvl *nvl, const void *src, const size_t *peer_bytes,
+                              int me, int ep, int tokens, double link_bytes, double logical_bytes);
 /* Mean over ranks of a per-rank value. */
 double bench_mean(bench *b, double v);
 /* This rank's routing for `tokens` tokens per rank: topk ids and probabilities on the device

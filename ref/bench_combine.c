@@ -47,18 +47,6 @@ static void op_nccl_full(void *a, cudaStream_t st) {
     cctx *c = a;
     ref_disp_combine(c->a2a, c->expout, c->out, 1, st);
 }
-static void op_peer_copy(void *a, cudaStream_t st) {
-    cctx *c = a;
-    for (int p = 0; p < c->ep; p++)
-        if (p != c->me && c->peer_bytes[p])
-            CUDA_CHECK(ep_nvl_peer_copy(&c->nvl->nvl, c->src, c->peer_bytes[p], p, st));
-}
-static void op_store(void *a, cudaStream_t st) {
-    cctx *c = a;
-    for (int p = 0; p < c->ep; p++)
-        if (p != c->me && c->peer_bytes[p])
-            CUDA_CHECK(ep_nvl_store_ceiling(&c->nvl->nvl, c->src, c->peer_bytes[p], p, st));
-}
 
 int bench_combine(bench *b) {
     int maxt = 0;
@@ -125,8 +113,7 @@ int bench_combine(bench *b) {
         bench_add(b, "nccl", T, -1, bench_time(b, op_nccl, &c), link, logical, 0);
         bench_add(b, "nccl_self", T, -1, bench_time(b, op_nccl_self, &c), link, logical, 0);
         bench_add(b, "nccl_full", T, -1, bench_time(b, op_nccl_full, &c), link, logical, 0);
-        bench_add(b, "peer_copy", T, 0, bench_time(b, op_peer_copy, &c), link, logical, 0);
-        bench_add(b, "store_ceiling", T, S, bench_time(b, op_store, &c), link, logical, 0);
+        bench_add_push_baselines(b, &nvl.nvl, c.src, c.peer_bytes, c.me, c.ep, T, link, logical);
         ref_disp_check(&nvl, st);
     }
     cudaFree(c.expout);

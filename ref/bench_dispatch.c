@@ -43,18 +43,6 @@ static void op_nccl_permute(void *a, cudaStream_t st) {
     dctx *c = a;
     ref_disp_dispatch(c->a2a, c->x, c->perm, 0, st);
 }
-static void op_peer_copy(void *a, cudaStream_t st) {
-    dctx *c = a;
-    for (int p = 0; p < c->ep; p++)
-        if (p != c->me && c->peer_bytes[p])
-            CUDA_CHECK(ep_nvl_peer_copy(&c->nvl->nvl, c->x, c->peer_bytes[p], p, st));
-}
-static void op_store(void *a, cudaStream_t st) {
-    dctx *c = a;
-    for (int p = 0; p < c->ep; p++)
-        if (p != c->me && c->peer_bytes[p])
-            CUDA_CHECK(ep_nvl_store_ceiling(&c->nvl->nvl, c->x, c->peer_bytes[p], p, st));
-}
 static void op_nvl_layout(void *a, cudaStream_t st) {
     dctx *c = a;
     ref_disp_route(c->nvl, c->d_topk, c->d_prob, c->tokens, st);
@@ -139,8 +127,7 @@ int bench_dispatch(bench *b) {
         bench_add(b, "nccl", T, -1, bench_time(b, op_nccl, &c), link, logical, 0);
         bench_add(b, "nccl_self", T, -1, bench_time(b, op_nccl_self, &c), link, logical, 0);
         bench_add(b, "nccl_permute", T, -1, bench_time(b, op_nccl_permute, &c), link, logical, 0);
-        bench_add(b, "peer_copy", T, 0, bench_time(b, op_peer_copy, &c), link, logical, 0);
-        bench_add(b, "store_ceiling", T, S, bench_time(b, op_store, &c), link, logical, 0);
+        bench_add_push_baselines(b, &nvl.nvl, c.x, c.peer_bytes, c.me, c.ep, T, link, logical);
         bench_add(b, "nvl_layout", T, -1, bench_time(b, op_nvl_layout, &c), 0, 0, 0);
         bench_add(b, "nccl_layout", T, -1, bench_time(b, op_nccl_layout, &c), 0, 0, 0);
         ref_disp_check(&nvl, b->ctx->stream);
