@@ -194,16 +194,22 @@ static int parse_list(const char *s, int *out, int max) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: epref [--nproc N] bench dispatch|combine|gemm [bench flags] [model flags]\n"
-            "  --tokens LIST        tokens per rank (default 128,512,1024,2048,4096,8192,16384)\n"
-            "  --num-sms N          NVLink sender blocks, one per SM (default 16)\n"
-            "  --permute-blocks N   extra blocks of the fused dispatch permute (default 8)\n"
-            "  --reduce-blocks N    extra blocks of the fused combine sum (default 8)\n"
-            "  --iters N            timed iterations (default 50), --warmup N (default 10)\n"
-            "  --json PATH          write the results as a JSON array\n"
-            "  model flags: Megatron names, e.g. --hidden-size 7168 --num-experts 256\n"
-            "  --moe-router-topk 8 --moe-ffn-hidden-size 2048 (see epsim --help)\n");
+    fprintf(
+        f,
+        "usage: epref [--nproc N] bench dispatch|combine|gemm|calib [bench flags] [model flags]\n"
+        "  --tokens LIST        tokens per rank (default 128,512,1024,2048,4096,8192,16384)\n"
+        "  --num-sms N          NVLink sender blocks, one per SM (default 16)\n"
+        "  --permute-blocks N   extra blocks of the fused dispatch permute (default 8)\n"
+        "  --reduce-blocks N    extra blocks of the fused combine sum (default 8)\n"
+        "  --iters N            timed iterations (default 50), --warmup N (default 10)\n"
+        "  --json PATH          write the results as a JSON array\n"
+        "  calib only (docs/calibration.md):\n"
+        "  --out DIR            directory of compute/comm/host/interference.json (required)\n"
+        "  --models FILE        lines 'name flags...': also time every distinct compute op\n"
+        "                       of any rank of each model's schedule\n"
+        "  --parts LIST         of host,compute,comm,interference (default all)\n"
+        "  model flags: Megatron names, e.g. --hidden-size 7168 --num-experts 256\n"
+        "  --moe-router-topk 8 --moe-ffn-hidden-size 2048 (see epsim --help)\n");
 }
 
 int bench_main(ref_ctx *ctx, int argc, char **argv) {
@@ -228,6 +234,7 @@ int bench_main(ref_ctx *ctx, int argc, char **argv) {
     memset(&pos, 0, sizeof pos);
     memset(&rest, 0, sizeof rest);
     char err[EP_ERRLEN];
+    const char *out_dir = NULL, *models = NULL, *parts = "host,compute,comm,interference";
     if (ep_config_parse(&b.cfg, argc, argv, &pos, &rest, err)) {
         fprintf(stderr, "epref: %s\n", err);
         return 2;
@@ -253,6 +260,12 @@ int bench_main(ref_ctx *ctx, int argc, char **argv) {
             }
         } else if (!strcmp(f, "--json")) {
             b.json_path = v;
+        } else if (!strcmp(f, "--out")) {
+            out_dir = v;
+        } else if (!strcmp(f, "--models")) {
+            models = v;
+        } else if (!strcmp(f, "--parts")) {
+            parts = v;
         } else if (dst) {
             *dst = atoi(v);
             if (*dst < 0 || (dst == &b.iters && *dst < 1) || (dst == &b.num_sms && *dst < 1)) {
@@ -268,6 +281,13 @@ int bench_main(ref_ctx *ctx, int argc, char **argv) {
     if (pos.count != 0) { /* argv[0] is the benchmark's name */
         fprintf(stderr, "epref: unexpected argument '%s'\n", pos.items[0]);
         return 2;
+    }
+    if (!strcmp(b.name, "calib")) { /* its models come from --models, not the flags */
+        if (!out_dir) {
+            fprintf(stderr, "epref: bench calib needs --out DIR\n");
+            return 2;
+        }
+        return bench_calib(&b, out_dir, models, parts);
     }
     if (b.cfg.world_size == 0) b.cfg.world_size = ctx->w.size;
     if (b.cfg.expert_model_parallel_size != ctx->w.size) {
@@ -289,7 +309,7 @@ int bench_main(ref_ctx *ctx, int argc, char **argv) {
     else if (!strcmp(b.name, "gemm"))
         rc = bench_gemm(&b);
     else {
-        fprintf(stderr, "epref: unknown benchmark '%s' (dispatch, combine, gemm)\n", b.name);
+        fprintf(stderr, "epref: unknown benchmark '%s' (dispatch, combine, gemm, calib)\n", b.name);
         return 2;
     }
     if (rc == 0 && b.json_path && ctx->w.rank == 0) rc = write_json(&b) ? 1 : 0;

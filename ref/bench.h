@@ -63,6 +63,9 @@ void bench_setup(bench *b, int tokens, ref_disp *nvl, ref_disp *a2a, int32_t *d_
 int bench_dispatch(bench *b);
 int bench_combine(bench *b);
 int bench_gemm(bench *b);
+/* The raw calibration files (docs/calibration.md) into out_dir; models: NULL or a file of lines
+ * "name flags..."; parts: a list naming host, compute, comm, interference. */
+int bench_calib(bench *b, const char *out_dir, const char *models, const char *parts);
 
 /* Entry of `epref bench ...`: argv after "bench". Returns the exit status. */
 int bench_main(ref_ctx *ctx, int argc, char **argv);

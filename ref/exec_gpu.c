@@ -38,6 +38,7 @@ struct exec_gpu {
     ref_ctx *ctx;
     const ep_sched *s;
     int rank, nops;
+    int compute_only; /* no communicators and no communication buffers */
     const ep_op *ops;
     const int *deps;
     cudaStream_t st[EP_NUM_STREAMS];
@@ -249,6 +250,7 @@ static void make_buffers(exec_gpu *g) {
             break;
         default:
             if (ep_op_is_comm(op)) {
+                if (g->compute_only) break;
                 comm_need(g, op, &x, &y);
                 snd[op->stream] = max_sz(snd[op->stream], x);
                 rcv[op->stream] = max_sz(rcv[op->stream], y);
@@ -301,11 +303,16 @@ static void make_buffers(exec_gpu *g) {
 exec_gpu *exec_gpu_create(ref_ctx *ctx, const ep_sched *s) {
     if (s->world != ctx->w.size)
         REF_DIE("the schedule has %d ranks but %d were launched", s->world, ctx->w.size);
+    return exec_gpu_create_rank(ctx, s, ctx->w.rank, 1);
+}
+
+exec_gpu *exec_gpu_create_rank(ref_ctx *ctx, const ep_sched *s, int rank, int with_comms) {
+    if (rank < 0 || rank >= s->world) REF_DIE("rank %d is not in the schedule", rank);
     exec_gpu *g = calloc(1, sizeof *g);
     if (!g) REF_DIE("out of memory");
     g->ctx = ctx;
     g->s = s;
-    g->rank = ctx->w.rank;
+    g->rank = rank;
     g->nops = s->ranks[g->rank].nops;
     g->ops = s->ranks[g->rank].ops;
     g->deps = s->ranks[g->rank].deps;
@@ -323,7 +330,16 @@ exec_gpu *exec_gpu_create(ref_ctx *ctx, const ep_sched *s) {
     CUDA_CHECK(cudaEventCreate(&g->base));
     CUBLAS_CHECK(cublasCreate(&g->blas));
     CUBLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH));
-    make_comms(g);
+    if (with_comms) {
+        make_comms(g);
+    } else { /* compute only: no communicator, no group position */
+        g->compute_only = 1;
+        g->comm = calloc((size_t)s->ngroups * EP_NUM_STREAMS + 1, sizeof *g->comm);
+        g->pos = malloc(sizeof *g->pos * (size_t)(s->ngroups + 1));
+        if (!g->comm || !g->pos) REF_DIE("out of memory");
+        for (int gi = 0; gi < s->ngroups; gi++)
+            g->pos[gi] = -1;
+    }
     make_buffers(g);
     g->gemm = ep_gemm_create(EP_GEMM_LOOP, g->maxbatch);
     if (!g->gemm) REF_DIE("cannot create the GEMM context");
@@ -422,6 +438,7 @@ static void run_attention(exec_gpu *g, const ep_op *op, cudaStream_t st) {
 }
 
 static ncclComm_t comm_of(exec_gpu *g, const ep_op *op) {
+    if (g->compute_only) REF_DIE("communication op launched by a compute-only executor");
     ncclComm_t c = g->comm[op->group * EP_NUM_STREAMS + op->stream];
     if (!c)
         REF_DIE("no communicator for group %d on stream %s", op->group, ep_stream_name(op->stream));
@@ -517,6 +534,17 @@ static void launch(exec_gpu *g, const ep_op *op, cudaStream_t st) {
         else /* norm, elementwise, router, permute, unpermute, loss, optimizer, scan */
             CUDA_CHECK(exec_mem_rw(g->msrc, g->mdst, g->mbuf, op->bytes, st));
     }
+}
+
+void exec_gpu_attention_dims(const exec_gpu *g, int *seq, int *dqk, int *dv) {
+    *seq = g->attn_seq;
+    *dqk = g->attn_qk;
+    *dv = g->attn_v;
+}
+
+void exec_gpu_launch(exec_gpu *g, int i, cudaStream_t st) {
+    if (i < 0 || i >= g->nops) REF_DIE("op %d out of range", i);
+    launch(g, &g->ops[i], st);
 }
 
 void exec_gpu_iteration(exec_gpu *g, exec_span *t) {

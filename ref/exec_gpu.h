@@ -20,7 +20,16 @@ typedef struct exec_gpu exec_gpu;
 /* Streams, events, communicators and buffers for rank ctx->w.rank of s (s->world must equal the
  * launched world). Stops the rank on failure. */
 exec_gpu *exec_gpu_create(ref_ctx *ctx, const ep_sched *s);
+/* Executor of rank `rank`'s ops of s (any rank of the schedule, any launched world). Without
+ * with_comms no communicator is made and only compute ops may be launched: `epref bench calib`
+ * times ops alone this way. */
+exec_gpu *exec_gpu_create_rank(ref_ctx *ctx, const ep_sched *s, int rank, int with_comms);
 void exec_gpu_destroy(exec_gpu *g);
+
+/* Launches op i of the rank's list on st: only its work, no events and no dependencies. */
+void exec_gpu_launch(exec_gpu *g, int i, cudaStream_t st);
+/* The attention geometry the executor runs (sequence length, QK and V head dimensions). */
+void exec_gpu_attention_dims(const exec_gpu *g, int *seq, int *dqk, int *dv);
 
 /* Runs one iteration: aligns to the other ranks (an all-reduce over the world, then the base
  * event), launches every op in launch order, waits for the GPU, and writes each op's interval

@@ -1,5 +1,5 @@
 /* epref: runs the MoE layer's kernels on real GPUs, one process per GPU (docs/epref.md).
- *   epref [--nproc N] bench dispatch|combine|gemm [flags]
+ *   epref [--nproc N] bench dispatch|combine|gemm|calib [flags]
  *   epref [--nproc N] run [model flags] [--trace P] [--summary-json P]   (docs/epref-run.md)
  * --nproc N forks N local ranks; otherwise ranks come from torchrun/Slurm/mpirun variables. */
 #include <stdio.h>
@@ -13,7 +13,7 @@
 #include "ref_comm.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: epref [--nproc N] bench dispatch|combine|gemm [flags]\n"
+    fprintf(f, "usage: epref [--nproc N] bench dispatch|combine|gemm|calib [flags]\n"
                "       epref [--nproc N] run [model flags] [--trace P] [--summary-json P]\n"
                "       epref --version\n"
                "  --nproc N   start N local ranks (one per GPU); without it, ranks come from\n"

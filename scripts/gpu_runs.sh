@@ -37,6 +37,14 @@ CB='--num-layers 4 --hidden-size 4096 --num-attention-heads 4 --kv-channels 64
  --expert-model-parallel-size 2'
 HYB='@configs/hybrid-mamba-moe.args --num-layers 4 --hybrid-override-pattern M[ME]M[*E]
  --seq-length 4096 --micro-batch-size 1 --global-batch-size 8 --expert-model-parallel-size 2'
+# overlap demonstration (issue 5): DeepSeek-V3 width (hidden 7168) with everything but the token
+# all-to-alls made small - 16 experts top-2 of FFN 64, one attention head of 64, vocabulary 1024,
+# no shared expert, no MTP - so dispatch/combine are a large share of the step and the combined
+# 1F1B schedule has communication to hide (epsim predicted 1.27x on h200x2 before the run)
+OVD='--num-layers 4 --moe-layer-freq 1 --hidden-size 7168 --num-attention-heads 1 --kv-channels 64
+ --ffn-hidden-size 1024 --swiglu --num-experts 16 --moe-router-topk 2 --moe-ffn-hidden-size 64
+ --moe-shared-expert-intermediate-size 0 --mtp-num-layers 0 --seq-length 4096 --micro-batch-size 1
+ --global-batch-size 16 --padded-vocab-size 1024 --expert-model-parallel-size 2'
 PP='@configs/deepseek-v3-proxy16.args --num-layers 4 --moe-layer-freq ([0]*1+[1]*3)
  --mtp-num-layers 0 --seq-length 2048 --micro-batch-size 1 --global-batch-size 4
  --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2
@@ -64,6 +72,13 @@ RUNS=(
   "commbound_alltoall_epov|$CB $A2A $OV"
   "commbound_hybridep_fused_none|$CB $HEPF"
   "commbound_hybridep_fused_epov_dw|$CB $HEPF $DW"
+  "ovdemo_alltoall_none|$OVD $A2A"
+  "ovdemo_alltoall_epov|$OVD $A2A $OV"
+  "ovdemo_alltoall_epov_dw|$OVD $A2A $DW"
+  "ovdemo_k4_alltoall_none|$OVD $A2A --moe-router-topk 4"
+  "ovdemo_k4_alltoall_epov_dw|$OVD $A2A --moe-router-topk 4 $DW"
+  "ovdemo_hybridep_fused_none|$OVD $HEPF"
+  "ovdemo_hybridep_fused_epov_dw|$OVD $HEPF $DW"
 )
 
 if [ "$LIST" = "--list" ]; then

@@ -1,0 +1,351 @@
+/* bench_calib: compute and NCCL records, the driver and the files (bench_calib.h). Ops are timed
+ * through exec_gpu_launch on one-rank synthetic schedules (compute) or one-group schedules
+ * (NCCL), so a record measures exactly what `epref run` launches for an op of that kind. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_calib.h"
+#include "ep_cost.h"
+#include "ep_io.h"
+#include "ep_sched.h"
+#include "exec_gpu.h"
+#include "ref_check.h"
+
+#define MAX_OPS 4096
+
+void calib_add(calib_list *l, const char *fmt, ...) {
+    char rec[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(rec, sizeof rec, fmt, ap);
+    va_end(ap);
+    if (n < 0 || n >= (int)sizeof rec) REF_DIE("calibration record too long");
+    if (l->len + (size_t)n + 3 > l->cap) {
+        l->cap = (l->cap ? 2 * l->cap : 65536) + (size_t)n;
+        l->text = realloc(l->text, l->cap);
+        if (!l->text) REF_DIE("out of memory");
+    }
+    l->len += (size_t)sprintf(l->text + l->len, ",\n%s", rec);
+    l->n++;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double calib_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- synthetic schedules ----------------------------------------------------------------- */
+
+void calib_synth_init(calib_synth *y, const ep_config *cfg, int world) {
+    memset(y, 0, sizeof *y);
+    y->s.cfg = *cfg;
+    y->s.world = world;
+    y->s.ranks = y->rk;
+    y->s.groups = y->grp;
+    for (int r = 0; r < world; r++)
+        y->members[r] = r;
+    y->grp[0] = (ep_group){EP_GROUP_EP, world, y->members};
+    y->pair[0] = 0, y->pair[1] = 1;
+    y->grp[1] = (ep_group){EP_GROUP_P2P, 2, y->pair};
+    y->s.ngroups = world >= 2 ? 2 : 0;
+}
+
+ep_op *calib_synth_op(ep_op *ops, int *n, int cap, ep_op_kind kind, ep_phase phase) {
+    if (*n == cap) REF_DIE("too many calibration ops");
+    ep_op *op = &ops[(*n)++];
+    memset(op, 0, sizeof *op);
+    op->kind = kind;
+    op->phase = phase;
+    op->stream = EP_STREAM_COMP;
+    op->label = "calib";
+    op->mb = op->chunk = op->layer = op->index = -1;
+    op->group = op->traffic = op->peer = -1;
+    op->batch = 1;
+    return op;
+}
+
+/* ---- compute ------------------------------------------------------------------------------ */
+
+typedef struct {
+    exec_gpu *g;
+    int i;
+} launch_arg;
+
+static void op_launch(void *a, cudaStream_t st) {
+    launch_arg *l = a;
+    exec_gpu_launch(l->g, l->i, st);
+}
+
+static int same_op(const ep_op *a, const ep_op *b) {
+    return a->kind == b->kind && a->phase == b->phase && a->m == b->m && a->n == b->n &&
+           a->k == b->k && a->batch == b->batch && a->flops == b->flops && a->bytes == b->bytes;
+}
+
+/* Times ops[0..n) of a one-rank schedule with cfg's attention geometry; one record each. */
+static void time_compute(bench *b, const ep_config *cfg, ep_op *ops, int n, const char *source,
+                         calib_list *out) {
+    calib_synth y;
+    calib_synth_init(&y, cfg, 1);
+    y.rk[0].ops = ops;
+    y.rk[0].nops = n;
+    exec_gpu *g = exec_gpu_create_rank(b->ctx, &y.s, 0, 0);
+    int seq, dqk, dv;
+    exec_gpu_attention_dims(g, &seq, &dqk, &dv);
+    for (int i = 0; i < n; i++) {
+        const ep_op *op = &ops[i];
+        launch_arg la = {g, i};
+        double us = bench_time(b, op_launch, &la);
+        int attn = op->kind == EP_OP_ATTENTION;
+        calib_add(out,
+                  "{\"kind\":\"%s\",\"phase\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,"
+                  "\"flops\":%.6g,\"bytes\":%.6g,\"seq\":%d,\"dqk\":%d,\"dv\":%d,"
+                  "\"time_us\":%.3f,\"source\":\"%s\"}",
+                  ep_op_kind_name(op->kind), ep_phase_name(op->phase), op->m, op->n, op->k,
+                  op->batch, op->flops, op->bytes, attn ? seq : 0, attn ? dqk : 0, attn ? dv : 0,
+                  us, source);
+        if (b->ctx->w.rank == 0 && (i % 50 == 0 || i == n - 1)) {
+            printf("  %-14s %4d/%d  last %s %.1f us\n", source, i + 1, n, ep_op_kind_name(op->kind),
+                   us);
+            fflush(stdout);
+        }
+    }
+    exec_gpu_destroy(g);
+}
+
+/* Forward GEMM shape and its backward ops exactly as core/sched_layer.c derives them. */
+static void add_gemm3(ep_op *ops, int *n, ep_op_kind kind, int m, int nn, int k, int batch) {
+    double flops = ep_cost_gemm_flops(m, nn, k), bytes = ep_cost_gemm_bytes(m, nn, k);
+    if (kind == EP_OP_GROUPED_GEMM) bytes += (batch - 1) * (double)k * nn * EP_BF16;
+    ep_op *f = calib_synth_op(ops, n, MAX_OPS, kind, EP_PHASE_FWD);
+    f->m = m, f->n = nn, f->k = k, f->batch = batch, f->flops = flops, f->bytes = bytes;
+    ep_op *d = calib_synth_op(ops, n, MAX_OPS, kind, EP_PHASE_BWD);
+    *d = *f, d->phase = EP_PHASE_BWD, d->n = k, d->k = nn;
+    ep_op *w = calib_synth_op(ops, n, MAX_OPS, kind, EP_PHASE_BWD_DW);
+    *w = *f, w->phase = EP_PHASE_BWD_DW, w->m = k, w->n = nn, w->k = m;
+}
+
+static void grid_compute(bench *b, calib_list *out) {
+    static ep_op ops[MAX_OPS];
+    int n = 0;
+    ep_config cfg;
+    ep_config_defaults(&cfg);
+    /* dense GEMMs: hidden/FFN/projection widths of the bundled models, rows 128..16384 */
+    static const int nk[][2] = {{1024, 1024},  {2048, 2048},  {4096, 4096}, {7168, 7168},
+                                {2048, 7168},  {7168, 2048},  {4096, 7168}, {7168, 4096},
+                                {18432, 7168}, {7168, 18432}, {1536, 7168}, {24576, 1536}};
+    for (size_t s = 0; s < sizeof nk / sizeof nk[0]; s++)
+        for (int m = 128; m <= 16384; m *= 2)
+            add_gemm3(ops, &n, EP_OP_GEMM, m, nk[s][0], nk[s][1], 1);
+    /* grouped expert GEMMs (fwd up: n = 2F, k = H; fwd down: n = H, k = F), rows per expert
+     * 32..2048, 8..128 experts, at most 65536 rows */
+    static const int hf[][2] = {{7168, 2048}, {7168, 256}, {4096, 128}, {2048, 768}};
+    for (size_t s = 0; s < sizeof hf / sizeof hf[0]; s++)
+        for (int e = 8; e <= 128; e *= 2)
+            for (int r = 32; r <= 2048; r *= 4) {
+                if ((long)e * r > 65536) continue;
+                add_gemm3(ops, &n, EP_OP_GROUPED_GEMM, e * r, 2 * hf[s][1], hf[s][0], e);
+                add_gemm3(ops, &n, EP_OP_GROUPED_GEMM, e * r, hf[s][0], hf[s][1], e);
+            }
+    /* memory-bound kernel: one kernel moves `bytes` for every memory-bound kind */
+    for (double by = 1e4; by < 1.1e10; by *= 3.1623) {
+        ep_op *op = calib_synth_op(ops, &n, MAX_OPS, EP_OP_ELEMENTWISE, EP_PHASE_FWD);
+        op->bytes = (double)(long long)by;
+    }
+    time_compute(b, &cfg, ops, n, "grid", out);
+    /* attention: geometry from the config (MHA widths 64/128 and MLA 192/128) */
+    static const int dims[][2] = {{64, 64}, {128, 128}, {192, 128}};
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+        for (int seq = 1024; seq <= 8192; seq *= 2) {
+            ep_config_defaults(&cfg);
+            cfg.seq_length = seq;
+            cfg.num_attention_heads = 8;
+            cfg.hidden_size = 8 * dims[d][1];
+            if (dims[d][0] != dims[d][1]) {
+                cfg.multi_latent_attention = 1;
+                cfg.qk_head_dim = 128;
+                cfg.qk_pos_emb_head_dim = dims[d][0] - 128;
+                cfg.v_head_dim = dims[d][1];
+            } else {
+                cfg.kv_channels = dims[d][0];
+            }
+            n = 0;
+            for (int blocks = 4; blocks <= 32; blocks *= 8) {
+                double per = 2.0 * seq * (double)seq * (dims[d][0] + dims[d][1]);
+                calib_synth_op(ops, &n, MAX_OPS, EP_OP_ATTENTION, EP_PHASE_FWD)->flops =
+                    blocks * per;
+            }
+            time_compute(b, &cfg, ops, n, "grid", out);
+        }
+}
+
+/* Distinct compute ops of every rank of each model's schedule (lines "name flags..." of path). */
+static int model_compute(bench *b, const char *path, calib_list *out) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (b->ctx->w.rank == 0) fprintf(stderr, "epref: --models %s: cannot open\n", path);
+        return 2;
+    }
+    static ep_op ops[MAX_OPS];
+    char line[4096];
+    int lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *p = line + strspn(line, " \t");
+        if (*p == '#' || *p == '\n' || !*p) continue;
+        char name[64];
+        int used = 0;
+        if (sscanf(p, "%63s%n", name, &used) != 1) continue;
+        ep_config cfg;
+        ep_config_defaults(&cfg);
+        char err[EP_ERRLEN];
+        ep_sched s;
+        if (ep_config_parse_text(&cfg, p + used, err) || ep_config_validate(&cfg, err) ||
+            ep_sched_build(&cfg, &s, err)) {
+            if (b->ctx->w.rank == 0) fprintf(stderr, "epref: %s:%d: %s\n", path, lineno, err);
+            fclose(f);
+            return 2;
+        }
+        int n = 0;
+        for (int r = 0; r < s.world; r++)
+            for (int i = 0; i < s.ranks[r].nops; i++) {
+                const ep_op *op = &s.ranks[r].ops[i];
+                if (ep_op_is_comm(op) || op->kind == EP_OP_HOST_SYNC ||
+                    !(op->flops + op->bytes > 0))
+                    continue;
+                int dup = 0;
+                for (int j = 0; j < n && !dup; j++)
+                    dup = same_op(&ops[j], op);
+                if (dup) continue;
+                ep_op *c = calib_synth_op(ops, &n, MAX_OPS, op->kind, op->phase);
+                *c = *op;
+                c->stream = EP_STREAM_COMP, c->ndeps = 0, c->group = c->traffic = -1;
+            }
+        char source[80];
+        snprintf(source, sizeof source, "model:%s", name);
+        time_compute(b, &cfg, ops, n, source, out);
+        ep_sched_free(&s);
+    }
+    fclose(f);
+    return 0;
+}
+
+/* ---- NCCL --------------------------------------------------------------------------------- */
+
+static void time_comm(bench *b, calib_list *out) {
+    int W = b->ctx->w.size, me = b->ctx->w.rank;
+    static ep_op ops[MAX_OPS];
+    static const ep_op_kind kinds[] = {EP_OP_ALLTOALL, EP_OP_ALL_GATHER, EP_OP_REDUCE_SCATTER,
+                                       EP_OP_ALL_REDUCE, EP_OP_SEND};
+    int n = 0, seq[2] = {0, 0};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (double by = 4096; by <= (double)(1 << 30); by *= 4) {
+            int p2p = kinds[k] == EP_OP_SEND;
+            ep_op *op = calib_synth_op(ops, &n, MAX_OPS, kinds[k], EP_PHASE_FWD);
+            op->stream = EP_STREAM_COMM;
+            op->group = p2p ? 1 : 0;
+            op->seq = seq[p2p]++;
+            op->bytes = by;
+            if (p2p) op->peer = 1; /* rank 0 sends to rank 1; other ranks have nothing to do */
+        }
+    /* the schedule holds every rank's list: rank 0's (send), rank 1's (recv) and the rest */
+    static ep_op rank1[MAX_OPS], rest[MAX_OPS];
+    for (int i = 0; i < n; i++) {
+        rank1[i] = rest[i] = ops[i];
+        if (ops[i].kind == EP_OP_SEND) {
+            rank1[i].kind = EP_OP_RECV, rank1[i].peer = 0;
+            rest[i].kind = EP_OP_HOST_SYNC;
+        }
+    }
+    ep_config cfg;
+    ep_config_defaults(&cfg);
+    calib_synth y;
+    calib_synth_init(&y, &cfg, W);
+    for (int r = 0; r < W; r++) {
+        y.rk[r].ops = r == 0 ? ops : r == 1 ? rank1 : rest;
+        y.rk[r].nops = n;
+    }
+    exec_gpu *g = exec_gpu_create_rank(b->ctx, &y.s, me, 1);
+    for (int i = 0; i < n; i++) {
+        launch_arg la = {g, i};
+        double us = bench_time(b, op_launch, &la);
+        const char *name = ops[i].kind == EP_OP_SEND ? "send" : ep_op_kind_name(ops[i].kind);
+        calib_add(out,
+                  "{\"op\":\"%s\",\"ranks\":%d,\"link\":\"nvlink\",\"bytes\":%.0f,"
+                  "\"time_us\":%.3f}",
+                  name, ops[i].kind == EP_OP_SEND ? 2 : W, ops[i].bytes, us);
+        if (me == 0) {
+            printf("  %-16s %12.0f B %10.1f us\n", name, ops[i].bytes, us);
+            fflush(stdout);
+        }
+    }
+    exec_gpu_destroy(g);
+}
+
+/* ---- files -------------------------------------------------------------------------------- */
+
+static int write_list(bench *b, const char *dir, const char *file, const calib_list *l) {
+    char path[4096], err[EP_ERRLEN], meta[1024], date[32];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    ref_meta_members(b->ctx, meta, sizeof meta);
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    ep_outfile o;
+    if (ep_outfile_open(&o, path, err)) {
+        fprintf(stderr, "epref: %s\n", err);
+        return -1;
+    }
+    fprintf(o.f, "[\n{\"meta\":{\"benchmark\":\"calib\",\"file\":\"%s\",\"date\":\"%s\",", file,
+            date);
+    fprintf(o.f, "\"git_revision\":");
+    ep_json_string(o.f, ep_git_revision());
+    fprintf(o.f,
+            ",\"program\":\"epref\",\"version\":\"%s\",%s,\"ranks\":%d,\"iters\":%d,"
+            "\"warmup\":%d,\"time\":\"median over iterations of the slowest rank\","
+            "\"format\":\"docs/calibration.md\"}}",
+            ep_version(), meta, b->ctx->w.size, b->iters, b->warmup);
+    if (l->len) fwrite(l->text, 1, l->len, o.f);
+    fprintf(o.f, "\n]\n");
+    if (ep_outfile_commit(&o, err)) {
+        fprintf(stderr, "epref: %s\n", err);
+        return -1;
+    }
+    printf("wrote %s (%d records)\n", path, l->n);
+    return 0;
+}
+
+int bench_calib(bench *b, const char *out_dir, const char *models, const char *parts) {
+    int me = b->ctx->w.rank, W = b->ctx->w.size;
+    static ep_nvl bar; /* its barrier aligns the ranks before every timed iteration */
+    CUDA_CHECK(ep_nvl_create(&bar, W, me, 8, 1, W, 1, 1, 0, ref_allgather_cb, &b->ctx->w));
+    b->barrier = &bar;
+    calib_list lists[4];
+    memset(lists, 0, sizeof lists);
+    static const char *files[4] = {"compute.json", "comm.json", "host.json", "interference.json"};
+    int rc = 0;
+    if (me == 0) {
+        printf("# epref bench calib: %d ranks, iterations=%d warmup=%d, parts %s -> %s\n", W,
+               b->iters, b->warmup, parts, out_dir);
+        fflush(stdout);
+    }
+    if (strstr(parts, "host")) calib_host(b, &lists[2]);
+    if (strstr(parts, "compute")) {
+        grid_compute(b, &lists[0]);
+        if (models) rc = model_compute(b, models, &lists[0]);
+    }
+    if (!rc && W >= 2 && strstr(parts, "comm")) time_comm(b, &lists[1]);
+    if (!rc && W >= 2 && strstr(parts, "interference")) calib_interference(b, &lists[3]);
+    for (int i = 0; i < 4 && !rc; i++)
+        if (me == 0 && lists[i].n && write_list(b, out_dir, files[i], &lists[i])) rc = 1;
+    for (int i = 0; i < 4; i++)
+        free(lists[i].text);
+    ep_nvl_destroy(&bar);
+    return rc;
+}

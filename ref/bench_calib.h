@@ -1,0 +1,44 @@
+/* bench_calib: `epref bench calib`, the raw calibration files of docs/calibration.md.
+ *   compute.json      every compute op kind alone, through the executor's own launch (exec_gpu)
+ *   comm.json         NCCL operations over all launched ranks, the executor's calls
+ *   host.json         launch, NCCL launch, host sync and per-kernel GPU overhead
+ *   interference.json a GEMM beside an NCCL all-to-all or an NVLink store kernel, and back
+ * Records are JSON objects kept as text until rank 0 writes the files (one meta record first). */
+#ifndef BENCH_CALIB_H
+#define BENCH_CALIB_H
+
+#include <stddef.h>
+#include "bench.h"
+#include "ep_sched.h"
+
+typedef struct {
+    char *text; /* ",\n{...}" per record */
+    size_t len, cap;
+    int n;
+} calib_list;
+
+/* A schedule of `world` ranks made up for timing: rank r runs ranks[r] (compute: world 1 and
+ * exec_gpu_create_rank without communicators; NCCL: group 0 = all ranks, group 1 = the pair
+ * {0, 1} for send/recv). */
+typedef struct {
+    ep_sched s;
+    ep_rank_sched rk[EP_MAX_RANKS];
+    ep_group grp[2];
+    int members[EP_MAX_RANKS], pair[2];
+} calib_synth;
+
+void calib_synth_init(calib_synth *y, const ep_config *cfg, int world);
+/* Appends a zeroed op of kind/phase on the compute stream (no group, batch 1) to ops[*n]. */
+ep_op *calib_synth_op(ep_op *ops, int *n, int cap, ep_op_kind kind, ep_phase phase);
+
+/* Appends one record (printf format of the object, braces included). */
+void calib_add(calib_list *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Host costs (host.json) and interference (interference.json); need b->barrier. */
+void calib_host(bench *b, calib_list *out);
+void calib_interference(bench *b, calib_list *out);
+
+/* Median of n values (sorts v). */
+double calib_median(double *v, int n);
+
+#endif

@@ -1,0 +1,261 @@
+/* bench_calib_share: host costs and interference records of `epref bench calib`
+ * (docs/calibration.md, host.json and interference.json). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_calib.h"
+#include "exec_gpu.h"
+#include "exec_kern.h"
+#include "ref_check.h"
+
+#define HOST_REPS 200
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
+}
+
+void calib_host(bench *b, calib_list *out) {
+    cudaStream_t st = b->ctx->stream;
+    const size_t big = (size_t)1 << 30;
+    void *src, *dst;
+    CUDA_CHECK(cudaMalloc(&src, big));
+    CUDA_CHECK(cudaMalloc(&dst, big));
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    double launch[HOST_REPS], gpu[HOST_REPS], trip[HOST_REPS], nccl[HOST_REPS];
+    /* host launch cost of a tiny kernel, back to back (20 at a time, queue never full) */
+    for (int r = 0; r < HOST_REPS; r++) {
+        double t0 = now_us();
+        for (int i = 0; i < 20; i++)
+            CUDA_CHECK(exec_mem_rw(src, dst, 256, 256.0, st));
+        launch[r] = (now_us() - t0) / 20;
+        CUDA_CHECK(cudaStreamSynchronize(st));
+    }
+    /* GPU time per tiny kernel: queued behind a long one, so the GPU never waits for the host */
+    for (int r = 0; r < 20; r++) {
+        CUDA_CHECK(exec_mem_rw(src, dst, big, 4.0 * big, st));
+        CUDA_CHECK(cudaEventRecord(e0, st));
+        for (int i = 0; i < 100; i++)
+            CUDA_CHECK(exec_mem_rw(src, dst, 256, 256.0, st));
+        CUDA_CHECK(cudaEventRecord(e1, st));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        gpu[r] = ms * 1e3 / 100;
+    }
+    /* round trip of a host sync: launch, record, wait */
+    for (int r = 0; r < HOST_REPS; r++) {
+        double t0 = now_us();
+        CUDA_CHECK(exec_mem_rw(src, dst, 256, 256.0, st));
+        CUDA_CHECK(cudaEventRecord(e1, st));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        trip[r] = now_us() - t0;
+    }
+    double l = calib_median(launch, HOST_REPS), k = calib_median(gpu, 20);
+    double t = calib_median(trip, HOST_REPS);
+    int W = b->ctx->w.size, me = b->ctx->w.rank, peer = me ^ 1, nn = 0;
+    if (W >= 2 && W % 2 == 0) { /* host time of a grouped 4-byte send/recv with the partner */
+        for (int r = 0; r < HOST_REPS; r++, nn++) {
+            double t0 = now_us();
+            NCCL_CHECK(ncclGroupStart());
+            NCCL_CHECK(ncclSend(src, 4, ncclUint8, peer, b->ctx->nccl, st));
+            NCCL_CHECK(ncclRecv(dst, 4, ncclUint8, peer, b->ctx->nccl, st));
+            NCCL_CHECK(ncclGroupEnd());
+            nccl[r] = now_us() - t0;
+            CUDA_CHECK(cudaStreamSynchronize(st));
+        }
+    }
+    double nl = nn ? calib_median(nccl, nn) : 0;
+    l = bench_mean(b, l), k = bench_mean(b, k), t = bench_mean(b, t), nl = bench_mean(b, nl);
+    double sync = t - l - k > 0 ? t - l - k : 0;
+    calib_add(out, "{\"what\":\"launch\",\"time_us\":%.3f}", l);
+    calib_add(out, "{\"what\":\"kernel_overhead\",\"time_us\":%.3f}", k);
+    calib_add(out, "{\"what\":\"sync_round_trip\",\"time_us\":%.3f}", t);
+    calib_add(out, "{\"what\":\"host_sync\",\"time_us\":%.3f}", sync);
+    if (nn) calib_add(out, "{\"what\":\"nccl_launch\",\"time_us\":%.3f}", nl);
+    if (me == 0) {
+        printf("  host: launch %.2f us, kernel overhead %.2f us, sync round trip %.2f us "
+               "(host sync %.2f us), nccl launch %.2f us\n",
+               l, k, t, sync, nl);
+        fflush(stdout);
+    }
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    CUDA_CHECK(cudaFree(src));
+    CUDA_CHECK(cudaFree(dst));
+}
+
+/* ---- interference ------------------------------------------------------------------------- */
+
+typedef struct {
+    exec_gpu *g;
+    int i;
+} op_ref;
+
+static void run_op(void *a, cudaStream_t st) {
+    op_ref *o = a;
+    exec_gpu_launch(o->g, o->i, st);
+}
+
+typedef struct {
+    ep_nvl *nvl;
+    const void *src;
+    size_t bytes;
+    int sms;
+} store_ref;
+
+static void run_store(void *a, cudaStream_t st) {
+    store_ref *s = a;
+    s->nvl->num_sms = s->sms;
+    for (int p = 0; p < s->nvl->ep; p++)
+        if (p != s->nvl->me) CUDA_CHECK(ep_nvl_store_ceiling(s->nvl, s->src, s->bytes, p, st));
+}
+
+/* Median GPU time of one victim launch (of nv back to back on s1) while na aggressor launches
+ * run on s2 (na 0: alone), mean over ranks. The first and last victims are left out: they may
+ * start before or end after the aggressor. */
+static double victim_us(bench *b, cudaStream_t s1, cudaStream_t s2, bench_op victim, void *va,
+                        int nv, bench_op aggr, void *aa, int na) {
+    enum { REPS = 5, MAXV = 16 };
+    cudaEvent_t e0, ev[MAXV + 1];
+    CUDA_CHECK(cudaEventCreate(&e0));
+    for (int v = 0; v <= nv; v++)
+        CUDA_CHECK(cudaEventCreate(&ev[v]));
+    double rep[REPS];
+    for (int r = 0; r < REPS; r++) {
+        CUDA_CHECK(ep_nvl_barrier(b->barrier, b->ctx->stream));
+        CUDA_CHECK(cudaEventRecord(e0, b->ctx->stream));
+        CUDA_CHECK(cudaStreamWaitEvent(s1, e0, 0));
+        CUDA_CHECK(cudaStreamWaitEvent(s2, e0, 0));
+        for (int a = 0; a < na; a++)
+            aggr(aa, s2);
+        for (int v = 0; v < nv; v++) {
+            CUDA_CHECK(cudaEventRecord(ev[v], s1));
+            victim(va, s1);
+        }
+        CUDA_CHECK(cudaEventRecord(ev[nv], s1));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        if (ep_nvl_failed(b->barrier)) REF_DIE("an NVLink spin-wait timed out");
+        double t[MAXV];
+        for (int v = 1; v < nv - 1; v++) {
+            float ms;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, ev[v], ev[v + 1]));
+            t[v - 1] = ms * 1e3;
+        }
+        rep[r] = calib_median(t, nv - 2);
+    }
+    CUDA_CHECK(cudaEventDestroy(e0));
+    for (int v = 0; v <= nv; v++)
+        CUDA_CHECK(cudaEventDestroy(ev[v]));
+    return bench_mean(b, calib_median(rep, REPS));
+}
+
+/* Aggressor launches that outlast nv victims of victim_alone us by half again. */
+static int cover(double victim_alone, int nv, double aggr_alone) {
+    int n = (int)(1.5 * nv * victim_alone / aggr_alone) + 2;
+    return n < 2 ? 2 : n;
+}
+
+void calib_interference(bench *b, calib_list *out) {
+    int W = b->ctx->w.size, me = b->ctx->w.rank, nv = 8;
+    cudaStream_t s1, s2;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    ep_config cfg;
+    ep_config_defaults(&cfg);
+    /* victims: a dense GEMM of the DeepSeek-V3 widths and a memory-bound kernel */
+    static ep_op cops[4];
+    int nc = 0;
+    ep_op *gm = calib_synth_op(cops, &nc, 4, EP_OP_GEMM, EP_PHASE_FWD);
+    gm->m = 4096, gm->n = 7168, gm->k = 2048, gm->flops = 2.0 * 4096 * 7168 * 2048;
+    ep_op *mm = calib_synth_op(cops, &nc, 4, EP_OP_ELEMENTWISE, EP_PHASE_FWD);
+    mm->bytes = 512.0 * (1 << 20);
+    calib_synth cy;
+    calib_synth_init(&cy, &cfg, 1);
+    cy.rk[0].ops = cops, cy.rk[0].nops = nc;
+    exec_gpu *cg = exec_gpu_create_rank(b->ctx, &cy.s, 0, 0);
+    /* aggressors: an NCCL all-to-all of 256 MiB per peer, NVLink stores of 64 MiB per peer */
+    static ep_op aops[EP_MAX_RANKS][1];
+    calib_synth ay;
+    calib_synth_init(&ay, &cfg, W);
+    for (int r = 0; r < W; r++) {
+        int na = 0;
+        ep_op *a = calib_synth_op(aops[r], &na, 1, EP_OP_ALLTOALL, EP_PHASE_FWD);
+        a->stream = EP_STREAM_COMM, a->group = 0, a->bytes = 256.0 * (1 << 20);
+        ay.rk[r].ops = aops[r], ay.rk[r].nops = 1;
+    }
+    exec_gpu *ag = exec_gpu_create_rank(b->ctx, &ay.s, me, 1);
+    static ep_nvl nvl;
+    CUDA_CHECK(ep_nvl_create(&nvl, W, me, 7168, 1, W, 8192, 1, 0, ref_allgather_cb, &b->ctx->w));
+    const size_t sbytes = (size_t)64 << 20;
+    void *ssrc;
+    CUDA_CHECK(cudaMalloc(&ssrc, sbytes));
+    CUDA_CHECK(cudaMemset(ssrc, 1, sbytes));
+
+    op_ref vic[2] = {{cg, 0}, {cg, 1}}, a2a = {ag, 0};
+    double a2a_alone = victim_us(b, s1, s2, run_op, &a2a, nv, NULL, NULL, 0);
+    static const int sms[] = {8, 16, 32};
+    double gemm_alone = 0;
+    for (int v = 0; v < 2; v++) {
+        const ep_op *op = &cops[v];
+        char what[160];
+        if (op->kind == EP_OP_GEMM)
+            snprintf(what, sizeof what, "\"victim\":\"gemm\",\"m\":%d,\"n\":%d,\"k\":%d", op->m,
+                     op->n, op->k);
+        else
+            snprintf(what, sizeof what, "\"victim\":\"elementwise\",\"bytes\":%.0f", op->bytes);
+        double alone = victim_us(b, s1, s2, run_op, &vic[v], nv, NULL, NULL, 0);
+        if (v == 0) gemm_alone = alone;
+        double sh =
+            victim_us(b, s1, s2, run_op, &vic[v], nv, run_op, &a2a, cover(alone, nv, a2a_alone));
+        calib_add(out,
+                  "{%s,\"aggressor\":\"nccl_alltoall\",\"aggressor_sms\":-1,"
+                  "\"aggressor_bytes\":%.0f,\"alone_us\":%.3f,\"shared_us\":%.3f,"
+                  "\"slowdown\":%.4f}",
+                  what, 256.0 * (1 << 20), alone, sh, sh / alone);
+        if (me == 0) printf("  %s alone %.1f us, beside nccl alltoall %.1f us\n", what, alone, sh);
+        for (size_t s = 0; s < sizeof sms / sizeof sms[0]; s++) {
+            store_ref st = {&nvl, ssrc, sbytes, sms[s]};
+            double st_alone = victim_us(b, s1, s2, run_store, &st, nv, NULL, NULL, 0);
+            double sh2 = victim_us(b, s1, s2, run_op, &vic[v], nv, run_store, &st,
+                                   cover(alone, nv, st_alone));
+            calib_add(out,
+                      "{%s,\"aggressor\":\"store\",\"aggressor_sms\":%d,"
+                      "\"aggressor_bytes\":%.0f,\"alone_us\":%.3f,\"shared_us\":%.3f,"
+                      "\"slowdown\":%.4f}",
+                      what, sms[s], (double)sbytes, alone, sh2, sh2 / alone);
+            if (v == 0) { /* and the other way round: the transfer beside the GEMM */
+                double back = victim_us(b, s1, s2, run_store, &st, nv, run_op, &vic[0],
+                                        cover(st_alone, nv, alone));
+                calib_add(out,
+                          "{\"victim\":\"store\",\"sms\":%d,\"bytes\":%.0f,\"aggressor\":\"gemm\","
+                          "\"m\":%d,\"n\":%d,\"k\":%d,\"alone_us\":%.3f,\"shared_us\":%.3f,"
+                          "\"slowdown\":%.4f}",
+                          sms[s], (double)sbytes, op->m, op->n, op->k, st_alone, back,
+                          back / st_alone);
+            }
+            if (me == 0) printf("    beside %d-SM stores %.1f us\n", sms[s], sh2);
+        }
+    }
+    double back =
+        victim_us(b, s1, s2, run_op, &a2a, nv, run_op, &vic[0], cover(a2a_alone, nv, gemm_alone));
+    calib_add(out,
+              "{\"victim\":\"nccl_alltoall\",\"bytes\":%.0f,\"aggressor\":\"gemm\",\"m\":%d,"
+              "\"n\":%d,\"k\":%d,\"alone_us\":%.3f,\"shared_us\":%.3f,\"slowdown\":%.4f}",
+              256.0 * (1 << 20), cops[0].m, cops[0].n, cops[0].k, a2a_alone, back,
+              back / a2a_alone);
+    if (me == 0) {
+        printf("  nccl alltoall alone %.1f us, beside the gemm %.1f us\n", a2a_alone, back);
+        fflush(stdout);
+    }
+    CUDA_CHECK(cudaFree(ssrc));
+    ep_nvl_destroy(&nvl);
+    exec_gpu_destroy(ag);
+    exec_gpu_destroy(cg);
+    CUDA_CHECK(cudaStreamDestroy(s1));
+    CUDA_CHECK(cudaStreamDestroy(s2));
+}
