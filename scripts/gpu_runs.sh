@@ -2,6 +2,7 @@
 # gpu_runs.sh: the measured run matrix of `epref run` on 2 GPUs (docs/performance.md ("epref: schedule runs")).
 #   scripts/gpu_runs.sh EPREF OUTDIR [--list]
 # ONLY=<extended regex> runs only the runs whose name matches (index.csv then lists those).
+# NPROC (default 2) ranks per run; RUNSET=h200x4 selects the 4-GPU list (below).
 # For each run: OUTDIR/<name>.args (the exact flags), <name>.trace.json, <name>.summary.json,
 # <name>.log, and OUTDIR/index.csv (name, iteration time, exposed communication, args).
 # --list prints "name<TAB>flags" and runs nothing (used to check every schedule on a CPU).
@@ -81,6 +82,32 @@ RUNS=(
   "ovdemo_hybridep_fused_epov_dw|$OVD $HEPF $DW"
 )
 
+# RUNSET=h200x4 (NPROC=4): the 4-GPU matrix of issue 7 on nvidia-h200-x4 (traces/h200x4/runs/):
+# EP 4 with each dispatcher and overlap mode, HSDP (EP 2, Megatron FSDP sharding optim+grads+params,
+# 2 optimizer instances), PP 2 x VPP 2 with EP 2, THD with hybridep padding, the overlap demo at EP 4.
+if [ "${RUNSET:-h200x2}" = h200x4 ]; then
+  D4='@configs/deepseek-v3-proxy16.args --num-layers 3 --moe-layer-freq ([0]*1+[1]*2)
+   --seq-length 2048 --micro-batch-size 1 --global-batch-size 16'
+  E4="$D4 --expert-model-parallel-size 4"
+  RUNS=(
+    "x4_dsv3_alltoall_none|$E4 $A2A"
+    "x4_dsv3_alltoall_epov|$E4 $A2A $OV"
+    "x4_dsv3_alltoall_epov_dw|$E4 $A2A $DW"
+    "x4_dsv3_hybridep_fused_none|$E4 $HEPF"
+    "x4_dsv3_hybridep_fused_epov_dw|$E4 $HEPF $DW"
+    "x4_dsv3_hybridep_thd|$E4 $HEP --sequence-packing --seqlen-dist uniform"
+    "x4_dsv3_hsdp_ep2|$D4 --expert-model-parallel-size 2 $A2A --use-megatron-fsdp
+     --data-parallel-sharding-strategy optim_grads_params --num-distributed-optimizer-instances 2"
+    "x4_dsv3_pp2_vpp2_ep2|@configs/deepseek-v3-proxy16.args --num-layers 4 --moe-layer-freq ([0]*1+[1]*3)
+     --mtp-num-layers 0 --seq-length 2048 --micro-batch-size 1 --global-batch-size 8
+     --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2
+     --expert-model-parallel-size 2 $A2A"
+    "x4_ovdemo_alltoall_none|$OVD $A2A --expert-model-parallel-size 4 --global-batch-size 32"
+    "x4_ovdemo_alltoall_epov|$OVD $A2A --expert-model-parallel-size 4 --global-batch-size 32 $OV"
+    "x4_ovdemo_hybridep_fused_epov_dw|$OVD $HEPF --expert-model-parallel-size 4 --global-batch-size 32 $DW"
+  )
+fi
+
 if [ "$LIST" = "--list" ]; then
   for r in "${RUNS[@]}"; do printf '%s\t%s\n' "${r%%|*}" "$(echo ${r#*|})"; done
   exit 0
@@ -99,7 +126,7 @@ for r in "${RUNS[@]}"; do
   echo "$args" >"$OUT/$name.args"
   echo "== $name: $args"
   # shellcheck disable=SC2086  # the flags are words; the pattern has no spaces
-  if timeout -k 5 "${RUN_TIMEOUT:-120}" "$EPREF" --nproc 2 run $args --iters "$ITERS" --warmup "$WARMUP" \
+  if timeout -k 5 "${RUN_TIMEOUT:-120}" "$EPREF" --nproc "${NPROC:-2}" run $args --iters "$ITERS" --warmup "$WARMUP" \
       --trace "$OUT/$name.trace.json" --summary-json "$OUT/$name.summary.json" \
       >"$OUT/$name.log" 2>&1; then
     s="$OUT/$name.summary.json"

@@ -36,6 +36,8 @@ typedef struct {
 static const topo TOPOS[] = {
     {"h200x2", "the lent machine: 2 x H200 joined by 18 NVLink 4 links", 1, 2, 989e12, 4.8e12, 132,
      478.116e9, 0.5e-6, 1, 0, 0, 0, 0},
+    {"h200x4", "4 x H200 of one HGX board (the nvidia-h200-x4 kind), NVSwitch", 1, 4, 989e12,
+     4.8e12, 132, 478.116e9, 0.5e-6, 0, 0, 0, 0, 0},
     {"dgx8", "one DGX H100: 8 x H100, NVSwitch", 1, 8, 989e12, 3.35e12, 132, 450e9, 0.5e-6, 0, 0, 0,
      0, 0},
     {"dgx16", "2 DGX H100, NVSwitch, 8 x 400G NICs per node, rail-optimised", 2, 8, 989e12, 3.35e12,
