@@ -325,7 +325,7 @@ exec_gpu *exec_gpu_create(ref_ctx *ctx, const ep_sched *s) {
     CUBLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH));
     make_comms(g);
     make_buffers(g);
-    g->gemm = ep_gemm_create(EP_GEMM_LOOP, g->maxbatch);
+    g->gemm = ep_gemm_create(EP_GEMM_DEFAULT, g->maxbatch);
     if (!g->gemm) REF_DIE("cannot create the GEMM context");
     return g;
 }
