@@ -58,7 +58,7 @@ for tool in $SANITIZERS; do
 done
 stamp "end"
 
-grep -h "passed\|FAIL" "$LOG" | tail -8
+grep -h "passed\|FAIL" "$LOG" | tail -12
 grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$LOG" | sort | uniq -c
 for b in $BENCHES; do grep -v "^#" "$OUT/bench_$b.txt" | grep -E " (4096|16384) "; done
 printf '%s\n' "${status[@]}" | tee -a "$LOG"

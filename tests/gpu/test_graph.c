@@ -354,9 +354,10 @@ int main(void) {
     free(b1), free(b2);
     ep_bf16 *out_e = dalloc((size_t)T * H * 2), *out_g = dalloc((size_t)T * H * 2);
 
-    /* The budget: 8 rows under the worst case (T*K + E*(PAD-1) = 632), which a routing reaches
-     * only if nearly every expert's count is 1 or 2 past a multiple of PAD (never in practice).
-     * Slots: 128 rows per expert, twice the mean count (64, sd ~7). */
+    /* The budget: 624 rows, 8 under the layout's generic worst case (T*K + E*(PAD-1) = 632) and
+     * exactly the worst case here: the T*K = 512 selections all land on this rank, so the pad gaps
+     * sum to a multiple of PAD below E*(PAD-1), at most 112. Slots: 128 rows per expert, twice the
+     * mean count (64, sd ~7). */
     layer tight, small_budget, small_cap;
     layer_create(&tight, "budget", (int64_t)T * K + E * (PAD - 1) - 8, 128);
     layer_create(&small_budget, "overflowing budget", 200, 128); /* < T*K: always overflows */

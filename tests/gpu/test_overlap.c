@@ -351,7 +351,7 @@ static void result_free(result *R) {
 
 /* got vs want: max abs diff, the same relative to max |want|, norm-relative error, bitwise. */
 static void diff(const char *run, const char *what, const float *got, const float *want, size_t n,
-                 double *worst) {
+                 double *worst, double *worst_abs, size_t *ndiff) {
     double maxabs = 0, maxref = 0;
     size_t differ = 0;
     for (size_t i = 0; i < n; i++) {
@@ -362,6 +362,8 @@ static void diff(const char *run, const char *what, const float *got, const floa
     }
     double err = rel_err(got, want, n), rel = maxref > 0 ? maxabs / maxref : maxabs;
     if (!(err <= *worst)) *worst = err;
+    if (!(maxabs <= *worst_abs)) *worst_abs = maxabs;
+    *ndiff += differ;
     if (differ || !(err < 1e-2))
         printf(
             "rank %d %s: %s: %zu of %zu values differ, max abs %.3e (%.3e of max |ref|), rel err "
@@ -372,23 +374,29 @@ static void diff(const char *run, const char *what, const float *got, const floa
 
 static void compare(model *M, const char *run, const result *got, const result *want) {
     char what[64];
-    double worst = 0, lworst = 0;
+    double worst = 0, worst_abs = 0, lworst = 0;
+    size_t ndiff = 0;
     for (int m = 0; m < NMB; m++) {
         double dl = fabs(got->loss[m] - want->loss[m]) / (fabs(want->loss[m]) + 1e-30);
         if (dl > lworst || isnan(dl)) lworst = dl;
         EXPECT(dl < 1e-3, "%s: microbatch %d loss %.9g, seq %.9g (rel %.3e)", run, m, got->loss[m],
                want->loss[m], dl);
         snprintf(what, sizeof what, "dx of microbatch %d", m);
-        diff(run, what, got->dx[m], want->dx[m], (size_t)M->ntok[m] * H, &worst);
+        diff(run, what, got->dx[m], want->dx[m], (size_t)M->ntok[m] * H, &worst, &worst_abs,
+             &ndiff);
     }
     for (int l = 0; l < NL; l++) {
         snprintf(what, sizeof what, "dW1 of layer %d", l);
-        diff(run, what, got->gW1[l], want->gW1[l], (size_t)M->Ep * H * 2 * F, &worst);
+        diff(run, what, got->gW1[l], want->gW1[l], (size_t)M->Ep * H * 2 * F, &worst, &worst_abs,
+             &ndiff);
         snprintf(what, sizeof what, "dW2 of layer %d", l);
-        diff(run, what, got->gW2[l], want->gW2[l], (size_t)M->Ep * F * H, &worst);
+        diff(run, what, got->gW2[l], want->gW2[l], (size_t)M->Ep * F * H, &worst, &worst_abs,
+             &ndiff);
     }
-    printf("rank %d %s vs seq: loss rel diff %.3e, worst gradient rel err %.3e\n", ref_rank, run,
-           lworst, worst);
+    printf(
+        "rank %d %s vs seq: loss rel diff %.3e; gradients: %zu values not bitwise equal, max abs "
+        "diff %.3e, worst rel err %.3e\n",
+        ref_rank, run, lworst, ndiff, worst_abs, worst);
 }
 
 static void test_kind(ref_ctx *c, ref_disp_kind kind) {
