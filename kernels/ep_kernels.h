@@ -102,6 +102,19 @@ cudaError_t ep_combine_partial(const ep_layout *L, const ep_bf16 *expout, ep_bf1
 cudaError_t ep_combine_reduce(const ep_layout *L, const ep_bf16 *recv, ep_bf16 *out, int H,
                               const uint32_t *flags, uint32_t seq, int *err, cudaStream_t st);
 
+/* ---- fixed-capacity expert slots (CUDA graphs) -------------------------------------------- */
+/* cuBLAS takes GEMM shapes from the host, so a captured layer cannot size its expert GEMMs by the
+ * routed counts. ep_perm_to_slots copies expert e's padded rows of the permuted buffer (those below
+ * the budget) to slots[e][0, cap) and zeroes the rest; ep_slots_to_perm copies the GEMM outputs
+ * back into permuted order. The GEMMs then run on `cap` rows per expert (slots [ne][cap][H]),
+ * shapes the host knows. Rows past cap are dropped (they read back as zero rows) and raise
+ * totals[2], the same overflow flag as the budget. Both read the layout on the device: no host
+ * sync. */
+cudaError_t ep_perm_to_slots(const ep_layout *L, const ep_bf16 *perm, ep_bf16 *slots, int H,
+                             int64_t cap, cudaStream_t st);
+cudaError_t ep_slots_to_perm(const ep_layout *L, const ep_bf16 *slots, ep_bf16 *perm, int H,
+                             int64_t cap, cudaStream_t st);
+
 /* ---- NVLink backend ----------------------------------------------------------------------- */
 /* Exchanges `bytes` of host data among all ranks (all[r*bytes..]) - supplied by the caller. */
 typedef int (*ep_allgather_fn)(void *ctx, const void *mine, void *all, size_t bytes);

@@ -91,6 +91,67 @@ __global__ void combine_reduce_kernel(ep_layout L, const ep_bf16 *recv, ep_bf16 
     }
 }
 
+// Capacity slots (CUDA graphs): expert e's rows of the permuted buffer that lie below the
+// budget, [exp_off[e], exp_off[e] + n_e) with n_e = min(exp_padded[e], perm_cap - exp_off[e]).
+__device__ __forceinline__ int64_t expert_rows(const ep_layout &L, int e) {
+    int64_t n = L.exp_padded[e], room = L.perm_cap - (int64_t)L.exp_off[e];
+    if (n > room) n = room;
+    return n > 0 ? n : 0;
+}
+
+// slots[e][i] = perm[exp_off[e] + i] for i < min(n_e, cap), zeros after; one warp per slot row.
+__global__ void to_slots_kernel(ep_layout L, const ep_bf16 *perm, ep_bf16 *slots, int n16,
+                                int64_t cap) {
+    const int lane = threadIdx.x % 32;
+    const size_t nw = (size_t)gridDim.x * WARPS;
+    const int4 z = make_int4(0, 0, 0, 0);
+    for (size_t w = blockIdx.x * WARPS + threadIdx.x / 32; w < (size_t)L.experts_per_rank * cap;
+         w += nw) {
+        const int e = (int)(w / cap);
+        const int64_t i = (int64_t)(w % cap);
+        int4 *dst = reinterpret_cast<int4 *>(slots) + w * n16;
+        if (i == 0 && lane == 0 && L.exp_padded[e] > cap) L.totals[2] = 1; // rows dropped
+        if (i < expert_rows(L, e)) {
+            warp_copy_row(dst,
+                          reinterpret_cast<const int4 *>(perm) + (size_t)(L.exp_off[e] + i) * n16,
+                          n16, lane);
+        } else {
+            for (int q = lane; q < n16; q += 32)
+                dst[q] = z;
+        }
+    }
+}
+
+// perm[r] = slots[e][r - exp_off[e]] for the rows of every expert below the budget; rows past the
+// capacity (dropped) become zeros. One warp per permuted row.
+__global__ void from_slots_kernel(ep_layout L, const ep_bf16 *slots, ep_bf16 *perm, int n16,
+                                  int64_t cap) {
+    const int lane = threadIdx.x % 32, Ep = L.experts_per_rank;
+    const size_t nw = (size_t)gridDim.x * WARPS;
+    int64_t end = L.exp_off[Ep];
+    if (end > L.perm_cap) end = L.perm_cap;
+    const int4 z = make_int4(0, 0, 0, 0);
+    for (size_t r = blockIdx.x * WARPS + threadIdx.x / 32; r < (size_t)end; r += nw) {
+        int lo = 0, hi = Ep - 1; // the expert whose range holds r: last e with exp_off[e] <= r
+        while (lo < hi) {
+            int mid = (lo + hi + 1) / 2;
+            if ((size_t)L.exp_off[mid] <= r)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        const int64_t i = (int64_t)r - L.exp_off[lo];
+        int4 *dst = reinterpret_cast<int4 *>(perm) + r * n16;
+        if (i < cap) {
+            warp_copy_row(dst, reinterpret_cast<const int4 *>(slots) + ((size_t)lo * cap + i) * n16,
+                          n16, lane);
+        } else {
+            for (int q = lane; q < n16; q += 32)
+                dst[q] = z;
+        }
+    }
+}
+
 } // namespace
 
 extern "C" cudaError_t ep_pack_send(const ep_layout *L, const ep_bf16 *x, ep_bf16 *send, int H,
@@ -127,6 +188,24 @@ extern "C" cudaError_t ep_combine_reduce(const ep_layout *L, const ep_bf16 *recv
     if (H % 8 || (flags && !err)) return cudaErrorInvalidValue;
     combine_reduce_kernel<<<grid_for((size_t)L->max_tokens), THREADS, 0, st>>>(*L, recv, out, H / 8,
                                                                                flags, seq, err);
+    KLAUNCHED();
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t ep_perm_to_slots(const ep_layout *L, const ep_bf16 *perm, ep_bf16 *slots,
+                                        int H, int64_t cap, cudaStream_t st) {
+    if (H % 8 || cap < 1) return cudaErrorInvalidValue;
+    to_slots_kernel<<<grid_for((size_t)L->experts_per_rank * cap), THREADS, 0, st>>>(
+        *L, perm, slots, H / 8, cap);
+    KLAUNCHED();
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t ep_slots_to_perm(const ep_layout *L, const ep_bf16 *slots, ep_bf16 *perm,
+                                        int H, int64_t cap, cudaStream_t st) {
+    if (H % 8 || cap < 1) return cudaErrorInvalidValue;
+    from_slots_kernel<<<grid_for((size_t)L->perm_cap), THREADS, 0, st>>>(*L, slots, perm, H / 8,
+                                                                         cap);
     KLAUNCHED();
     return cudaSuccess;
 }

@@ -43,7 +43,7 @@ int bench_gemm(bench *b) {
     c.n = Ep;
     c.H = H;
     c.F = F;
-    c.g = ep_gemm_create(EP_GEMM_GROUPED, Ep);
+    c.g = ep_gemm_create(EP_GEMM_DEFAULT, Ep);
     if (!c.g) REF_DIE("cannot create the GEMM context");
     cudaStream_t st = b->ctx->stream;
     CUDA_CHECK(cudaMalloc((void **)&c.x, max_rows * H * 2));

@@ -341,7 +341,7 @@ exec_gpu *exec_gpu_create_rank(ref_ctx *ctx, const ep_sched *s, int rank, int wi
             g->pos[gi] = -1;
     }
     make_buffers(g);
-    g->gemm = ep_gemm_create(EP_GEMM_LOOP, g->maxbatch);
+    g->gemm = ep_gemm_create(EP_GEMM_DEFAULT, g->maxbatch);
     if (!g->gemm) REF_DIE("cannot create the GEMM context");
     return g;
 }

@@ -261,7 +261,7 @@ static void test_layer(ref_ctx *c, ref_disp_kind kind, const int *ntok) {
     CUDA_CHECK(ep_fill_u16(gx, (size_t)r.maxt * H, 0xffff, st));
     CUDA_CHECK(ep_fill_u16(g1, Ep * w1, 0xffff, st));
     CUDA_CHECK(ep_fill_u16(g2, Ep * w2, 0xffff, st));
-    ep_gemm *g = ep_gemm_create(EP_GEMM_GROUPED, Ep);
+    ep_gemm *g = ep_gemm_create(EP_GEMM_DEFAULT, Ep);
     if (!g) REF_DIE("ep_gemm_create");
     ref_disp_route(&d, r.dtopk, r.dprob, T, st);
     int32_t padded[64];
