@@ -27,6 +27,22 @@ double ep_cost_attention_bytes(double tokens, int heads, int qk_dim, int v_dim, 
     return (q + kv + o) * EP_BF16 + tokens * heads * 4.0; /* + fp32 log-sum-exp per row */
 }
 
+void ep_cost_attention_geometry(const ep_config *c, int *seq, int *dqk, int *dv) {
+    int h = c->num_attention_heads > 0 ? c->num_attention_heads : 1;
+    int hd = c->kv_channels > 0 ? c->kv_channels : c->hidden_size / h;
+    if (c->multi_latent_attention) {
+        *dqk = c->qk_head_dim + c->qk_pos_emb_head_dim;
+        *dv = c->v_head_dim;
+    } else {
+        *dqk = hd;
+        *dv = hd;
+    }
+    if (*dqk <= 0) *dqk = hd > 0 ? hd : 64;
+    if (*dv <= 0) *dv = hd > 0 ? hd : 64;
+    *seq = c->sequence_packing && c->seqlen_mean > 0 ? c->seqlen_mean : c->seq_length;
+    if (*seq <= 0) *seq = 1;
+}
+
 /* --- model shapes, with Megatron's fallbacks for unset sizes --------------------------------- */
 
 static int heads(const ep_config *c) {

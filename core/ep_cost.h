@@ -25,6 +25,10 @@ double ep_cost_attention_flops(double tokens, double seq, int heads, int qk_dim,
 /* HBM bytes of a fused (flash) attention forward: read Q, K, V, write O and the fp32 row
  * log-sum-exp; K/V re-reads across query tiles are assumed to hit L2. */
 double ep_cost_attention_bytes(double tokens, int heads, int qk_dim, int v_dim, int kv_heads);
+/* The geometry that times core attention where it runs as s x s score blocks (epref's executor,
+ * and the calibration records of it): sequence length (THD: the mean packed length) and the QK
+ * and V head dimensions (MLA: qk + rope dims and v_head_dim). */
+void ep_cost_attention_geometry(const ep_config *c, int *seq, int *dqk, int *dv);
 
 /* Mamba-2 settings Megatron has but the flag set does not (its defaults); GDN blocks are sized as
  * Mamba-2 blocks (docs/cost-model.md). */

@@ -7,6 +7,7 @@
 
 #include <cublas_v2.h>
 
+#include "ep_cost.h"
 #include "ep_expert.h"
 #include "exec_gpu.h"
 #include "exec_kern.h"
@@ -74,25 +75,6 @@ static void *dev_alloc(exec_gpu *g, size_t bytes) {
     CUDA_CHECK(cudaMemset(p, 0, bytes));
     g->alloc_bytes += (double)bytes;
     return p;
-}
-
-/* Attention geometry of the config: heads on this rank, QK and V head dims, sequence length. */
-static void attn_dims(const ep_config *c, int *heads, int *dqk, int *dv, int *seq) {
-    int h = c->num_attention_heads > 0 ? c->num_attention_heads : 1;
-    int tp = c->tensor_model_parallel_size > 0 ? c->tensor_model_parallel_size : 1;
-    *heads = h / tp > 0 ? h / tp : 1;
-    int hd = c->kv_channels > 0 ? c->kv_channels : c->hidden_size / h;
-    if (c->multi_latent_attention) {
-        *dqk = c->qk_head_dim + c->qk_pos_emb_head_dim;
-        *dv = c->v_head_dim;
-    } else {
-        *dqk = hd;
-        *dv = hd;
-    }
-    if (*dqk <= 0) *dqk = hd > 0 ? hd : 64;
-    if (*dv <= 0) *dv = hd > 0 ? hd : 64;
-    *seq = c->sequence_packing && c->seqlen_mean > 0 ? c->seqlen_mean : c->seq_length;
-    if (*seq <= 0) *seq = 1;
 }
 
 /* (sequence, head) blocks of full s x s scores whose QK^T + PV flops equal the op's flops. */
@@ -224,8 +206,7 @@ static void make_comms(exec_gpu *g) {
 
 static void make_buffers(exec_gpu *g) {
     const ep_config *c = &g->s->cfg;
-    int heads;
-    attn_dims(c, &heads, &g->attn_qk, &g->attn_v, &g->attn_seq);
+    ep_cost_attention_geometry(c, &g->attn_seq, &g->attn_qk, &g->attn_v);
     size_t mem = 16, snd[EP_NUM_STREAMS] = {0}, rcv[EP_NUM_STREAMS] = {0};
     int64_t maxblocks = 0;
     g->maxbatch = 1;

@@ -1,8 +1,11 @@
 /* Default calibration and its JSON loader (schema: sim_calib.h, docs/epsim.md "Calibration"). */
 #include "sim_calib.h"
 
+#include "ep_sched.h"
+
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,8 +20,10 @@ static void table_set(sim_table *t, int n, const double (*pts)[2]) {
 
 void sim_calib_default(sim_calib *c) {
     memset(c, 0, sizeof *c);
-    c->launch_s = 4e-6;     /* typical cudaLaunchKernel / ncclGroupEnd host cost */
-    c->host_sync_s = 10e-6; /* cudaStreamSynchronize wake-up + D2H copy of a few bytes */
+    snprintf(c->source, sizeof c->source, "built-in defaults");
+    c->launch_s = 4e-6;      /* typical cudaLaunchKernel / ncclGroupEnd host cost */
+    c->nccl_launch_s = 4e-6; /* ncclGroupEnd of a few send/recv: about one kernel launch */
+    c->host_sync_s = 10e-6;  /* cudaStreamSynchronize wake-up + D2H copy of a few bytes */
     c->kernel_overhead_s = 2e-6;
     /* h200x2.md: 2048x7168x2048 594, 4096x4096x7168 714, 16384x2048x7168 736, 8192^3 790 TFLOP/s
      * of 989; below 6e10 flops the curve falls towards launch-bound kernels. */
@@ -35,6 +40,10 @@ void sim_calib_default(sim_calib *c) {
         {1e5, 0.05}, {1e6, 0.30}, {1e7, 0.70}, {1e8, 0.85}, {1e9, 0.89}};
     table_set(&c->memory_efficiency, (int)(sizeof mem / sizeof mem[0]), mem);
     c->comm_hbm_fraction = 0.15; /* ~330 GB/s out + 330 GB/s in of ~4300 GB/s */
+    /* no interference beyond SMs and HBM until measured (docs/calibration.md) */
+    c->comm_flops_slowdown = 1.0;
+    c->nccl_compute_slowdown = 1.0;
+    c->ep_compute_slowdown = 1.0;
     /* h200x2.md, NCCL 2 ranks: 64 KiB alltoall 24.8 us, allreduce 38.7 us (2 ring steps) */
     c->nccl_base_s = 20e-6;
     c->nccl_step_s = 5e-6;
@@ -58,18 +67,49 @@ double sim_table_eval(const sim_table *t, double x) {
     return t->y[i - 1] + w * (t->y[i] - t->y[i - 1]);
 }
 
+void sim_calib_free(sim_calib *c) {
+    for (int ph = 0; ph < SIM_PHASES; ph++) {
+        sim_shape_free(&c->gemm_shapes[ph]);
+        sim_shape_free(&c->grouped_gemm_shapes[ph]);
+        sim_shape_free(&c->attention_shapes[ph]);
+    }
+}
+
+const char *sim_coll_name(sim_coll k) {
+    static const char *names[SIM_COLL_NUM] = {"alltoall", "all_gather", "reduce_scatter",
+                                              "all_reduce", "send"};
+    return k >= 0 && k < SIM_COLL_NUM ? names[k] : "?";
+}
+
+void sim_gemm_features(int wgrad, double m, double n, double k, double batch,
+                       double x[SIM_SHAPE_DIMS]) {
+    x[0] = wgrad ? k : m;
+    x[1] = wgrad ? m : n;
+    x[2] = wgrad ? n : k;
+    x[3] = batch > 0 ? batch : 1;
+}
+
+/* ---- the keys of the file ----------------------------------------------------------------- */
+
+typedef enum { K_NUM, K_TABLE, K_SHAPES, K_NCCL } key_type;
+typedef enum { SH_GEMM, SH_ATTENTION } shape_kind;
+
 typedef struct {
     const char *key;
     size_t off;
-    int is_table;
+    key_type type;
+    shape_kind shape;
 } field;
 
 #define F(name)                                                                                    \
-    { #name, offsetof(sim_calib, name), 0 }
+    { #name, offsetof(sim_calib, name), K_NUM, SH_GEMM }
 #define T(name)                                                                                    \
-    { #name, offsetof(sim_calib, name), 1 }
+    { #name, offsetof(sim_calib, name), K_TABLE, SH_GEMM }
+#define S(name, kind)                                                                              \
+    { #name, offsetof(sim_calib, name), K_SHAPES, kind }
 static const field FIELDS[] = {
     F(launch_s),
+    F(nccl_launch_s),
     F(host_sync_s),
     F(kernel_overhead_s),
     T(gemm_efficiency),
@@ -78,7 +118,13 @@ static const field FIELDS[] = {
     F(scan_efficiency),
     F(vector_flops_efficiency),
     T(memory_efficiency),
+    S(gemm_shapes, SH_GEMM),
+    S(grouped_gemm_shapes, SH_GEMM),
+    S(attention_shapes, SH_ATTENTION),
     F(comm_hbm_fraction),
+    F(comm_flops_slowdown),
+    F(nccl_compute_slowdown),
+    F(ep_compute_slowdown),
     F(nccl_base_s),
     F(nccl_step_s),
     F(ep_kernel_base_s),
@@ -87,40 +133,118 @@ static const field FIELDS[] = {
     F(nccl_ib_efficiency),
     F(ep_nvlink_efficiency),
     F(ep_rdma_efficiency),
+    {"nccl_nvlink", offsetof(sim_calib, nccl_nvlink), K_NCCL, SH_GEMM},
 };
 #undef F
 #undef T
+#undef S
 #define NFIELDS (sizeof FIELDS / sizeof FIELDS[0])
 
-static int load_table(sim_table *t, json_t *v, const char *key, char err[EP_ERRLEN]) {
+static const char *PHASE_KEYS[SIM_PHASES] = {"fwd", "bwd", "bwd_dw"};
+
+/* ---- loading ------------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *path;
+    char *err;
+} ctx;
+
+static int bad(ctx *x, const char *fmt, ...) {
+    char what[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(x->err, EP_ERRLEN, "--calib %.300s: %s", x->path, what);
+    return -1;
+}
+
+static int load_table(ctx *x, sim_table *t, json_t *v, const char *key) {
     size_t n = json_is_array(v) ? json_array_size(v) : 0;
-    if (n == 0 || n > SIM_CALIB_MAX_POINTS) {
-        snprintf(err, EP_ERRLEN, "calibration key %s: expected 1..%d [x, y] pairs", key,
-                 SIM_CALIB_MAX_POINTS);
-        return -1;
-    }
+    if (n == 0 || n > SIM_CALIB_MAX_POINTS)
+        return bad(x, "key %s: expected 1..%d [x, y] pairs", key, SIM_CALIB_MAX_POINTS);
     for (size_t i = 0; i < n; i++) {
         json_t *p = json_array_get(v, i);
         if (!json_is_array(p) || json_array_size(p) != 2 || !json_is_number(json_array_get(p, 0)) ||
-            !json_is_number(json_array_get(p, 1))) {
-            snprintf(err, EP_ERRLEN, "calibration key %s: entry %zu is not an [x, y] pair", key, i);
-            return -1;
-        }
-        double x = json_number_value(json_array_get(p, 0));
-        double y = json_number_value(json_array_get(p, 1));
-        if (!(x > 0) || !(y > 0) || (i > 0 && !(x > t->x[i - 1]))) {
-            snprintf(err, EP_ERRLEN,
-                     "calibration key %s: entry %zu needs x > 0, y > 0 and x ascending", key, i);
-            return -1;
-        }
-        t->x[i] = x;
-        t->y[i] = y;
+            !json_is_number(json_array_get(p, 1)))
+            return bad(x, "key %s: an entry is not an [x, y] pair", key);
+        double px = json_number_value(json_array_get(p, 0));
+        double py = json_number_value(json_array_get(p, 1));
+        if (!(px > 0) || !(py > 0) || (i > 0 && !(px > t->x[i - 1])))
+            return bad(x, "key %s: entries need x > 0, y > 0 and x ascending", key);
+        t->x[i] = px;
+        t->y[i] = py;
     }
     t->n = (int)n;
     return 0;
 }
 
+static int load_number(ctx *x, double *dst, json_t *v, const char *key) {
+    if (!json_is_number(v) || !(json_number_value(v) >= 0))
+        return bad(x, "key %s needs a number >= 0", key);
+    *dst = json_number_value(v);
+    return 0;
+}
+
+/* {"fwd": [[5 numbers], ...], "bwd": ..., "bwd_dw": ...} into three tables */
+static int load_shapes(ctx *x, sim_shape_table *tabs, json_t *v, const char *key, shape_kind kind) {
+    if (!json_is_object(v)) return bad(x, "key %s: expected an object of phases", key);
+    const char *ph;
+    json_t *rows;
+    json_object_foreach(v, ph, rows) {
+        int p = -1;
+        for (int i = 0; i < SIM_PHASES; i++)
+            if (strcmp(ph, PHASE_KEYS[i]) == 0) p = i;
+        if (p < 0) return bad(x, "key %s: unknown phase \"%s\"", key, ph);
+        if (!json_is_array(rows)) return bad(x, "key %s.%s: expected an array of rows", key, ph);
+        sim_shape_free(&tabs[p]);
+        size_t i;
+        json_t *row;
+        json_array_foreach(rows, i, row) {
+            double r[5];
+            int ok = json_is_array(row) && json_array_size(row) == 5;
+            for (int j = 0; ok && j < 5; j++) {
+                json_t *e = json_array_get(row, (size_t)j);
+                ok = json_is_number(e) && json_number_value(e) > 0;
+                if (ok) r[j] = json_number_value(e);
+            }
+            if (!ok) return bad(x, "key %s.%s: rows are 5 positive numbers", key, ph);
+            double f[SIM_SHAPE_DIMS];
+            if (kind == SH_GEMM)
+                sim_gemm_features(p == EP_PHASE_BWD_DW - 1, r[0], r[1], r[2], r[3], f);
+            else
+                memcpy(f, r, sizeof f);
+            if (sim_shape_add(&tabs[p], f, r[4]) != 0) return bad(x, "out of memory");
+        }
+        sim_shape_sort(&tabs[p]);
+    }
+    return 0;
+}
+
+/* {"alltoall": {"base_s": s, "efficiency": [[bytes, eff], ...]}, ...} */
+static int load_nccl(ctx *x, sim_coll_curve *curves, json_t *v, const char *key) {
+    if (!json_is_object(v)) return bad(x, "key %s: expected an object of operations", key);
+    const char *op;
+    json_t *cv;
+    json_object_foreach(v, op, cv) {
+        int k = -1;
+        for (int i = 0; i < SIM_COLL_NUM; i++)
+            if (strcmp(op, sim_coll_name((sim_coll)i)) == 0) k = i;
+        if (k < 0) return bad(x, "key %s: unknown operation \"%s\"", key, op);
+        json_t *base = json_object_get(cv, "base_s"), *eff = json_object_get(cv, "efficiency");
+        if (!json_is_object(cv) || json_object_size(cv) != 2 || !base || !eff)
+            return bad(x, "key %s.%s: expected {\"base_s\", \"efficiency\"}", key, op);
+        char sub[128];
+        snprintf(sub, sizeof sub, "%s.%s", key, op);
+        if (load_number(x, &curves[k].base_s, base, sub) ||
+            load_table(x, &curves[k].efficiency, eff, sub))
+            return -1;
+    }
+    return 0;
+}
+
 int sim_calib_load(sim_calib *c, const char *path, char err[EP_ERRLEN]) {
+    ctx x = {path, err};
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
     if (!root) {
@@ -128,12 +252,12 @@ int sim_calib_load(sim_calib *c, const char *path, char err[EP_ERRLEN]) {
         return -1;
     }
     if (!json_is_object(root)) {
-        snprintf(err, EP_ERRLEN, "--calib %s: expected a JSON object", path);
         json_decref(root);
-        return -1;
+        return bad(&x, "expected a JSON object");
     }
     const char *key;
     json_t *v;
+    int rc = 0;
     json_object_foreach(root, key, v) {
         const field *f = NULL;
         for (size_t i = 0; i < NFIELDS; i++)
@@ -141,42 +265,93 @@ int sim_calib_load(sim_calib *c, const char *path, char err[EP_ERRLEN]) {
         if (!f) {
             /* "_comment" style keys document a file without changing it */
             if (key[0] == '_') continue;
-            snprintf(err, EP_ERRLEN, "--calib %s: unknown key \"%s\"", path, key);
-            json_decref(root);
-            return -1;
+            rc = bad(&x, "unknown key \"%s\"", key);
+            break;
         }
         char *dst = (char *)c + f->off;
-        if (f->is_table) {
-            if (load_table((sim_table *)dst, v, key, err) != 0) {
-                json_decref(root);
-                return -1;
-            }
-        } else {
-            if (!json_is_number(v) || !(json_number_value(v) >= 0)) {
-                snprintf(err, EP_ERRLEN, "--calib %s: key %s needs a number >= 0", path, key);
-                json_decref(root);
-                return -1;
-            }
-            *(double *)dst = json_number_value(v);
+        switch (f->type) {
+        case K_NUM:
+            rc = load_number(&x, (double *)dst, v, key);
+            break;
+        case K_TABLE:
+            rc = load_table(&x, (sim_table *)dst, v, key);
+            break;
+        case K_SHAPES:
+            rc = load_shapes(&x, (sim_shape_table *)dst, v, key, f->shape);
+            break;
+        case K_NCCL:
+            rc = load_nccl(&x, (sim_coll_curve *)dst, v, key);
+            break;
         }
+        if (rc) break;
     }
     json_decref(root);
-    return 0;
+    if (rc == 0) snprintf(c->source, sizeof c->source, "%s", path);
+    return rc;
 }
 
-void sim_calib_write_json(const sim_calib *c, FILE *f) {
+/* ---- writing ------------------------------------------------------------------------------ */
+
+static void write_table(const sim_table *t, FILE *f) {
+    fputc('[', f);
+    for (int j = 0; j < t->n; j++)
+        fprintf(f, "%s[%.6g,%.6g]", j ? "," : "", t->x[j], t->y[j]);
+    fputc(']', f);
+}
+
+static void write_shapes(const sim_shape_table *tabs, shape_kind kind, FILE *f, int points) {
+    fputc('{', f);
+    for (int p = 0; p < SIM_PHASES; p++) {
+        const sim_shape_table *t = &tabs[p];
+        fprintf(f, "%s\"%s\":", p ? "," : "", PHASE_KEYS[p]);
+        if (!points) {
+            fprintf(f, "%d", t->n);
+            continue;
+        }
+        fputc('[', f);
+        for (int i = 0; i < t->n; i++) {
+            const double *x = t->x[i];
+            double r[4] = {x[0], x[1], x[2], x[3]};
+            if (kind == SH_GEMM && p == EP_PHASE_BWD_DW - 1) /* features back to m, n, k */
+                r[0] = x[1], r[1] = x[2], r[2] = x[0];
+            fprintf(f, "%s\n[%.6g,%.6g,%.6g,%.6g,%.6g]", i ? "," : "", r[0], r[1], r[2], r[3],
+                    t->y[i]);
+        }
+        fputc(']', f);
+    }
+    fputc('}', f);
+}
+
+void sim_calib_write_json(const sim_calib *c, FILE *f, int points) {
     fputc('{', f);
     for (size_t i = 0; i < NFIELDS; i++) {
         const char *p = (const char *)c + FIELDS[i].off;
-        fprintf(f, "%s\"%s\":", i ? "," : "", FIELDS[i].key);
-        if (FIELDS[i].is_table) {
-            const sim_table *t = (const sim_table *)p;
-            fputc('[', f);
-            for (int j = 0; j < t->n; j++)
-                fprintf(f, "%s[%.6g,%.6g]", j ? "," : "", t->x[j], t->y[j]);
-            fputc(']', f);
-        } else {
+        fprintf(f, "%s%s\"%s\":", i ? "," : "", points ? "\n" : "", FIELDS[i].key);
+        switch (FIELDS[i].type) {
+        case K_NUM:
             fprintf(f, "%.6g", *(const double *)p);
+            break;
+        case K_TABLE:
+            write_table((const sim_table *)p, f);
+            break;
+        case K_SHAPES:
+            write_shapes((const sim_shape_table *)p, FIELDS[i].shape, f, points);
+            break;
+        case K_NCCL: {
+            const sim_coll_curve *cv = (const sim_coll_curve *)p;
+            fputc('{', f);
+            int first = 1;
+            for (int k = 0; k < SIM_COLL_NUM; k++) {
+                if (cv[k].efficiency.n == 0) continue;
+                fprintf(f, "%s\"%s\":{\"base_s\":%.6g,\"efficiency\":", first ? "" : ",",
+                        sim_coll_name((sim_coll)k), cv[k].base_s);
+                write_table(&cv[k].efficiency, f);
+                fputc('}', f);
+                first = 0;
+            }
+            fputc('}', f);
+            break;
+        }
         }
     }
     fputc('}', f);

@@ -1,24 +1,53 @@
 /* sim_calib: every number that turns op sizes into time, in one structure (docs/epsim.md,
- * "Calibration"). The defaults are derived from ../shared/hw/h200x2.md; `epsim --calib FILE`
- * replaces any subset of them from a JSON object whose keys are the field names below (tables are
- * arrays of [x, y] pairs, x ascending). Unknown keys are an error, so a typo cannot pass silently.
+ * "Calibration"; docs/calibration.md for the fit that fills it from GPU measurements).
+ *
+ * The defaults are derived from ../shared/hw/h200x2.md. A calibration file (`epsim --calib FILE`,
+ * or the one a topology names, written by `epsim calibrate`) replaces any subset of them from a
+ * JSON object whose keys are the field names below: numbers, tables as arrays of [x, y] pairs (x
+ * ascending), shape tables as {"fwd": [...], "bwd": [...], "bwd_dw": [...]} of
+ * [m, n, k, batch, efficiency] (attention: [flops, seq, dqk, dv, efficiency]) rows, and NCCL
+ * curves as {"alltoall": {"base_s": s, "efficiency": [[bytes, eff], ...]}, ...}. Unknown keys are
+ * an error, so a typo cannot pass silently; keys starting with '_' are comments.
  */
 #ifndef SIM_CALIB_H
 #define SIM_CALIB_H
 
+#include <stdio.h>
+
 #include "ep_config.h"
+#include "sim_shape.h"
 
 #define SIM_CALIB_MAX_POINTS 32
+#define SIM_PHASES           3 /* fwd, bwd, bwd_dw: shape tables are indexed by ep_phase - 1 */
 
 typedef struct {
     int n;
     double x[SIM_CALIB_MAX_POINTS], y[SIM_CALIB_MAX_POINTS];
 } sim_table;
 
+/* NCCL operations with a measured curve, keyed as docs/calibration.md keys comm.json records:
+ * alltoall bytes per peer, all-gather one member's contribution, reduce-scatter one member's full
+ * input, all-reduce the buffer, send the bytes sent. */
+typedef enum {
+    SIM_COLL_ALLTOALL,
+    SIM_COLL_ALL_GATHER,
+    SIM_COLL_REDUCE_SCATTER,
+    SIM_COLL_ALL_REDUCE,
+    SIM_COLL_SEND,
+    SIM_COLL_NUM
+} sim_coll;
+
+/* time alone = base_s (+ ring steps) + route latency + link bytes / (bandwidth x efficiency) */
+typedef struct {
+    double base_s;
+    sim_table efficiency; /* by the op's bytes (log-interpolated); empty: the scalar defaults */
+} sim_coll_curve;
+
 typedef struct {
     /* host side */
-    double launch_s;    /* host time to launch one kernel / NCCL call */
-    double host_sync_s; /* host wake-up after a stream/event synchronisation */
+    double launch_s;      /* host time to launch one kernel */
+    double nccl_launch_s; /* host time to launch one NCCL operation (a group of send/recv) */
+    double host_sync_s;   /* host wake-up after a stream/event synchronisation */
     /* GPU compute */
     double kernel_overhead_s;   /* fixed GPU time per kernel (launch gap, tail) */
     sim_table gemm_efficiency;  /* fraction of peak flop/s by GEMM flops (log-interpolated) */
@@ -28,7 +57,14 @@ typedef struct {
     double
         vector_flops_efficiency; /* fraction of peak flop/s of memory-bound kernels' arithmetic */
     sim_table memory_efficiency; /* fraction of HBM bandwidth by bytes moved (log-interpolated) */
-    double comm_hbm_fraction;    /* HBM share taken by one running transfer (read + write) */
+    /* measured shapes (sim_shape.h); where a kind's table is empty, the scalars above apply */
+    sim_shape_table gemm_shapes[SIM_PHASES], grouped_gemm_shapes[SIM_PHASES],
+        attention_shapes[SIM_PHASES];
+    /* GPU sharing */
+    double comm_hbm_fraction;     /* HBM share taken by one running transfer (read + write) */
+    double comm_flops_slowdown;   /* compute flop rate divided by this while a transfer runs */
+    double nccl_compute_slowdown; /* NCCL transfer rate divided by this while compute runs */
+    double ep_compute_slowdown;   /* the same for SM-driven (deepep / hybridep) transfers */
     /* communication */
     double nccl_base_s;            /* fixed time of one NCCL collective (launch, handshake) */
     double nccl_step_s;            /* extra time per ring step beyond the first */
@@ -38,11 +74,14 @@ typedef struct {
     double nccl_ib_efficiency;     /* ... over the NIC */
     double
         ep_nvlink_efficiency; /* achieved / nominal of SM-driven NVLink stores (deepep, hybridep) */
-    double ep_rdma_efficiency; /* ... of their RDMA transfers */
+    double ep_rdma_efficiency;                /* ... of their RDMA transfers */
+    sim_coll_curve nccl_nvlink[SIM_COLL_NUM]; /* measured NCCL curves over NVLink */
+    char source[512]; /* "built-in defaults" or the file the values came from */
 } sim_calib;
 
 /* The documented defaults (docs/epsim.md lists each with its source). */
 void sim_calib_default(sim_calib *c);
+void sim_calib_free(sim_calib *c);
 
 /* Overrides fields of c from a JSON file. Returns 0, or -1 with one line in err. */
 int sim_calib_load(sim_calib *c, const char *path, char err[EP_ERRLEN]);
@@ -50,7 +89,16 @@ int sim_calib_load(sim_calib *c, const char *path, char err[EP_ERRLEN]);
 /* Piecewise-linear in log10(x), clamped at both ends. */
 double sim_table_eval(const sim_table *t, double x);
 
-/* Writes the calibration as a JSON object (the same schema sim_calib_load reads). */
-void sim_calib_write_json(const sim_calib *c, FILE *f);
+/* Writes the calibration as a JSON object (the schema sim_calib_load reads). With points == 0
+ * the shape tables are written as their point counts only (summaries stay small). */
+void sim_calib_write_json(const sim_calib *c, FILE *f, int points);
+
+/* Name of an NCCL curve as comm.json and the calibration file spell it ("alltoall", ...). */
+const char *sim_coll_name(sim_coll k);
+
+/* Shape-table features (sim_shape.h) of a GEMM: token rows first - m for fwd and dgrad, k for
+ * wgrad (its rows are the reduction) - then the other two dimensions and the expert count. */
+void sim_gemm_features(int wgrad, double m, double n, double k, double batch,
+                       double x[SIM_SHAPE_DIMS]);
 
 #endif

@@ -26,12 +26,17 @@ static void usage(FILE *f) {
     fputs("usage: epsim [--topo T] [options] [Megatron flags] [@argfile ...]\n"
           "       epsim sweep --grid \"flag=v1,v2;flag2=a,b\" [--jobs N] [--shard i/n] --out CSV"
           " [flags]\n"
-          "       epsim compare RUN [--topo T] [--calib FILE] [--json OUT]   (RUN.args + RUN.trace.json"
+          "       epsim compare RUN [--topo T] [--calib FILE] [--json OUT]   (RUN.args + "
+          "RUN.trace.json"
           " of a measured run)\n"
+          "       epsim calibrate DIR [DIR ...] [--topo T] [--out FILE]   (fit from epref bench"
+          " calib files)\n"
           "epsim options:\n"
           "  --topo T            platform file, or a bundled name: h200x2 h200x4 dgx8 dgx16 dgx64\n"
           "                      dgx256 dgx1024 nvl72 (default dgx16)\n"
-          "  --calib FILE        calibration JSON (docs/epsim.md, \"Calibration\")\n"
+          "  --calib FILE        calibration JSON (docs/calibration.md), a name under\n"
+          "                      traces/calib, or none (built-in defaults); default: the one\n"
+          "                      the topology names (h200x2, h200x4: their own; dgx*: h100)\n"
           "  --summary-json P    write the summary as JSON\n"
           "  --trace P           write a Chrome trace (Perfetto)\n"
           "  --csv P             write one row per op\n"
@@ -141,6 +146,24 @@ static double wall(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* --calib FILE, else the topology's default calibration, on top of the built-in defaults;
+ * "--calib none" keeps the built-in defaults alone. */
+static int load_calibration(sim_calib *c, const char *arg, const sim_platform *p,
+                            char err[EP_ERRLEN]) {
+    const char *name = arg ? arg : p->calib[0] ? p->calib : NULL;
+    if (!name || strcmp(name, "none") == 0) return 0;
+    char path[4096];
+    if (sim_find_data("calib", name, ".json", path, sizeof path) != 0) {
+        if (arg)
+            snprintf(err, EP_ERRLEN, "--calib %s: no such calibration file", arg);
+        else
+            snprintf(err, EP_ERRLEN, "platform %s names calibration %s, which is not found",
+                     p->name, name);
+        return -1;
+    }
+    return sim_calib_load(c, path, err);
+}
+
 static int fail2(const char *msg) {
     fprintf(stderr, "epsim: %s\n", msg);
     return 2;
@@ -175,15 +198,11 @@ int sim_cli_run(int argc, char **argv) {
 
     sim_calib calib;
     sim_calib_default(&calib);
-    if (o.calib && sim_calib_load(&calib, o.calib, err) != 0) {
-        rc = fail2(err);
-        goto out;
-    }
     sim_platform plat;
-    if (sim_platform_load(&plat, o.topo, err) != 0) {
+    if (sim_platform_load(&plat, o.topo, err) != 0 ||
+        load_calibration(&calib, o.calib, &plat, err) != 0) {
         rc = fail2(err);
-        sim_platform_free(&plat);
-        goto out;
+        goto out_plat;
     }
 
     /* config: preset first (unless an @file or --no-preset), then the flags given */
@@ -200,9 +219,8 @@ int sim_cli_run(int argc, char **argv) {
         char path[4096];
         if (sim_find_data("configs", DEFAULT_PRESET, ".args", path, sizeof path) != 0) {
             free(cargv);
-            sim_platform_free(&plat);
             rc = fail2("cannot find the default preset configs/" DEFAULT_PRESET ".args");
-            goto out;
+            goto out_plat;
         }
         snprintf(preset_arg, sizeof preset_arg, "@%s", path);
         cargv[cargc++] = preset_arg;
@@ -212,35 +230,30 @@ int sim_cli_run(int argc, char **argv) {
     int prc = ep_config_parse(&cfg, cargc, cargv, NULL, NULL, err);
     free(cargv);
     if (prc != 0) {
-        sim_platform_free(&plat);
         rc = fail2(err);
-        goto out;
+        goto out_plat;
     }
     default_layout(&cfg, &plat);
     if (cfg.world_size > plat.ngpus) {
         snprintf(err, EP_ERRLEN, "world size %d does not fit topology %s with %d GPUs",
                  cfg.world_size, plat.name, plat.ngpus);
-        sim_platform_free(&plat);
         rc = fail2(err);
-        goto out;
+        goto out_plat;
     }
     if (ep_config_validate(&cfg, err) != 0) {
-        sim_platform_free(&plat);
         rc = fail2(err);
-        goto out;
+        goto out_plat;
     }
     if (cfg.world_size > plat.ngpus) {
         snprintf(err, EP_ERRLEN, "world size %d does not fit topology %s with %d GPUs",
                  cfg.world_size, plat.name, plat.ngpus);
-        sim_platform_free(&plat);
         rc = fail2(err);
-        goto out;
+        goto out_plat;
     }
     ep_sched s;
     if (ep_sched_build(&cfg, &s, err) != 0) {
-        sim_platform_free(&plat);
         rc = fail2(err);
-        goto out;
+        goto out_plat;
     }
     double t_built = wall(), c_built = cpu();
     sim_result res;
@@ -277,7 +290,9 @@ int sim_cli_run(int argc, char **argv) {
         sim_result_free(&res);
     }
     ep_sched_free(&s);
+out_plat:
     sim_platform_free(&plat);
+    sim_calib_free(&calib);
 out:
     free(sg);
     free(rest);

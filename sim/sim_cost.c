@@ -1,18 +1,91 @@
-/* Roofline time of compute ops with calibrated efficiencies (docs/epsim.md, "Compute"). */
+/* Compute time of ops from measured shapes or the calibrated roofline (sim_cost.h). */
 #include "sim_cost.h"
 
-void sim_op_work(const sim_calib *c, const ep_op *op, double peak, double hbm, sim_work *w) {
-    double eff;
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ep_cost.h"
+
+struct sim_cost_memo {
+    const sim_shape_table *t; /* NULL: empty slot */
+    double q[SIM_SHAPE_DIMS], y;
+};
+
+void sim_cost_init(sim_cost *x, const sim_calib *c, const ep_config *cfg) {
+    memset(x, 0, sizeof *x);
+    x->c = c;
+    if (cfg) ep_cost_attention_geometry(cfg, &x->attn_seq, &x->attn_dqk, &x->attn_dv);
+}
+
+void sim_cost_free(sim_cost *x) {
+    free(x->memo);
+    x->memo = NULL;
+    x->memo_n = x->memo_cap = 0;
+}
+
+static uint64_t hash_query(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS]) {
+    uint64_t h = (uint64_t)(uintptr_t)t * 0x9E3779B97F4A7C15ull;
+    for (int d = 0; d < SIM_SHAPE_DIMS; d++) {
+        uint64_t b;
+        memcpy(&b, &q[d], sizeof b);
+        h = (h ^ b) * 0x100000001B3ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+static sim_cost_memo *memo_slot(sim_cost_memo *m, long cap, const sim_shape_table *t,
+                                const double q[SIM_SHAPE_DIMS]) {
+    long i = (long)(hash_query(t, q) & (uint64_t)(cap - 1));
+    while (m[i].t && !(m[i].t == t && memcmp(m[i].q, q, sizeof m[i].q) == 0))
+        i = (i + 1) & (cap - 1);
+    return &m[i];
+}
+
+/* sim_shape_eval through the memo; a failed allocation only costs the memo */
+static double shape_eff(sim_cost *x, const sim_shape_table *t, const double q[SIM_SHAPE_DIMS]) {
+    if (t->n == 0) return -1;
+    if (2 * (x->memo_n + 1) > x->memo_cap) {
+        long cap = x->memo_cap ? 2 * x->memo_cap : 256;
+        sim_cost_memo *m = calloc((size_t)cap, sizeof *m);
+        if (!m) return sim_shape_eval(t, q);
+        for (long i = 0; i < x->memo_cap; i++)
+            if (x->memo[i].t) *memo_slot(m, cap, x->memo[i].t, x->memo[i].q) = x->memo[i];
+        free(x->memo);
+        x->memo = m;
+        x->memo_cap = cap;
+    }
+    sim_cost_memo *s = memo_slot(x->memo, x->memo_cap, t, q);
+    if (!s->t) {
+        s->t = t;
+        memcpy(s->q, q, sizeof s->q);
+        s->y = sim_shape_eval(t, q);
+        x->memo_n++;
+    }
+    return s->y;
+}
+
+void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work *w) {
+    const sim_calib *c = x->c;
+    int ph = op->phase >= EP_PHASE_FWD && op->phase <= EP_PHASE_BWD_DW ? op->phase - 1 : 0;
+    double q[SIM_SHAPE_DIMS], eff, measured = -1;
     switch (op->kind) {
     case EP_OP_GEMM:
-        eff = sim_table_eval(&c->gemm_efficiency, op->flops);
+    case EP_OP_GROUPED_GEMM: {
+        int grouped = op->kind == EP_OP_GROUPED_GEMM;
+        const sim_shape_table *t = grouped ? &c->grouped_gemm_shapes[ph] : &c->gemm_shapes[ph];
+        sim_gemm_features(op->phase == EP_PHASE_BWD_DW, op->m, op->n, op->k, op->batch, q);
+        measured = shape_eff(x, t, q);
+        /* without a table: experts run as one grouped kernel, each expert's GEMM sets the
+         * achievable efficiency */
+        double per = grouped ? op->flops / (op->batch > 0 ? op->batch : 1) : op->flops;
+        eff = sim_table_eval(&c->gemm_efficiency, per) * (grouped ? c->grouped_gemm_factor : 1);
         break;
-    case EP_OP_GROUPED_GEMM:
-        /* experts run as one grouped kernel; each expert's GEMM sets the achievable efficiency */
-        eff = c->grouped_gemm_factor *
-              sim_table_eval(&c->gemm_efficiency, op->flops / (op->batch > 0 ? op->batch : 1));
-        break;
+    }
     case EP_OP_ATTENTION:
+        q[0] = op->flops, q[1] = x->attn_seq, q[2] = x->attn_dqk, q[3] = x->attn_dv;
+        measured = shape_eff(x, &c->attention_shapes[ph], q);
         eff = c->attention_efficiency;
         break;
     case EP_OP_SCAN:
@@ -23,9 +96,15 @@ void sim_op_work(const sim_calib *c, const ep_op *op, double peak, double hbm, s
         break;
     }
     w->t0 = op->flops > 0 || op->bytes > 0 ? c->kernel_overhead_s : 0;
-    w->t_flop = op->flops > 0 ? op->flops / (peak * eff) : 0;
     w->t_mem =
         op->bytes > 0 ? op->bytes / (hbm * sim_table_eval(&c->memory_efficiency, op->bytes)) : 0;
+    if (measured > 0 && op->flops > 0) {
+        /* a measured shape sets the time alone; the HBM part only matters when HBM is shared */
+        w->t_flop = op->flops / (peak * measured);
+        if (w->t_mem > w->t_flop) w->t_mem = w->t_flop;
+    } else {
+        w->t_flop = op->flops > 0 ? op->flops / (peak * eff) : 0;
+    }
 }
 
 double sim_work_alone(const sim_work *w) {

@@ -1,5 +1,7 @@
 /* sim_cost: the time one compute op takes alone on a GPU, from its flops and bytes (ep_cost.h) and
- * the calibration (sim_calib.h). The engine scales the two parts when ops share the GPU. */
+ * the calibration (sim_calib.h): measured shape tables where the calibration has them, the
+ * roofline with calibrated efficiencies elsewhere (docs/cost-model.md, "Compute time"). The engine
+ * scales the two parts when ops share the GPU. */
 #ifndef SIM_COST_H
 #define SIM_COST_H
 
@@ -12,8 +14,21 @@ typedef struct {
     double t_mem;  /* bytes / (HBM x efficiency) */
 } sim_work;
 
-void sim_op_work(const sim_calib *c, const ep_op *op, double peak_flops, double hbm_bw,
-                 sim_work *w);
+typedef struct sim_cost_memo sim_cost_memo;
+
+/* What the cost of an op needs besides the op: the calibration, the attention geometry of the
+ * run's config, and a memo of shape-table lookups (a run has few distinct shapes). */
+typedef struct {
+    const sim_calib *c;
+    int attn_seq, attn_dqk, attn_dv;
+    long memo_n, memo_cap;
+    sim_cost_memo *memo;
+} sim_cost;
+
+void sim_cost_init(sim_cost *x, const sim_calib *c, const ep_config *cfg);
+void sim_cost_free(sim_cost *x);
+
+void sim_op_work(sim_cost *x, const ep_op *op, double peak_flops, double hbm_bw, sim_work *w);
 
 /* Alone on the GPU: t0 + max(t_flop, t_mem). */
 double sim_work_alone(const sim_work *w);

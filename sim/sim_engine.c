@@ -5,6 +5,7 @@
 #include <simgrid/engine.h>
 #include <simgrid/exec.h>
 #include <simgrid/host.h>
+#include <simgrid/link.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ enum { EV_LAUNCH, EV_END, EV_GO, EV_DONE };
 enum { ST_PENDING, ST_LAUNCHED, ST_WAKE, ST_RUNNING, ST_DONE };
 #define NS          EP_NUM_STREAMS
 #define MAX_RUNNING 16
+#define OWN_MAX     4 /* a GPU's own links: NVLink out and in, NIC out and in */
 
 typedef struct {
     int n, arrived;
@@ -48,14 +50,33 @@ typedef struct {
     double progress[MAX_RUNNING], rate[MAX_RUNNING], last[MAX_RUNNING];
     sim_work work[MAX_RUNNING];
     uint32_t ver;
-    int comm_sms; /* SMs held by running communication kernels */
-    int nxfer;    /* transfers in flight touching this GPU */
+    int comm_sms;   /* SMs held by running communication kernels */
+    int nxfer;      /* transfers in flight touching this GPU */
+    int nxfer_nccl; /* ... of them NCCL ones (no SMs of their own in the schedule) */
+    double slow;    /* transfer slowdown this GPU imposes on its links now (1: none) */
+    int dirty;      /* compute or transfers changed since its links were last set */
 } gpu_t;
+
+/* Links whose bandwidth follows the compute on the GPUs they belong to (docs/epsim.md,
+ * "Interference"): a GPU's own links are the first link of its routes out and the last of its
+ * routes in; a transfer crossing them runs slower while that GPU computes. */
+typedef struct {
+    int nlinks;
+    sg_link_t *link;        /* [nlinks] */
+    double *nominal;        /* [nlinks] bandwidth in the platform file */
+    double *applied;        /* [nlinks] bandwidth set now */
+    int *own_n, *own;       /* GPU r's links: own[r * OWN_MAX .. + own_n[r]) */
+    int *owner_off, *owner; /* CSR: link l's GPUs */
+    int *dirty_list, ndirty;
+} throttle_t;
 
 typedef struct {
     const ep_sched *s;
     const sim_platform *p;
     const sim_calib *c;
+    sim_cost cost;
+    throttle_t thr;
+    int throttling; /* a transfer slowdown is calibrated (> 1): links follow compute */
     int world;
     long nops;
     int *off, *rank_of;
@@ -93,6 +114,8 @@ typedef struct {
 /* sim_platform_load.cpp */
 long sim_exec_wait_any_for(sg_exec_t *execs, size_t n, double timeout);
 
+static void net_changed(engine *e);
+
 static engine *E; /* the one simulation of this process (SimGrid allows one) */
 
 static inline const ep_op *op_of(const engine *e, long g) {
@@ -112,14 +135,27 @@ static void push(engine *e, double t, int type, long a, uint32_t ver) {
 
 /* ---------------------------------------------------------------- GPU sharing */
 
+static void mark_dirty(engine *e, int r) {
+    gpu_t *g = &e->gpu[r];
+    if (!e->throttling || g->dirty) return;
+    g->dirty = 1;
+    e->thr.dirty_list[e->thr.ndirty++] = r;
+}
+
 static void gpu_update(engine *e, int r) {
     gpu_t *g = &e->gpu[r];
+    mark_dirty(e, r);
     if (g->ncomp == 0) return;
     double sm = e->p->sm_count[r];
     double avail = sm - g->comm_sms;
     if (avail < 0.05 * sm) /* oversubscribed SMs still time-slice */
         avail = 0.05 * sm;
-    double fsm = avail / sm / g->ncomp;
+    double fsm = avail / sm;
+    /* a running transfer slows compute beyond the SMs it holds (memory system, NCCL's own
+     * blocks): the larger of the two effects applies */
+    if (g->nxfer > 0 && e->c->comm_flops_slowdown > 1 && 1.0 / e->c->comm_flops_slowdown < fsm)
+        fsm = 1.0 / e->c->comm_flops_slowdown;
+    fsm /= g->ncomp;
     double fh = 1.0 - e->c->comm_hbm_fraction * g->nxfer;
     if (fh < 0.1) fh = 0.1;
     fh /= g->ncomp;
@@ -136,18 +172,140 @@ static void gpu_update(engine *e, int r) {
     }
 }
 
+/* ---------------------------------------------------------------- link throttling */
+
+static double gpu_slow(const engine *e, int r) {
+    const gpu_t *g = &e->gpu[r];
+    if (g->ncomp == 0 || g->nxfer == 0) return 1.0;
+    return g->nxfer_nccl > 0 ? e->c->nccl_compute_slowdown : e->c->ep_compute_slowdown;
+}
+
+/* Sets the bandwidth of the links of GPUs whose compute or transfers changed, before time moves
+ * on: SimGrid integrates every transfer at the new rate from now. */
+static void throttle_flush(engine *e) {
+    throttle_t *t = &e->thr;
+    int moved = 0;
+    for (int i = 0; i < t->ndirty; i++) {
+        int r = t->dirty_list[i];
+        e->gpu[r].dirty = 0;
+        double slow = gpu_slow(e, r);
+        if (slow == e->gpu[r].slow) continue;
+        e->gpu[r].slow = slow;
+        for (int j = r * OWN_MAX; j < r * OWN_MAX + t->own_n[r]; j++) {
+            int l = t->own[j];
+            double f = 1.0;
+            for (int k = t->owner_off[l]; k < t->owner_off[l + 1]; k++)
+                if (e->gpu[t->owner[k]].slow > f) f = e->gpu[t->owner[k]].slow;
+            double bw = t->nominal[l] / f;
+            if (bw == t->applied[l]) continue;
+            if (!moved && e->nact > 0 && simgrid_get_clock() < e->now) sg_actor_sleep_until(e->now);
+            moved = 1;
+            sg_link_set_bandwidth(t->link[l], bw);
+            t->applied[l] = bw;
+        }
+    }
+    t->ndirty = 0;
+    if (moved && e->nact > 0) net_changed(e);
+}
+
+/* Adds link l to GPU r's own links (once), numbering links by their SimGrid data slot. */
+static void own_link(engine *e, int r, sg_link_t l) {
+    throttle_t *t = &e->thr;
+    intptr_t id = (intptr_t)sg_link_get_data(l);
+    if (id == 0) {
+        id = ++t->nlinks;
+        sg_link_set_data(l, (void *)id);
+        t->link[id - 1] = l;
+        t->nominal[id - 1] = t->applied[id - 1] = sg_link_get_bandwidth(l);
+    }
+    for (int j = r * OWN_MAX; j < r * OWN_MAX + t->own_n[r]; j++)
+        if (t->own[j] == id - 1) return;
+    if (t->own_n[r] < OWN_MAX) t->own[r * OWN_MAX + t->own_n[r]++] = (int)(id - 1);
+}
+
+static int throttle_setup(engine *e) {
+    throttle_t *t = &e->thr;
+    const sim_platform *p = e->p;
+    int W = e->world;
+    e->throttling = e->c->nccl_compute_slowdown > 1 || e->c->ep_compute_slowdown > 1;
+    if (!e->throttling) return 0;
+    t->link = calloc((size_t)W * OWN_MAX + 1, sizeof *t->link);
+    t->nominal = calloc((size_t)W * OWN_MAX + 1, sizeof *t->nominal);
+    t->applied = calloc((size_t)W * OWN_MAX + 1, sizeof *t->applied);
+    t->own_n = calloc((size_t)W + 1, sizeof *t->own_n);
+    t->own = calloc((size_t)W * OWN_MAX + 1, sizeof *t->own);
+    t->dirty_list = calloc((size_t)W + 1, sizeof *t->dirty_list);
+    xbt_dynar_t d = xbt_dynar_new(sizeof(sg_link_t), NULL);
+    if (!t->link || !t->nominal || !t->applied || !t->own_n || !t->own || !t->dirty_list) return -1;
+    for (int r = 0; r < W; r++) {
+        /* one peer in the node and one on the same rail elsewhere: their routes start and end
+         * with every link that is this GPU's own */
+        int peers[2] = {-1, -1};
+        for (int q = 0; q < p->ngpus; q++) {
+            if (q == r) continue;
+            if (peers[0] < 0 && p->node[q] == p->node[r]) peers[0] = q;
+            if (peers[1] < 0 && p->node[q] != p->node[r] && p->local[q] == p->local[r])
+                peers[1] = q;
+        }
+        for (int k = 0; k < 2; k++) {
+            if (peers[k] < 0) continue;
+            for (int dir = 0; dir < 2; dir++) {
+                xbt_dynar_reset(d);
+                sg_host_get_route(p->host[dir ? peers[k] : r], p->host[dir ? r : peers[k]], d);
+                unsigned n = xbt_dynar_length(d);
+                if (n > 0) own_link(e, r, xbt_dynar_get_as(d, dir ? n - 1 : 0, sg_link_t));
+            }
+        }
+    }
+    xbt_dynar_free(&d);
+    t->owner_off = calloc((size_t)t->nlinks + 1, sizeof *t->owner_off);
+    t->owner = calloc((size_t)W * OWN_MAX + 1, sizeof *t->owner);
+    if (!t->owner_off || !t->owner) return -1;
+    for (int r = 0; r < W; r++)
+        for (int j = r * OWN_MAX; j < r * OWN_MAX + t->own_n[r]; j++)
+            t->owner_off[t->own[j] + 1]++;
+    for (int l = 0; l < t->nlinks; l++)
+        t->owner_off[l + 1] += t->owner_off[l];
+    int *fill = malloc(sizeof *fill * ((size_t)t->nlinks + 1));
+    if (!fill) return -1;
+    memcpy(fill, t->owner_off, sizeof *fill * ((size_t)t->nlinks + 1));
+    for (int r = 0; r < W; r++)
+        for (int j = r * OWN_MAX; j < r * OWN_MAX + t->own_n[r]; j++)
+            t->owner[fill[t->own[j]]++] = r;
+    free(fill);
+    for (int r = 0; r < W; r++)
+        e->gpu[r].slow = 1.0;
+    return 0;
+}
+
+static void throttle_free(throttle_t *t) {
+    for (int l = 0; l < t->nlinks; l++) { /* leave the platform as loaded */
+        sg_link_set_bandwidth(t->link[l], t->nominal[l]);
+        sg_link_set_data(t->link[l], NULL);
+    }
+    free(t->link);
+    free(t->nominal);
+    free(t->applied);
+    free(t->own_n);
+    free(t->own);
+    free(t->owner_off);
+    free(t->owner);
+    free(t->dirty_list);
+}
+
 /* ---------------------------------------------------------------- host and streams */
 
 static void try_start(engine *e, int r, int st);
 
-/* The host issues ops in order, launch_s each, until a host sync. An op is launched at launch_t;
+/* The host issues ops in order, launch_s each (nccl_launch_s for communication), until a host
+ * sync. An op is launched at launch_t;
  * only an op that could start before its launch gets an event (EV_LAUNCH at launch_t). */
 static void host_advance(engine *e, int r, double t) {
     const ep_rank_sched *rs = &e->s->ranks[r];
     while (e->host_next[r] < rs->nops) {
         int i = e->host_next[r]++;
         long o = e->off[r] + i;
-        t += e->c->launch_s;
+        t += ep_op_is_comm(&rs->ops[i]) ? e->c->nccl_launch_s : e->c->launch_s;
         e->oh[o].launch_t = t;
         e->oh[o].state = ST_LAUNCHED;
         int sync = rs->ops[i].kind == EP_OP_HOST_SYNC;
@@ -205,7 +363,7 @@ static void start_op(engine *e, long o) {
         return;
     }
     sim_work w;
-    sim_op_work(e->c, op, e->p->peak_flops[r], e->p->hbm_bw[r], &w);
+    sim_op_work(&e->cost, op, e->p->peak_flops[r], e->p->hbm_bw[r], &w);
     if (sim_work_alone(&w) <= 0) {
         complete(e, o);
         return;
@@ -260,6 +418,7 @@ static void coll_begin(engine *e, long id) {
         e->scratch_ops[i] = op_of(e, o);
         e->scratch_ranks[i] = r;
         e->gpu[r].nxfer++;
+        if (e->scratch_ops[i]->sms <= 0) e->gpu[r].nxfer_nccl++;
         gpu_update(e, r);
     }
     double fixed = 0;
@@ -283,12 +442,11 @@ static void coll_done(engine *e, long id) {
         long o = e->members[c->off + i];
         int r = e->rank_of[o];
         e->gpu[r].nxfer--;
+        if (op_of(e, o)->sms <= 0) e->gpu[r].nxfer_nccl--;
         complete(e, o);
         gpu_update(e, r);
     }
 }
-
-static void net_changed(engine *e);
 
 static void coll_go(engine *e, long id) {
     if (simgrid_get_clock() < e->now) sg_actor_sleep_until(e->now);
@@ -397,6 +555,8 @@ static void run_loop(engine *e) {
     sim_event ev;
     while (!e->failed) {
         double next = e->heap.n ? sim_heap_top_time(&e->heap) : -1.0;
+        /* link rates change only when the instant's own events are done, never twice at once */
+        if (e->thr.ndirty && (!e->heap.n || next > e->now)) throttle_flush(e);
         if (e->nact == 0 || (e->heap.n && (next <= simgrid_get_clock() || next < e->t_safe))) {
             /* no transfer can finish first: an own event, without SimGrid */
             if (sim_heap_pop(&e->heap, &ev) != 0) break;
@@ -437,6 +597,10 @@ static void actor_main(int argc, char **argv) {
     (void)argc;
     (void)argv;
     engine *e = E;
+    if (throttle_setup(e) != 0) { /* routes: the platform is sealed once the actor runs */
+        fail(e, "out of memory for the links of the GPUs");
+        return;
+    }
     for (int r = 0; r < e->world; r++)
         host_advance(e, r, 0.0);
     run_loop(e);
@@ -575,6 +739,8 @@ static int build_streams(engine *e) {
 }
 
 static void engine_free(engine *e) {
+    throttle_free(&e->thr);
+    sim_cost_free(&e->cost);
     free(e->rank_of);
     free(e->oh);
     free(e->coll_of);
@@ -651,6 +817,7 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
         }
     for (int g = 0; g < s->ngroups; g++)
         e.grp_lat[g] = -1;
+    sim_cost_init(&e.cost, c, &s->cfg);
     int b = build_streams(&e);
     if (b == -2) {
         snprintf(err, EP_ERRLEN, "schedule has a dependency outside its rank's ops");

@@ -65,10 +65,14 @@ static void put(sim_flows *f, int a, int b, double bytes) {
 
 /* One logical transfer a -> b: NVLink inside a node, the NIC on the same rail, and across rails
  * NVLink to the GPU of a's node on b's rail first (PXN). */
+static double nvl_eff(const sim_flows *f, double bytes) {
+    return f->nvl_by_flow ? sim_table_eval(f->nvl_by_flow, bytes) : f->eff_nvl;
+}
+
 static void flow(sim_flows *f, int a, int b, double bytes) {
     const sim_platform *p = f->p;
     if (p->node[a] == p->node[b]) {
-        put(f, a, b, bytes / f->eff_nvl);
+        put(f, a, b, bytes / nvl_eff(f, bytes));
     } else if (p->local[a] == p->local[b]) {
         put(f, a, b, bytes / f->eff_net);
     } else {
@@ -76,7 +80,7 @@ static void flow(sim_flows *f, int a, int b, double bytes) {
         if (relay < 0) {
             put(f, a, b, bytes / f->eff_net);
         } else {
-            put(f, a, relay, bytes / f->eff_nvl);
+            put(f, a, relay, bytes / nvl_eff(f, bytes));
             put(f, relay, b, bytes / f->eff_net);
         }
     }
@@ -104,6 +108,22 @@ static void finish(sim_flows *f) {
         f->matrix[(long)f->idx_of[f->fsrc[i]] * f->nhosts + f->idx_of[f->fdst[i]]] += f->fbytes[i];
     for (int h = 0; h < f->nhosts; h++)
         f->idx_of[f->rank[h]] = -1;
+}
+
+double sim_net_link_bytes(ep_op_kind k, int n, double bytes) {
+    switch (k) {
+    case EP_OP_ALL_GATHER:
+    case EP_OP_ALLTOALL:
+    case EP_OP_A2A_DISPATCH:
+    case EP_OP_A2A_COMBINE:
+        return (n - 1) * bytes;
+    case EP_OP_REDUCE_SCATTER:
+        return (double)(n - 1) / n * bytes;
+    case EP_OP_ALL_REDUCE:
+        return 2.0 * (n - 1) / n * bytes;
+    default:
+        return bytes;
+    }
 }
 
 int sim_net_ring_steps(ep_op_kind k, int n) {
@@ -165,14 +185,52 @@ static double build_a2a(sim_flows *f, const ep_sched *s, const ep_traffic *t, co
     return total;
 }
 
+/* The measured NCCL curve of an op kind, or NULL where the calibration has none. */
+static const sim_coll_curve *nccl_curve(const sim_calib *c, ep_op_kind k) {
+    sim_coll i;
+    switch (k) {
+    case EP_OP_A2A_DISPATCH:
+    case EP_OP_A2A_COMBINE:
+    case EP_OP_ALLTOALL:
+        i = SIM_COLL_ALLTOALL;
+        break;
+    case EP_OP_ALL_GATHER:
+        i = SIM_COLL_ALL_GATHER;
+        break;
+    case EP_OP_REDUCE_SCATTER:
+        i = SIM_COLL_REDUCE_SCATTER;
+        break;
+    case EP_OP_ALL_REDUCE:
+        i = SIM_COLL_ALL_REDUCE;
+        break;
+    case EP_OP_SEND:
+    case EP_OP_RECV:
+        i = SIM_COLL_SEND;
+        break;
+    default:
+        return NULL;
+    }
+    return c->nccl_nvlink[i].efficiency.n > 0 ? &c->nccl_nvlink[i] : NULL;
+}
+
 double sim_net_build(sim_flows *f, const ep_sched *s, const sim_calib *c, const ep_op *const *ops,
                      const int *ranks, int n, double hop_latency_s, double *fixed_s) {
     const ep_op *op = ops[0];
+    const sim_coll_curve *curve = nccl_curve(c, op->kind);
     f->nflows = 0;
     f->reverse = 0;
     f->eff_nvl = c->nccl_nvlink_efficiency;
     f->eff_net = c->nccl_ib_efficiency;
+    f->nvl_by_flow = NULL;
     *fixed_s = c->nccl_base_s;
+    if (curve) { /* measured: its base, and its efficiency at this size */
+        *fixed_s = curve->base_s;
+        if (op->kind == EP_OP_ALLTOALL || op->kind == EP_OP_A2A_DISPATCH ||
+            op->kind == EP_OP_A2A_COMBINE)
+            f->nvl_by_flow = &curve->efficiency;
+        else
+            f->eff_nvl = sim_table_eval(&curve->efficiency, op->bytes);
+    }
     double payload = 0;
     switch (op->kind) {
     case EP_OP_A2A_DISPATCH:
@@ -182,6 +240,7 @@ double sim_net_build(sim_flows *f, const ep_sched *s, const sim_calib *c, const 
         if (ep_kernel) {
             f->eff_nvl = c->ep_nvlink_efficiency;
             f->eff_net = c->ep_rdma_efficiency;
+            f->nvl_by_flow = NULL;
             *fixed_s = c->ep_kernel_base_s;
         }
         if (op->traffic < 0 || op->traffic >= s->ntraffic) break;
@@ -202,9 +261,7 @@ double sim_net_build(sim_flows *f, const ep_sched *s, const sim_calib *c, const 
     case EP_OP_ALL_REDUCE: {
         if (n < 2) break;
         int steps = sim_net_ring_steps(op->kind, n);
-        double per_hop = op->kind == EP_OP_ALL_GATHER       ? (n - 1) * op->bytes
-                         : op->kind == EP_OP_REDUCE_SCATTER ? (double)(n - 1) / n * op->bytes
-                                                            : 2.0 * (n - 1) / n * op->bytes;
+        double per_hop = sim_net_link_bytes(op->kind, n, op->bytes);
         for (int i = 0; i < n; i++)
             flow(f, ranks[i], ranks[(i + 1) % n], per_hop);
         payload = per_hop * n;
@@ -213,7 +270,7 @@ double sim_net_build(sim_flows *f, const ep_sched *s, const sim_calib *c, const 
     }
     case EP_OP_SEND:
     case EP_OP_RECV: {
-        *fixed_s = c->p2p_base_s;
+        *fixed_s = curve ? curve->base_s : c->p2p_base_s;
         for (int i = 0; i < n; i++)
             if (ops[i]->kind == EP_OP_SEND) {
                 flow(f, ranks[i], ops[i]->peer, ops[i]->bytes);

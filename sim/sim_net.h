@@ -6,7 +6,9 @@
  * destination's rail (PXN); deepep/hybridep hierarchical: one RDMA copy per destination node to the
  * GPU with the sender's local index, then NVLink fan-out (combine: the reverse); send/recv direct.
  * Bytes are divided by the achieved-bandwidth efficiency of the link kind (sim_calib.h), so that
- * nominal link bandwidths stay in the platform file.
+ * nominal link bandwidths stay in the platform file. Where the calibration has a measured NCCL
+ * curve for the operation, its base time and its efficiency at the operation's size (all-to-all:
+ * each flow's size) replace the scalar defaults on NVLink.
  */
 #ifndef SIM_NET_H
 #define SIM_NET_H
@@ -28,8 +30,9 @@ typedef struct {
     int *node_local; /* [nnodes*gpn] rank at (node, local index) or -1 */
     int nnodes, gpn, world;
     const sim_platform *p;
-    double eff_nvl, eff_net; /* efficiencies of the algorithm being built */
-    int reverse;             /* combine direction: every flow reversed */
+    double eff_nvl, eff_net;      /* efficiencies of the algorithm being built */
+    const sim_table *nvl_by_flow; /* NVLink efficiency by each flow's bytes (a2a curve) or NULL */
+    int reverse;                  /* combine direction: every flow reversed */
 } sim_flows;
 
 int sim_flows_init(sim_flows *f, const sim_platform *p, int world);
@@ -42,6 +45,11 @@ void sim_flows_free(sim_flows *f);
  */
 double sim_net_build(sim_flows *f, const ep_sched *s, const sim_calib *c, const ep_op *const *ops,
                      const int *ranks, int n, double hop_latency_s, double *fixed_s);
+
+/* Bytes one member pushes through its own link for one NCCL operation of kind k over n members
+ * of size `bytes` (as the op's bytes field counts it): ring all-gather (n-1) B, reduce-scatter
+ * (n-1)/n B, all-reduce 2(n-1)/n B, direct all-to-all (n-1) B (B per peer), send B. */
+double sim_net_link_bytes(ep_op_kind k, int n, double bytes);
 
 /* Number of ring steps of a collective of kind k over n members (0 for non-ring kinds). */
 int sim_net_ring_steps(ep_op_kind k, int n);

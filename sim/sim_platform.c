@@ -3,6 +3,7 @@
 
 #include <simgrid/host.h>
 #include <simgrid/engine.h>
+#include <simgrid/zone.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -56,7 +57,11 @@ int sim_find_data(const char *kind, const char *arg, const char *suffix, char *o
         }
     }
     char src[PATH_MAX];
-    snprintf(src, sizeof src, "%s%s", EP_SOURCE_DIR, strcmp(kind, "topos") == 0 ? "/sim" : "");
+    /* in the source tree: sim/topos, configs, traces/calib */
+    snprintf(src, sizeof src, "%s%s", EP_SOURCE_DIR,
+             strcmp(kind, "topos") == 0   ? "/sim"
+             : strcmp(kind, "calib") == 0 ? "/traces"
+                                          : "");
     if (try_dir(src, kind, arg, sfx, out, len)) return 0;
     return -1;
 }
@@ -95,6 +100,8 @@ int sim_platform_load(sim_platform *p, const char *topo, char err[EP_ERRLEN]) {
                  msg);
         return -1;
     }
+    const char *cal = sg_zone_get_property_value(sg_zone_get_root(), "calibration");
+    snprintf(p->calib, sizeof p->calib, "%.250s", cal ? cal : "");
     int n = 0;
     char name[32];
     for (;;) {

@@ -1,7 +1,8 @@
 /* sim_platform: the SimGrid platform a run uses - file lookup, loading, and the GPU hosts.
  *
  * A GPU is a host named gpu<rank> with properties peak_flops, hbm_bw, sm_count, node and
- * local_index (docs/epsim.md, "Platform files"); rank r runs on gpu<r>.
+ * local_index (docs/epsim.md, "Platform files"); rank r runs on gpu<r>. The root zone may name a
+ * default calibration (property calibration: a file, or a name under traces/calib/).
  */
 #ifndef SIM_PLATFORM_H
 #define SIM_PLATFORM_H
@@ -12,6 +13,7 @@
 typedef struct {
     char path[4096]; /* resolved platform file */
     char name[256];  /* file name without directory and .xml */
+    char calib[256]; /* the zone's "calibration" property (default calibration), or "" */
     int ngpus;
     int gpus_per_node;
     sg_host_t *host;   /* [ngpus] */
@@ -21,8 +23,9 @@ typedef struct {
 } sim_platform;
 
 /* Finds a data file: `arg` itself if it names an existing file, else <dir>/<arg><suffix> for the
- * bundled data dirs of `kind` ("topos" or "configs"): $EPSIM_DATA_DIR/<kind>, <exe dir>/<kind>,
- * <exe dir>/../share/epsim/<kind>, and the source tree compiled in. Returns 0 or -1. */
+ * bundled data dirs of `kind` ("topos", "configs" or "calib"): $EPSIM_DATA_DIR/<kind>, <exe
+ * dir>/<kind>, <exe dir>/../share/epsim/<kind>, and the source tree compiled in. Returns 0 or -1.
+ */
 int sim_find_data(const char *kind, const char *arg, const char *suffix, char *out, size_t len);
 
 /* Resolves and loads the platform (SimGrid must be initialised) and reads the GPU hosts.
@@ -33,5 +36,8 @@ void sim_platform_free(sim_platform *p);
 /* Loads a platform file, turning SimGrid's exceptions into an error line (sim_platform_load.cpp).
  */
 int sim_platform_load_file(const char *path, char *err, size_t len);
+
+/* Seals the loaded platform (routes can be queried before a simulation runs). */
+void sim_platform_seal(void);
 
 #endif

@@ -2,6 +2,7 @@
 // catch.
 #include <simgrid/engine.h>
 #include <simgrid/s4u/Activity.hpp>
+#include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Exec.hpp>
 
 #include <cstdio>
@@ -27,4 +28,10 @@ extern "C" long sim_exec_wait_any_for(simgrid::s4u::Exec **execs, size_t n, doub
     for (size_t i = 0; i < n; i++)
         acts.emplace_back(execs[i]);
     return (long)simgrid::s4u::Activity::wait_any_for(acts, timeout);
+}
+
+// Seals the loaded platform so that routes can be asked before any simulation runs (epsim
+// calibrate reads link bandwidths and latencies without simulating).
+extern "C" void sim_platform_seal(void) {
+    simgrid::s4u::Engine::get_instance()->seal_platform();
 }

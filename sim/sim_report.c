@@ -69,7 +69,7 @@ int sim_write_summary_json(const char *path, const ep_sched *s, const sim_metric
     fputs(",\"config\":", f);
     ep_config_write_json(&s->cfg, f);
     fputs(",\"calibration\":", f);
-    sim_calib_write_json(c, f);
+    sim_calib_write_json(c, f, 0);
     fputs(",\"meta\":", f);
     char extra[4600];
     snprintf(extra, sizeof extra, "\"platform_file\":\"%s\"", p->name);

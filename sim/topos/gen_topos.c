@@ -6,11 +6,12 @@
  *
  * Shape of every file: one flat zone with DijkstraCache routing. A GPU is a host named gpu<rank>
  * with properties peak_flops (dense bf16 flop/s), hbm_bw (bytes/s), sm_count, node, local_index,
- * gpus_per_node. Inside a node, each GPU has one full-duplex NVLink link to the node's NVSwitch
- * router (or, for two GPUs without a switch, one direct link). Across nodes (rail-optimised): the
- * NIC of GPU i connects to a leaf switch of rail i; leaves of one rail meet at a rail spine through
- * a non-blocking uplink. Rails are not joined: cross-rail traffic goes over NVLink to the GPU on
- * the destination's rail first (PXN), as NCCL and DeepEP do; epsim decomposes it that way.
+ * gpus_per_node; the zone's property calibration names the default calibration file. Inside a node,
+ * each GPU has one full-duplex NVLink link to the node's NVSwitch router (or, for two GPUs without
+ * a switch, one direct link). Across nodes (rail-optimised): the NIC of GPU i connects to a leaf
+ * switch of rail i; leaves of one rail meet at a rail spine through a non-blocking uplink. Rails
+ * are not joined: cross-rail traffic goes over NVLink to the GPU on the destination's rail first
+ * (PXN), as NCCL and DeepEP do; epsim decomposes it that way.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,29 +28,32 @@ typedef struct {
     double nic_bw, nic_lat;       /* per GPU NIC, per direction */
     int nodes_per_leaf;
     double spine_lat;
+    const char *calib; /* default calibration (traces/calib/<name>.json), or NULL */
 } topo;
 
 /* H100/H200 SXM: 989 TFLOP/s dense bf16, 132 SMs. NVLink 4: 18 links; H100 25 GB/s per link
  * (450 GB/s), the lent H200 pair 26.562 GB/s per link (478 GB/s, ../shared/hw/h200x2.md).
  * NDR InfiniBand 400 Gb/s = 50 GB/s per NIC. NVL72 (GB200): 2.25 PFLOP/s dense bf16 (B200
- * datasheet), 8 TB/s HBM3e, 148 SMs, NVLink 5 900 GB/s per direction. */
+ * datasheet), 8 TB/s HBM3e, 148 SMs, NVLink 5 900 GB/s per direction.
+ * Default calibrations (docs/calibration.md): the lent H200 machines their own; the DGX H100
+ * topologies the compute of one measured H100 with their own link figures; NVL72 none. */
 static const topo TOPOS[] = {
     {"h200x2", "the lent machine: 2 x H200 joined by 18 NVLink 4 links", 1, 2, 989e12, 4.8e12, 132,
-     478.116e9, 0.5e-6, 1, 0, 0, 0, 0},
+     478.116e9, 0.5e-6, 1, 0, 0, 0, 0, "h200x2"},
     {"h200x4", "4 x H200 of one HGX board (the nvidia-h200-x4 kind), NVSwitch", 1, 4, 989e12,
-     4.8e12, 132, 478.116e9, 0.5e-6, 0, 0, 0, 0, 0},
+     4.8e12, 132, 478.116e9, 0.5e-6, 0, 0, 0, 0, 0, "h200x4"},
     {"dgx8", "one DGX H100: 8 x H100, NVSwitch", 1, 8, 989e12, 3.35e12, 132, 450e9, 0.5e-6, 0, 0, 0,
-     0, 0},
+     0, 0, "h100"},
     {"dgx16", "2 DGX H100, NVSwitch, 8 x 400G NICs per node, rail-optimised", 2, 8, 989e12, 3.35e12,
-     132, 450e9, 0.5e-6, 0, 50e9, 1.0e-6, 32, 0.5e-6},
+     132, 450e9, 0.5e-6, 0, 50e9, 1.0e-6, 32, 0.5e-6, "h100"},
     {"dgx64", "8 DGX H100, rail-optimised fat tree", 8, 8, 989e12, 3.35e12, 132, 450e9, 0.5e-6, 0,
-     50e9, 1.0e-6, 32, 0.5e-6},
+     50e9, 1.0e-6, 32, 0.5e-6, "h100"},
     {"dgx256", "32 DGX H100, rail-optimised fat tree", 32, 8, 989e12, 3.35e12, 132, 450e9, 0.5e-6,
-     0, 50e9, 1.0e-6, 16, 0.5e-6},
+     0, 50e9, 1.0e-6, 16, 0.5e-6, "h100"},
     {"dgx1024", "128 DGX H100, rail-optimised fat tree", 128, 8, 989e12, 3.35e12, 132, 450e9,
-     0.5e-6, 0, 50e9, 1.0e-6, 32, 0.5e-6},
+     0.5e-6, 0, 50e9, 1.0e-6, 32, 0.5e-6, "h100"},
     {"nvl72", "one 72-GPU NVLink domain (GB200 NVL72)", 1, 72, 2.25e15, 8e12, 148, 900e9, 0.5e-6, 0,
-     0, 0, 0, 0},
+     0, 0, 0, 0, NULL},
 };
 
 static void route(FILE *f, const char *src, const char *dst, const char *link) {
@@ -132,6 +136,7 @@ static int write_topo(const topo *t, const char *dir) {
     fprintf(f, "<platform version=\"4.1\">\n  <zone id=\"%s\" routing=\"DijkstraCache\">\n",
             t->name);
     fprintf(f, "    <prop id=\"gpus_per_node\" value=\"%d\"/>\n", t->gpn);
+    if (t->calib) fprintf(f, "    <prop id=\"calibration\" value=\"%s\"/>\n", t->calib);
     for (int g = 0; g < n; g++) {
         fprintf(f, "    <host id=\"gpu%d\" speed=\"%.6gf\">\n", g, t->peak_flops);
         fprintf(f, "      <prop id=\"peak_flops\" value=\"%.6g\"/>\n", t->peak_flops);

@@ -9,6 +9,14 @@
 
 /* One token all-to-all between the two H200s: bytes / (478 GB/s x NCCL efficiency) + link latency,
  * after one launch and NCCL's fixed cost. */
+/* The time alone of one op under calibration c on an H200 (the h200x2 hosts). */
+static void op_work(const sim_calib *c, const ep_op *op, sim_work *w) {
+    sim_cost x;
+    sim_cost_init(&x, c, NULL);
+    sim_op_work(&x, op, 989e12, 4.8e12, w);
+    sim_cost_free(&x);
+}
+
 static void test_a2a_h200x2(void) {
     hand_sched h;
     hand_init(&h, 2);
@@ -102,7 +110,7 @@ static void test_two_microbatch_overlap(void) {
     hand_run(&h, "h200x2", &c, &res);
     CU_ASSERT_EQUAL_FATAL(res.rc, 0);
     sim_work w;
-    sim_op_work(&c, &gemm, 989e12, 4.8e12, &w);
+    op_work(&c, &gemm, &w);
     double G = sim_work_alone(&w);
     double A = c.nccl_base_s + B / (478.116e9 * c.nccl_nvlink_efficiency) + 1e-6;
     double L = c.launch_s;
@@ -135,7 +143,7 @@ static void test_host_sync_blocks_launch(void) {
     hand_run(&h, "h200x2", &c, &res);
     CU_ASSERT_EQUAL_FATAL(res.rc, 0);
     sim_work w;
-    sim_op_work(&c, &gemm, 989e12, 4.8e12, &w);
+    op_work(&c, &gemm, &w);
     double G = sim_work_alone(&w), L = c.launch_s;
     CU_ASSERT(REL(res.end[0][1], L + G));
     /* the op on another stream could have run at 3L without the sync */
@@ -167,7 +175,7 @@ static void test_sm_contention(void) {
     hand_run(&h, "h200x2", &c, &res);
     CU_ASSERT_EQUAL_FATAL(res.rc, 0);
     sim_work w;
-    sim_op_work(&c, &gemm, 989e12, 4.8e12, &w);
+    op_work(&c, &gemm, &w);
     double G = sim_work_alone(&w), L = c.launch_s;
     double a0 = res.start[0][1], a1 = res.end[0][1]; /* SMs held on rank 0 */
     CU_ASSERT(a1 < L + G);                           /* the comm ends inside the GEMM */
@@ -219,7 +227,7 @@ static void test_shared_link_with_compute(void) {
     hand_run(&h, "h200x2", &c, &res);
     CU_ASSERT_EQUAL_FATAL(res.rc, 0);
     sim_work w;
-    sim_op_work(&c, &gemm, 989e12, 4.8e12, &w);
+    op_work(&c, &gemm, &w);
     double G = sim_work_alone(&w), L = c.launch_s, lat = 1e-6;
     double bw = 478.116e9 * c.nccl_nvlink_efficiency;
     double ta = L + c.nccl_base_s, t1 = 2 * L + K * G + c.nccl_base_s;

@@ -1,0 +1,618 @@
+/* epsim calibrate: the cost model fitted from epref's raw calibration files (sim_fit.h;
+ * docs/calibration.md, "The fit"). Every fitted number is chosen so that the simulator's own
+ * formula (sim_cost.c for compute, sim_net.c + the engine for NCCL) gives back the measured time
+ * of each record; the report prints how closely it does. */
+#include "sim_fit.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xbt/log.h>
+
+#include "ep_io.h"
+#include "ep_sched.h"
+#include "sim_calib.h"
+#include "sim_cost.h"
+#include "sim_net.h"
+#include "sim_platform.h"
+
+#define MAX_DIRS 8
+
+enum { F_COMPUTE, F_COMM, F_HOST, F_INTERFERENCE, F_DISPATCH, F_COMBINE, F_NUM };
+static const char *FILES[F_NUM] = {"compute.json",      "comm.json",     "host.json",
+                                   "interference.json", "dispatch.json", "combine.json"};
+
+typedef struct {
+    json_t *root[F_NUM]; /* the file's array, or NULL where no DIR has it */
+    char path[F_NUM][4200];
+    sim_platform plat;
+    double peak, hbm, bw, lat; /* GPU 0, and the route GPU 0 -> GPU 1 */
+    sim_calib c;
+    char err[EP_ERRLEN];
+} fit;
+
+static int fail2(const char *msg) {
+    fprintf(stderr, "epsim calibrate: %s\n", msg);
+    return 2;
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+static double num(json_t *o, const char *key) {
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static const char *str(json_t *o, const char *key) {
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? s : "";
+}
+
+/* Loads DIR/file from the first DIR that has it; an array whose first element is the meta. */
+static int load(fit *x, int which, char **dirs, int ndirs) {
+    for (int d = 0; d < ndirs; d++) {
+        snprintf(x->path[which], sizeof x->path[which], "%s/%s", dirs[d], FILES[which]);
+        FILE *f = fopen(x->path[which], "r");
+        if (!f) continue;
+        fclose(f);
+        json_error_t je;
+        json_t *r = json_load_file(x->path[which], 0, &je);
+        if (!r || !json_is_array(r) || json_array_size(r) < 1 ||
+            !json_is_object(json_object_get(json_array_get(r, 0), "meta"))) {
+            snprintf(x->err, EP_ERRLEN, "%s: not a calibration file (%s, line %d)", x->path[which],
+                     r ? "expected [{\"meta\":...}, records...]" : je.text, r ? 0 : je.line);
+            json_decref(r);
+            return -1;
+        }
+        x->root[which] = r;
+        return 0;
+    }
+    x->path[which][0] = 0;
+    return 0;
+}
+
+/* Records of a file (after its meta), as a jansson array index range. */
+#define FOR_RECORDS(x, which, i, rec)                                                              \
+    for (size_t i = 1; (x)->root[which] && i < json_array_size((x)->root[which]) &&                \
+                       ((rec) = json_array_get((x)->root[which], i));                              \
+         i++)
+
+/* ---- compute ------------------------------------------------------------------------------ */
+
+static ep_op_kind kind_of(const char *s) {
+    for (int k = 0; k < EP_OP_NUM_KINDS; k++)
+        if (strcmp(ep_op_kind_name((ep_op_kind)k), s) == 0) return (ep_op_kind)k;
+    return EP_OP_NUM_KINDS;
+}
+
+static ep_phase phase_of(const char *s) {
+    for (int p = EP_PHASE_FWD; p <= EP_PHASE_BWD_DW; p++)
+        if (strcmp(ep_phase_name((ep_phase)p), s) == 0) return (ep_phase)p;
+    return EP_PHASE_NONE;
+}
+
+static int is_memory_kind(ep_op_kind k) {
+    return k != EP_OP_GEMM && k != EP_OP_GROUPED_GEMM && k != EP_OP_ATTENTION &&
+           k < EP_OP_A2A_DISPATCH;
+}
+
+/* The op a compute record stands for. */
+static int record_op(json_t *r, ep_op *op) {
+    memset(op, 0, sizeof *op);
+    op->kind = kind_of(str(r, "kind"));
+    op->phase = phase_of(str(r, "phase"));
+    op->m = (int)num(r, "m"), op->n = (int)num(r, "n"), op->k = (int)num(r, "k");
+    op->batch = (int)num(r, "batch");
+    op->flops = num(r, "flops"), op->bytes = num(r, "bytes");
+    double t = num(r, "time_us");
+    if (op->kind == EP_OP_NUM_KINDS || !(t > 0) || !(op->flops >= 0) || !(op->bytes >= 0))
+        return -1;
+    return 0;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    if (n == 0) return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Memory-bound kernels: HBM efficiency by bytes, medians per quarter decade. */
+static int fit_memory(fit *x, double t0) {
+    int cap = 0, n = 0;
+    double *b = NULL, *e = NULL;
+    json_t *r;
+    FOR_RECORDS(x, F_COMPUTE, i, r) {
+        ep_op op;
+        if (record_op(r, &op) || !is_memory_kind(op.kind) || !(op.bytes > 0)) continue;
+        double t = num(r, "time_us") * 1e-6 - t0;
+        if (!(t > 0)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 256;
+            double *nb = realloc(b, sizeof *b * (size_t)cap), *ne = NULL;
+            if (nb) b = nb;
+            if (nb) ne = realloc(e, sizeof *e * (size_t)cap);
+            if (ne) e = ne;
+            if (!nb || !ne) {
+                free(b);
+                free(e);
+                return -1;
+            }
+        }
+        b[n] = op.bytes;
+        e[n] = op.bytes / (x->hbm * t);
+        n++;
+    }
+    if (n == 0) {
+        free(b);
+        free(e);
+        return 0;
+    }
+    /* bin by quarter decades of bytes; each bin one point (median bytes, median efficiency) */
+    sim_table tab = {0};
+    int lo = (int)floor(4 * log10(b[0])), hi = lo;
+    for (int i = 0; i < n; i++) {
+        int k = (int)floor(4 * log10(b[i]));
+        if (k < lo) lo = k;
+        if (k > hi) hi = k;
+    }
+    double *vb = malloc(sizeof *vb * (size_t)n), *ve = malloc(sizeof *ve * (size_t)n);
+    if (!vb || !ve) {
+        free(vb), free(ve), free(b), free(e);
+        return -1;
+    }
+    for (int k = lo; k <= hi && tab.n < SIM_CALIB_MAX_POINTS; k++) {
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if ((int)floor(4 * log10(b[i])) == k) vb[m] = b[i], ve[m] = e[i], m++;
+        if (m == 0) continue;
+        double mb = median(vb, m), me = median(ve, m);
+        if (tab.n > 0 && !(mb > tab.x[tab.n - 1])) continue;
+        tab.x[tab.n] = mb;
+        tab.y[tab.n] = me;
+        tab.n++;
+    }
+    x->c.memory_efficiency = tab;
+    free(vb), free(ve), free(b), free(e);
+    return 0;
+}
+
+/* GEMM, grouped GEMM and attention shapes; the flop efficiency of memory-bound kernels that
+ * keeps their arithmetic from ever binding (their measured time is set by bytes). */
+static int fit_shapes(fit *x, double t0, int *nshape) {
+    double vec_need = 0, scan_need = 0;
+    json_t *r;
+    FOR_RECORDS(x, F_COMPUTE, i, r) {
+        ep_op op;
+        if (record_op(r, &op) || !(op.flops > 0)) continue;
+        double t = num(r, "time_us") * 1e-6 - t0;
+        if (!(t > 0)) continue;
+        double eff = op.flops / (x->peak * t), f[SIM_SHAPE_DIMS];
+        int ph = op.phase >= EP_PHASE_FWD ? op.phase - 1 : 0;
+        sim_shape_table *tab = NULL;
+        switch (op.kind) {
+        case EP_OP_GEMM:
+        case EP_OP_GROUPED_GEMM:
+            if (!(op.m > 0 && op.n > 0 && op.k > 0)) continue;
+            sim_gemm_features(op.phase == EP_PHASE_BWD_DW, op.m, op.n, op.k, op.batch, f);
+            tab = op.kind == EP_OP_GEMM ? &x->c.gemm_shapes[ph] : &x->c.grouped_gemm_shapes[ph];
+            break;
+        case EP_OP_ATTENTION:
+            f[0] = op.flops, f[1] = num(r, "seq"), f[2] = num(r, "dqk"), f[3] = num(r, "dv");
+            if (!(f[1] > 0 && f[2] > 0 && f[3] > 0)) continue;
+            tab = &x->c.attention_shapes[ph];
+            break;
+        case EP_OP_SCAN:
+            if (eff > scan_need) scan_need = eff;
+            continue;
+        default:
+            if (is_memory_kind(op.kind) && eff > vec_need) vec_need = eff;
+            continue;
+        }
+        if (sim_shape_add(tab, f, eff) != 0) return -1;
+        (*nshape)++;
+    }
+    for (int ph = 0; ph < SIM_PHASES; ph++) {
+        sim_shape_sort(&x->c.gemm_shapes[ph]);
+        sim_shape_sort(&x->c.grouped_gemm_shapes[ph]);
+        sim_shape_sort(&x->c.attention_shapes[ph]);
+    }
+    if (vec_need > x->c.vector_flops_efficiency) x->c.vector_flops_efficiency = vec_need;
+    if (scan_need > x->c.scan_efficiency) x->c.scan_efficiency = scan_need;
+    return 0;
+}
+
+/* ---- host, interference ------------------------------------------------------------------- */
+
+static void fit_host(fit *x) {
+    json_t *r;
+    FOR_RECORDS(x, F_HOST, i, r) {
+        const char *w = str(r, "what");
+        double t = num(r, "time_us") * 1e-6;
+        if (!(t > 0)) continue;
+        if (strcmp(w, "launch") == 0) x->c.launch_s = t;
+        if (strcmp(w, "nccl_launch") == 0) x->c.nccl_launch_s = t;
+        if (strcmp(w, "host_sync") == 0) x->c.host_sync_s = t;
+        if (strcmp(w, "kernel_overhead") == 0) x->c.kernel_overhead_s = t;
+    }
+}
+
+static void fit_interference(fit *x) {
+    json_t *r;
+    double best_sms = 1e9;
+    FOR_RECORDS(x, F_INTERFERENCE, i, r) {
+        const char *v = str(r, "victim"), *a = str(r, "aggressor");
+        double s = num(r, "slowdown");
+        if (!(s > 0)) continue;
+        if (s < 1) s = 1; /* noise: sharing never speeds an op up */
+        if (strcmp(v, "gemm") == 0 && strcmp(a, "nccl_alltoall") == 0) x->c.comm_flops_slowdown = s;
+        if (strcmp(v, "elementwise") == 0 && strcmp(a, "nccl_alltoall") == 0)
+            x->c.comm_hbm_fraction = 1.0 - 1.0 / s;
+        if (strcmp(v, "nccl_alltoall") == 0 && strcmp(a, "gemm") == 0)
+            x->c.nccl_compute_slowdown = s;
+        /* SM-driven transfers: the store kernel on the SM count closest to Hybrid-EP's 16 */
+        double sms = num(r, "sms");
+        if (strcmp(v, "store") == 0 && strcmp(a, "gemm") == 0 && fabs(sms - 16) < best_sms) {
+            best_sms = fabs(sms - 16);
+            x->c.ep_compute_slowdown = s;
+        }
+    }
+}
+
+/* ---- NCCL curves -------------------------------------------------------------------------- */
+
+typedef struct {
+    double bytes, t; /* op size as the record keys it, measured seconds */
+} comm_pt;
+
+static ep_op_kind coll_kind(sim_coll k) {
+    static const ep_op_kind kinds[SIM_COLL_NUM] = {
+        EP_OP_ALLTOALL, EP_OP_ALL_GATHER, EP_OP_REDUCE_SCATTER, EP_OP_ALL_REDUCE, EP_OP_SEND};
+    return kinds[k];
+}
+
+/* Time the engine gives an NCCL operation alone besides link bytes / (bandwidth x efficiency):
+ * base, extra ring steps, route latency (sim_net_build, coll_begin). */
+static double fixed_part(const fit *x, sim_coll k, int n, double base) {
+    int steps = sim_net_ring_steps(coll_kind(k), n);
+    double extra = steps > 1 ? (steps - 1) * (x->c.nccl_step_s + x->lat) : 0;
+    return base + extra + x->lat;
+}
+
+/* Base and efficiency table of one operation from its points (ascending bytes). The base is the
+ * overhead of the fastest point (the smallest message) beyond moving its bytes at the efficiency
+ * the largest message reaches; every point then gets the efficiency that reproduces it exactly. */
+static int fit_curve(fit *x, sim_coll k, int n, comm_pt *p, int np, sim_coll_curve *out) {
+    double fx = fixed_part(x, k, n, 0);
+    ep_op_kind ok = coll_kind(k);
+    int fast = 0;
+    for (int i = 0; i < np; i++) {
+        if (!(p[i].t > fx)) return -1;
+        if (p[i].t < p[fast].t) fast = i;
+    }
+    double e_big = sim_net_link_bytes(ok, n, p[np - 1].bytes) / (x->bw * (p[np - 1].t - fx));
+    out->base_s = p[fast].t - fx - sim_net_link_bytes(ok, n, p[fast].bytes) / (x->bw * e_big);
+    out->efficiency.n = 0;
+    for (int i = 0; i < np && out->efficiency.n < SIM_CALIB_MAX_POINTS; i++) {
+        double left = p[i].t - fx - out->base_s;
+        int m = out->efficiency.n;
+        if (!(left > 0) || (m && !(p[i].bytes > out->efficiency.x[m - 1]))) continue;
+        out->efficiency.x[m] = p[i].bytes;
+        out->efficiency.y[m] = sim_net_link_bytes(ok, n, p[i].bytes) / (x->bw * left);
+        out->efficiency.n++;
+    }
+    return 0;
+}
+
+static int fit_comm(fit *x, int *ncurves) {
+    /* NCCL's small-message latency hardly grows with the ring (2 and 4 H200: 11-13 us either
+     * way): a measured base carries it, and only the route latency is added per extra step */
+    if (x->root[F_COMM]) x->c.nccl_step_s = 0;
+    for (int k = 0; k < SIM_COLL_NUM; k++) {
+        comm_pt p[SIM_CALIB_MAX_POINTS];
+        int np = 0, ranks = 0;
+        json_t *r;
+        FOR_RECORDS(x, F_COMM, i, r) {
+            if (strcmp(str(r, "op"), sim_coll_name((sim_coll)k)) != 0 ||
+                strcmp(str(r, "link"), "nvlink") != 0 || np == SIM_CALIB_MAX_POINTS)
+                continue;
+            double b = num(r, "bytes"), t = num(r, "time_us") * 1e-6;
+            int n = (int)num(r, "ranks");
+            if (!(b > 0) || !(t > 0) || n < 2 || (ranks && n != ranks)) continue;
+            ranks = n;
+            int j = np++;
+            while (j > 0 && p[j - 1].bytes > b) { /* keep ascending */
+                p[j] = p[j - 1];
+                j--;
+            }
+            p[j].bytes = b, p[j].t = t;
+        }
+        if (np == 0) continue;
+        if (fit_curve(x, (sim_coll)k, ranks, p, np, &x->c.nccl_nvlink[k]) != 0) {
+            snprintf(x->err, EP_ERRLEN,
+                     "%s: %s records faster than the route latency of the topology",
+                     x->path[F_COMM], sim_coll_name((sim_coll)k));
+            return -1;
+        }
+        (*ncurves)++;
+    }
+    return 0;
+}
+
+/* The NVLink dispatch/combine kernel (the hybridep/deepep model): base from the smallest size,
+ * efficiency the median at 4096 tokens and more (docs/calibration.md). */
+static void fit_ep_kernels(fit *x) {
+    double base = 1e300, eff[64];
+    int ne = 0;
+    for (int w = F_DISPATCH; w <= F_COMBINE; w++) {
+        json_t *r;
+        double tmin_tok = 1e300, tmin = 0;
+        FOR_RECORDS(x, w, i, r) {
+            if (strcmp(str(r, "backend"), "nvl") != 0) continue;
+            double tok = num(r, "tokens"), t = num(r, "time_us") * 1e-6;
+            if (tok < tmin_tok && t > 0) tmin_tok = tok, tmin = t;
+        }
+        if (tmin > 0 && tmin - x->lat < base) base = tmin - x->lat;
+    }
+    if (!(base < 1e300)) return;
+    for (int w = F_DISPATCH; w <= F_COMBINE; w++) {
+        json_t *r;
+        FOR_RECORDS(x, w, i, r) {
+            if (strcmp(str(r, "backend"), "nvl") != 0 || num(r, "tokens") < 4096 || ne == 64)
+                continue;
+            double t = num(r, "time_us") * 1e-6 - base - x->lat, lb = num(r, "link_bytes");
+            if (t > 0 && lb > 0) eff[ne++] = lb / (x->bw * t);
+        }
+    }
+    if (ne == 0) return;
+    x->c.ep_kernel_base_s = base;
+    x->c.ep_nvlink_efficiency = median(eff, ne);
+}
+
+/* ---- residuals ---------------------------------------------------------------------------- */
+
+/* |simulated - measured| / measured over the compute records, through sim_cost itself. */
+static void compute_residuals(fit *x, double *med, double *p90, double *worst) {
+    int n = 0, cap = 0;
+    double *e = NULL;
+    json_t *r;
+    sim_cost cost;
+    sim_cost_init(&cost, &x->c, NULL);
+    FOR_RECORDS(x, F_COMPUTE, i, r) {
+        ep_op op;
+        if (record_op(r, &op)) continue;
+        cost.attn_seq = (int)num(r, "seq"), cost.attn_dqk = (int)num(r, "dqk");
+        cost.attn_dv = (int)num(r, "dv");
+        sim_work w;
+        sim_op_work(&cost, &op, x->peak, x->hbm, &w);
+        double t = num(r, "time_us") * 1e-6;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 1024;
+            double *ne = realloc(e, sizeof *e * (size_t)cap);
+            if (!ne) break;
+            e = ne;
+        }
+        e[n++] = fabs(sim_work_alone(&w) - t) / t;
+    }
+    sim_cost_free(&cost);
+    *med = n ? median(e, n) : NAN;
+    *p90 = n ? e[(int)(0.9 * (n - 1))] : NAN;
+    *worst = n ? e[n - 1] : NAN;
+    free(e);
+}
+
+/* ---- output ------------------------------------------------------------------------------- */
+
+static void write_sources(fit *x, FILE *f) {
+    fputs("{", f);
+    int first = 1;
+    for (int w = 0; w < F_NUM; w++) {
+        if (!x->root[w]) continue;
+        json_t *meta = json_object_get(json_array_get(x->root[w], 0), "meta");
+        fprintf(f, "%s\n  \"%s\":{\"path\":", first ? "" : ",", FILES[w]);
+        ep_json_string(f, x->path[w]);
+        fprintf(f, ",\"records\":%zu,\"gpu\":", json_array_size(x->root[w]) - 1);
+        ep_json_string(f, str(meta, "gpu"));
+        fputs(",\"date\":", f);
+        ep_json_string(f, str(meta, "date"));
+        fputs(",\"git_revision\":", f);
+        ep_json_string(f, str(meta, "git_revision"));
+        fputc('}', f);
+        first = 0;
+    }
+    fputs("}", f);
+}
+
+static int write_out(fit *x, const char *out, const char *machine) {
+    ep_outfile o;
+    if (ep_outfile_open(&o, out, x->err) != 0) return -1;
+    FILE *f = o.f;
+    char date[32];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    fputs("{\"_meta\":{\"program\":\"epsim calibrate\",\"version\":", f);
+    ep_json_string(f, ep_version());
+    fputs(",\"git_revision\":", f);
+    ep_json_string(f, ep_git_revision());
+    fputs(",\"machine\":", f);
+    ep_json_string(f, machine);
+    fputs(",\"topology\":", f);
+    ep_json_string(f, x->plat.name);
+    fprintf(f, ",\"date\":\"%s\",\"format\":\"docs/calibration.md\",\"sources\":", date);
+    write_sources(x, f);
+    fputs("},", f);
+    /* then every key sim_calib_load reads: the object sim_calib_write_json writes, whose opening
+     * brace is already out */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem) {
+        ep_outfile_abort(&o);
+        snprintf(x->err, EP_ERRLEN, "out of memory");
+        return -1;
+    }
+    sim_calib_write_json(&x->c, mem, 1);
+    fclose(mem);
+    fputs(buf + 1, f);
+    fputc('\n', f);
+    free(buf);
+    return ep_outfile_commit(&o, x->err);
+}
+
+/* ---- main --------------------------------------------------------------------------------- */
+
+static void machine_of(const char *dir, char *out, size_t len) {
+    char d[4096];
+    snprintf(d, sizeof d, "%s", dir);
+    size_t n = strlen(d);
+    while (n > 1 && d[n - 1] == '/')
+        d[--n] = 0;
+    char *slash = strrchr(d, '/');
+    const char *last = slash ? slash + 1 : d;
+    if (strcmp(last, "calib") == 0 && slash) { /* traces/<machine>/calib */
+        *slash = 0;
+        slash = strrchr(d, '/');
+        last = slash ? slash + 1 : d;
+    }
+    snprintf(out, len, "%s", last);
+}
+
+/* traces/<machine>/calib -> traces/calib/<machine>.json */
+static void default_out(const char *dir, const char *machine, char *out, size_t len) {
+    char d[4096];
+    snprintf(d, sizeof d, "%s", dir);
+    size_t n = strlen(d);
+    while (n > 1 && d[n - 1] == '/')
+        d[--n] = 0;
+    for (int up = 0; up < 2; up++) {
+        char *slash = strrchr(d, '/');
+        if (slash)
+            *slash = 0;
+        else
+            snprintf(d, sizeof d, ".");
+    }
+    snprintf(out, len, "%s/calib/%s.json", d, machine);
+}
+
+int sim_fit_main(int argc, char **argv) {
+    const char *topo = NULL, *out = NULL;
+    char *dirs[MAX_DIRS];
+    int ndirs = 0;
+    for (int i = 1; i < argc; i++) {
+        if ((strcmp(argv[i], "--topo") == 0 || strcmp(argv[i], "--out") == 0) && i + 1 < argc) {
+            const char **slot = strcmp(argv[i], "--topo") == 0 ? &topo : &out;
+            *slot = argv[i + 1];
+            i++;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            puts("usage: epsim calibrate DIR [DIR ...] [--topo T] [--out FILE]\n"
+                 "Fits the calibration from epref bench calib's raw files (docs/calibration.md).");
+            return 0;
+        } else if (argv[i][0] == '-' || ndirs == MAX_DIRS) {
+            char m[300];
+            snprintf(m, sizeof m,
+                     "unexpected argument %.200s (usage: epsim calibrate DIR ... "
+                     "[--topo T] [--out FILE])",
+                     argv[i]);
+            return fail2(m);
+        } else {
+            dirs[ndirs++] = argv[i];
+        }
+    }
+    if (ndirs == 0) return fail2("usage: epsim calibrate DIR [DIR ...] [--topo T] [--out FILE]");
+    char machine[256], outbuf[4400];
+    machine_of(dirs[0], machine, sizeof machine);
+    if (!topo) topo = machine;
+    if (!out) {
+        default_out(dirs[0], machine, outbuf, sizeof outbuf);
+        out = outbuf;
+    }
+    static fit x;
+    memset(&x, 0, sizeof x);
+    int rc = 2, any = 0;
+    for (int w = 0; w < F_NUM; w++) {
+        if (load(&x, w, dirs, ndirs) != 0) goto done;
+        any |= x.root[w] != NULL;
+    }
+    if (!any) {
+        snprintf(x.err, EP_ERRLEN, "%s: no calibration files (compute.json, comm.json, ...)",
+                 dirs[0]);
+        goto done;
+    }
+    int one = 1;
+    char *sgargv[] = {"epsim", NULL};
+    xbt_log_control_set("root.thres:critical");
+    simgrid_init(&one, sgargv);
+    if (sim_platform_load(&x.plat, topo, x.err) != 0) goto done;
+    sim_platform_seal();
+    if (x.plat.ngpus < 2 && x.root[F_COMM]) {
+        snprintf(x.err, EP_ERRLEN, "topology %s has one GPU: no link to fit comm.json against",
+                 topo);
+        goto done;
+    }
+    x.peak = x.plat.peak_flops[0];
+    x.hbm = x.plat.hbm_bw[0];
+    if (x.plat.ngpus >= 2) {
+        x.bw = sg_host_get_route_bandwidth(x.plat.host[0], x.plat.host[1]);
+        x.lat = sg_host_get_route_latency(x.plat.host[0], x.plat.host[1]);
+    }
+    sim_calib_default(&x.c);
+    fit_host(&x); /* first: the kernel overhead enters every compute efficiency */
+    double t0 = x.c.kernel_overhead_s;
+    int nshape = 0, ncurves = 0;
+    if (fit_memory(&x, t0) != 0 || fit_shapes(&x, t0, &nshape) != 0) {
+        snprintf(x.err, EP_ERRLEN, "out of memory fitting %s", x.path[F_COMPUTE]);
+        goto done;
+    }
+    fit_interference(&x);
+    if (fit_comm(&x, &ncurves) != 0) goto done;
+    fit_ep_kernels(&x);
+    if (write_out(&x, out, machine) != 0) goto done;
+
+    printf("epsim calibrate: %s (topology %s) -> %s\n", machine, x.plat.name, out);
+    for (int w = 0; w < F_NUM; w++)
+        printf("  %-18s %s\n", FILES[w], x.root[w] ? x.path[w] : "(none: defaults kept)");
+    printf("  host: launch %.2f us, NCCL launch %.2f us, host sync %.2f us, kernel overhead "
+           "%.2f us\n",
+           x.c.launch_s * 1e6, x.c.nccl_launch_s * 1e6, x.c.host_sync_s * 1e6, t0 * 1e6);
+    if (x.root[F_COMPUTE]) {
+        double med, p90, worst;
+        compute_residuals(&x, &med, &p90, &worst);
+        printf("  compute: %d shape points, memory curve of %d points; records reproduced "
+               "within median %.2f%%, p90 %.2f%%, worst %.1f%%\n",
+               nshape, x.c.memory_efficiency.n, 100 * med, 100 * p90, 100 * worst);
+    }
+    for (int k = 0; k < SIM_COLL_NUM; k++) {
+        const sim_coll_curve *cv = &x.c.nccl_nvlink[k];
+        if (!cv->efficiency.n) continue;
+        const sim_table *t = &cv->efficiency;
+        printf("  NCCL %-15s base %.2f us, efficiency %.3f at %.0f B .. %.3f at %.0f B\n",
+               sim_coll_name((sim_coll)k), cv->base_s * 1e6, t->y[0], t->x[0], t->y[t->n - 1],
+               t->x[t->n - 1]);
+    }
+    if (x.root[F_DISPATCH] || x.root[F_COMBINE])
+        printf("  NVLink dispatch/combine kernel: base %.2f us, efficiency %.3f\n",
+               x.c.ep_kernel_base_s * 1e6, x.c.ep_nvlink_efficiency);
+    if (x.root[F_INTERFERENCE])
+        printf("  interference: compute x%.3f beside a transfer, HBM share %.3f per transfer, "
+               "NCCL x%.3f beside compute, SM-driven transfers x%.3f\n",
+               x.c.comm_flops_slowdown, x.c.comm_hbm_fraction, x.c.nccl_compute_slowdown,
+               x.c.ep_compute_slowdown);
+    (void)ncurves;
+    rc = 0;
+done:
+    if (rc) fail2(x.err);
+    for (int w = 0; w < F_NUM; w++)
+        json_decref(x.root[w]);
+    sim_calib_free(&x.c);
+    sim_platform_free(&x.plat);
+    return rc;
+}
