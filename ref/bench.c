@@ -8,6 +8,7 @@
 #include "bench.h"
 #include "ep_io.h"
 #include "ep_route.h"
+#include "exec_kern.h"
 #include "ref_check.h"
 
 static int cmp_double(const void *a, const void *b) {
@@ -15,24 +16,42 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-double bench_time(bench *b, bench_op op, void *arg) {
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+#define AHEAD_MAX_US 200000.0 /* longest wait the GPU is given while the host queues an op */
+
+/* bench_time and bench_time_ahead: with `ahead`, a delay kernel holds the stream while the host
+ * issues the op, long enough (grown through the warm-up) that the GPU never waits for it. */
+static double time_op(bench *b, bench_op op, void *arg, int ahead, double *host_us) {
     cudaStream_t st = b->ctx->stream;
     int n = b->iters, ranks = b->ctx->w.size;
     cudaEvent_t e0, e1;
     CUDA_CHECK(cudaEventCreate(&e0));
     CUDA_CHECK(cudaEventCreate(&e1));
     float *mine = calloc((size_t)n, sizeof *mine), *all = calloc((size_t)n * ranks, sizeof *all);
-    double *worst = calloc((size_t)n, sizeof *worst);
-    if (!mine || !all || !worst) REF_DIE("out of memory");
+    double *worst = calloc((size_t)n, sizeof *worst), *host = calloc((size_t)n, sizeof *host);
+    if (!mine || !all || !worst || !host) REF_DIE("out of memory");
+    double delay = 50;
     for (int i = -b->warmup; i < n; i++) {
         CUDA_CHECK(ep_nvl_barrier(b->barrier, st));
+        if (ahead) CUDA_CHECK(exec_delay(delay, st));
         CUDA_CHECK(cudaEventRecord(e0, st));
+        double t0 = now_us();
         op(arg, st);
+        double th = now_us() - t0;
         CUDA_CHECK(cudaEventRecord(e1, st));
         CUDA_CHECK(cudaEventSynchronize(e1));
         if (ep_nvl_failed(b->barrier))
             REF_DIE("an NVLink spin-wait timed out (see the device message above)");
-        if (i >= 0) CUDA_CHECK(cudaEventElapsedTime(&mine[i], e0, e1));
+        if (ahead && th > 0.5 * delay) delay = fmin(2 * th + 20, AHEAD_MAX_US);
+        if (i >= 0) {
+            CUDA_CHECK(cudaEventElapsedTime(&mine[i], e0, e1));
+            host[i] = th;
+        }
     }
     if (ref_boot_allgather(&b->ctx->w, mine, all, (size_t)n * sizeof *mine)) REF_DIE("lost a peer");
     for (int i = 0; i < n; i++) {
@@ -42,12 +61,25 @@ double bench_time(bench *b, bench_op op, void *arg) {
     }
     qsort(worst, (size_t)n, sizeof *worst, cmp_double);
     double med = n % 2 ? worst[n / 2] : 0.5 * (worst[n / 2 - 1] + worst[n / 2]);
+    if (host_us) {
+        qsort(host, (size_t)n, sizeof *host, cmp_double);
+        *host_us = bench_mean(b, n % 2 ? host[n / 2] : 0.5 * (host[n / 2 - 1] + host[n / 2]));
+    }
     free(mine);
     free(all);
     free(worst);
+    free(host);
     CUDA_CHECK(cudaEventDestroy(e0));
     CUDA_CHECK(cudaEventDestroy(e1));
     return med * 1e3;
+}
+
+double bench_time(bench *b, bench_op op, void *arg) {
+    return time_op(b, op, arg, 0, NULL);
+}
+
+double bench_time_ahead(bench *b, bench_op op, void *arg, double *host_us) {
+    return time_op(b, op, arg, 1, host_us);
 }
 
 double bench_mean(bench *b, double v) {

@@ -40,6 +40,10 @@ typedef void (*bench_op)(void *arg, cudaStream_t st);
 
 /* Median over iterations of the slowest rank's time of op, in microseconds. */
 double bench_time(bench *b, bench_op op, void *arg);
+/* The same with the host ahead of the GPU: the op's GPU time alone, without the gaps of a GPU
+ * waiting for the host's launches; *host_us gets the host time of issuing it (median, mean over
+ * ranks). */
+double bench_time_ahead(bench *b, bench_op op, void *arg, double *host_us);
 /* Records a row (rank 0 prints it at once). */
 void bench_add(bench *b, const char *backend, int tokens, int num_sms, double time_us,
                double link_bytes, double logical_bytes, double flops);

@@ -13,9 +13,11 @@
 #include "ep_sched.h"
 #include "exec_gpu.h"
 #include "ref_check.h"
+#include "ref_comm.h"
 
 #define MAX_OPS       4096
 #define MODEL_OPS_CAP 2000 /* distinct ops timed per model (the first ones met) */
+#define NVL_CALIB_SMS 16   /* Hybrid-EP's default SMs */
 
 void calib_add(calib_list *l, const char *fmt, ...) {
     char rec[1024];
@@ -90,7 +92,8 @@ static int same_op(const ep_op *a, const ep_op *b) {
            a->k == b->k && a->batch == b->batch && a->flops == b->flops && a->bytes == b->bytes;
 }
 
-/* Times ops[0..n) of a one-rank schedule with cfg's attention geometry; one record each. */
+/* Times ops[0..n) of a one-rank schedule with cfg's attention geometry; one record each: the
+ * GPU time with the host ahead (time_us) and the host time of issuing the op (host_us). */
 static void time_compute(bench *b, const ep_config *cfg, ep_op *ops, int n, const char *source,
                          calib_list *out) {
     calib_synth y;
@@ -103,15 +106,16 @@ static void time_compute(bench *b, const ep_config *cfg, ep_op *ops, int n, cons
     for (int i = 0; i < n; i++) {
         const ep_op *op = &ops[i];
         launch_arg la = {g, i};
-        double us = bench_time(b, op_launch, &la);
+        double host_us = 0;
+        double us = bench_time_ahead(b, op_launch, &la, &host_us);
         int attn = op->kind == EP_OP_ATTENTION;
         calib_add(out,
                   "{\"kind\":\"%s\",\"phase\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,"
                   "\"flops\":%.6g,\"bytes\":%.6g,\"seq\":%d,\"dqk\":%d,\"dv\":%d,"
-                  "\"time_us\":%.3f,\"source\":\"%s\"}",
+                  "\"time_us\":%.3f,\"host_us\":%.3f,\"source\":\"%s\"}",
                   ep_op_kind_name(op->kind), ep_phase_name(op->phase), op->m, op->n, op->k,
                   op->batch, op->flops, op->bytes, attn ? seq : 0, attn ? dqk : 0, attn ? dv : 0,
-                  us, source);
+                  us, host_us, source);
         if (b->ctx->w.rank == 0 && (i % 50 == 0 || i == n - 1)) {
             printf("  %-14s %4d/%d  last %s %.1f us\n", source, i + 1, n, ep_op_kind_name(op->kind),
                    us);
@@ -297,6 +301,51 @@ static void time_comm(bench *b, calib_list *out) {
     exec_gpu_destroy(g);
 }
 
+/* ---- NVLink transport ---------------------------------------------------------------------- */
+
+typedef struct {
+    ep_nvl *nvl;
+    const void *src;
+    size_t out[EP_MAX_RANKS];
+    int n, me;
+} push_arg;
+
+static void op_push(void *a, cudaStream_t st) {
+    push_arg *p = a;
+    exec_nvl_push(p->nvl, p->src, p->out, p->n, p->me, NVL_CALIB_SMS, st);
+}
+
+/* deepep/hybridep all-to-alls as epref run moves them (exec_nvl_push) on 16 SMs, bytes per
+ * peer as comm.json's alltoall records. */
+static void time_nvl(bench *b, calib_list *out) {
+    int W = b->ctx->w.size, me = b->ctx->w.rank;
+    if (W > EP_MAX_RANKS) return;
+    const size_t most = (size_t)256 << 20;
+    const int hidden = 7168;
+    int rows = (int)((most + 16 + (size_t)hidden * 2 - 1) / ((size_t)hidden * 2));
+    static ep_nvl nvl;
+    CUDA_CHECK(ep_nvl_create(&nvl, W, me, hidden, 1, W, rows, 1, 0, ref_allgather_cb, &b->ctx->w));
+    void *src = NULL;
+    CUDA_CHECK(cudaMalloc(&src, most + 16));
+    for (double by = 4096; by <= (double)most; by *= 4) {
+        push_arg a = {&nvl, src, {0}, W, me};
+        for (int p = 0; p < W; p++)
+            a.out[p] = p == me ? 0 : (size_t)by;
+        double us = bench_time(b, op_push, &a);
+        if (ep_nvl_failed(&nvl)) REF_DIE("an NVLink spin-wait timed out");
+        calib_add(out,
+                  "{\"op\":\"nvl_a2a\",\"ranks\":%d,\"link\":\"nvlink\",\"bytes\":%.0f,"
+                  "\"sms\":%d,\"time_us\":%.3f}",
+                  W, by, NVL_CALIB_SMS, us);
+        if (me == 0) {
+            printf("  %-16s %12.0f B %10.1f us\n", "nvl_a2a", by, us);
+            fflush(stdout);
+        }
+    }
+    CUDA_CHECK(cudaFree(src));
+    ep_nvl_destroy(&nvl);
+}
+
 /* ---- files -------------------------------------------------------------------------------- */
 
 static int write_list(bench *b, const char *dir, const char *file, const calib_list *l) {
@@ -348,7 +397,10 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
         grid_compute(b, &lists[0]);
         if (models) rc = model_compute(b, models, &lists[0]);
     }
-    if (!rc && W >= 2 && strstr(parts, "comm")) time_comm(b, &lists[1]);
+    if (!rc && W >= 2 && strstr(parts, "comm")) {
+        time_comm(b, &lists[1]);
+        time_nvl(b, &lists[1]);
+    }
     if (!rc && W >= 2 && strstr(parts, "interference")) calib_interference(b, &lists[3]);
     for (int i = 0; i < 4 && !rc; i++)
         if (me == 0 && lists[i].n && write_list(b, out_dir, files[i], &lists[i])) rc = 1;

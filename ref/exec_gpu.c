@@ -9,6 +9,7 @@
 
 #include "ep_cost.h"
 #include "ep_expert.h"
+#include "ep_kernels.h"
 #include "exec_gpu.h"
 #include "exec_kern.h"
 #include "ref_check.h"
@@ -62,6 +63,10 @@ struct exec_gpu {
     ep_bf16 **gC;
     char (*names)[160];
     double alloc_bytes;
+    /* deepep / hybridep token all-to-alls over NVLink (SM stores into the peers' buffers),
+     * where the EP group is the whole world; NCCL otherwise */
+    int nvl_on;
+    ep_nvl nvl;
 };
 
 static size_t max_sz(size_t a, size_t b) {
@@ -204,6 +209,40 @@ static void make_comms(exec_gpu *g) {
     free(need);
 }
 
+/* Bytes this rank sends one peer in a token all-to-all (combine: the transpose). */
+static size_t a2a_out(const ep_traffic *tr, const ep_op *op, int me, int p) {
+    return (size_t)(op->transpose ? tr->bytes[p * tr->n + me] : tr->bytes[me * tr->n + p]);
+}
+
+/* The NVLink transport of deepep / hybridep token all-to-alls: one IPC-mapped region per rank
+ * whose staging holds the largest per-peer payload of any of the rank's ops. Only where one EP
+ * group spans the world (ep_nvl exchanges handles over the world); otherwise NCCL moves them. */
+static void make_nvl(exec_gpu *g) {
+    const ep_sched *s = g->s;
+    ep_backend be = ep_config_backend(&s->cfg);
+    if (be != EP_BACKEND_DEEPEP && be != EP_BACKEND_HYBRIDEP) return;
+    if (s->world < 2 || s->world > EP_MAX_RANKS) return;
+    size_t most = 16;
+    for (int i = 0; i < g->nops; i++) {
+        const ep_op *op = &g->ops[i];
+        if ((op->kind != EP_OP_A2A_DISPATCH && op->kind != EP_OP_A2A_COMBINE) || op->traffic < 0 ||
+            op->traffic >= s->ntraffic)
+            continue;
+        const ep_traffic *tr = &s->traffic[op->traffic];
+        if (tr->n != s->world) return; /* an EP group smaller than the world: NCCL */
+        for (int p = 0; p < tr->n; p++)
+            if (p != g->rank && a2a_out(tr, op, g->rank, p) > most)
+                most = a2a_out(tr, op, g->rank, p);
+    }
+    /* staging rows of `hidden` bf16: 7168 is a multiple of 8 as ep_nvl needs; the rows only size
+     * the buffers, payloads are bytes */
+    const int hidden = 7168;
+    int rows = (int)((most + 16 + (size_t)hidden * 2 - 1) / ((size_t)hidden * 2));
+    CUDA_CHECK(ep_nvl_create(&g->nvl, s->world, g->rank, hidden, 1, s->world, rows, 1, 0,
+                             ref_allgather_cb, &g->ctx->w));
+    g->nvl_on = 1;
+}
+
 static void make_buffers(exec_gpu *g) {
     const ep_config *c = &g->s->cfg;
     ep_cost_attention_geometry(c, &g->attn_seq, &g->attn_qk, &g->attn_v);
@@ -313,6 +352,7 @@ exec_gpu *exec_gpu_create_rank(ref_ctx *ctx, const ep_sched *s, int rank, int wi
     CUBLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH));
     if (with_comms) {
         make_comms(g);
+        make_nvl(g);
     } else { /* compute only: no communicator, no group position */
         g->compute_only = 1;
         g->comm = calloc((size_t)s->ngroups * EP_NUM_STREAMS + 1, sizeof *g->comm);
@@ -345,6 +385,7 @@ void exec_gpu_destroy(exec_gpu *g) {
         if (g->cb[st].recv) CUDA_CHECK(cudaFree(g->cb[st].recv));
         CUDA_CHECK(cudaStreamDestroy(g->st[st]));
     }
+    if (g->nvl_on) ep_nvl_destroy(&g->nvl);
     ep_gemm_destroy(g->gemm);
     CUBLAS_CHECK(cublasDestroy(g->blas));
     free(g->comm);
@@ -426,6 +467,25 @@ static ncclComm_t comm_of(exec_gpu *g, const ep_op *op) {
     return c;
 }
 
+void exec_nvl_push(ep_nvl *nvl, const void *src, const size_t *out, int n, int me, int sms,
+                   cudaStream_t st) {
+    nvl->num_sms = sms > 0 ? sms : 16;
+    CUDA_CHECK(ep_nvl_barrier(nvl, st));
+    for (int k = 1; k < n; k++) {
+        int p = (me + k) % n; /* peers in a rotated order: not every rank on one at once */
+        size_t b = (out[p] + 15) / 16 * 16;
+        if (b) CUDA_CHECK(ep_nvl_store_ceiling(nvl, src, b, p, st));
+    }
+    CUDA_CHECK(ep_nvl_barrier(nvl, st));
+}
+
+static void nvl_a2a(exec_gpu *g, const ep_op *op, const ep_traffic *tr, int me, cudaStream_t st) {
+    size_t out[EP_MAX_RANKS] = {0};
+    for (int p = 0; p < tr->n; p++)
+        out[p] = p == me ? 0 : a2a_out(tr, op, me, p);
+    exec_nvl_push(&g->nvl, g->cb[op->stream].send, out, tr->n, me, op->sms, st);
+}
+
 static void run_comm(exec_gpu *g, const ep_op *op, cudaStream_t st) {
     const ep_sched *s = g->s;
     if (op->group < 0 || op->group >= s->ngroups || s->groups[op->group].size < 2) return;
@@ -453,6 +513,10 @@ static void run_comm(exec_gpu *g, const ep_op *op, cudaStream_t st) {
         if (op->traffic < 0 || op->traffic >= s->ntraffic) REF_DIE("a2a without traffic");
         const ep_traffic *tr = &s->traffic[op->traffic];
         if (tr->group != op->group) REF_DIE("a2a traffic of another group");
+        if (g->nvl_on) {
+            nvl_a2a(g, op, tr, me, st);
+            break;
+        }
         size_t so = 0, ro = 0;
         NCCL_CHECK(ncclGroupStart());
         for (int p = 0; p < tr->n; p++) {
@@ -554,6 +618,8 @@ void exec_gpu_iteration(exec_gpu *g, exec_span *t) {
         if (op->kind == EP_OP_HOST_SYNC) CUDA_CHECK(cudaEventSynchronize(g->ev1[i]));
     }
     CUDA_CHECK(cudaDeviceSynchronize());
+    if (g->nvl_on && ep_nvl_failed(&g->nvl))
+        REF_DIE("an NVLink spin-wait of a token all-to-all timed out (see the device message)");
     for (int i = 0; i < g->nops; i++) {
         float a = 0, b = 0;
         CUDA_CHECK(cudaEventElapsedTime(&a, g->base, g->ev0[i]));

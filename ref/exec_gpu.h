@@ -11,6 +11,7 @@
 #ifndef EXEC_GPU_H
 #define EXEC_GPU_H
 
+#include "ep_kernels.h"
 #include "ep_sched.h"
 #include "exec_metrics.h"
 #include "ref_comm.h"
@@ -35,6 +36,15 @@ void exec_gpu_attention_dims(const exec_gpu *g, int *seq, int *dqk, int *dv);
  * event), launches every op in launch order, waits for the GPU, and writes each op's interval
  * relative to the base into t[0..nops). */
 void exec_gpu_iteration(exec_gpu *g, exec_span *t);
+
+/* A token all-to-all over NVLink as deepep / hybridep kernels move it (docs/epref-run.md):
+ * every rank enters (a device-side barrier, as their kernels' handshake), pushes out[p] bytes
+ * from src into each peer p's staging with `sms` blocks of plain 16-byte stores (no routing:
+ * the executor moves the schedule's bytes), and it ends when every rank's rows have landed (a
+ * second barrier). The executor runs deepep/hybridep dispatch and combine this way where one EP
+ * group spans the world; bench calib times it for the calibration. */
+void exec_nvl_push(ep_nvl *nvl, const void *src, const size_t *out, int n, int me, int sms,
+                   cudaStream_t st);
 
 /* Bytes of device memory the executor allocated (buffers only). */
 double exec_gpu_buffer_bytes(const exec_gpu *g);

@@ -69,3 +69,21 @@ extern "C" cudaError_t exec_softmax(uint16_t *s, int64_t rows, int cols, cudaStr
     softmax_kernel<<<(unsigned)rows, 256, 0, st>>>((__nv_bfloat16 *)s, cols);
     return cudaGetLastError();
 }
+
+__device__ __forceinline__ uint64_t global_ns() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__global__ void delay_kernel(uint64_t ns) {
+    uint64_t t0 = global_ns();
+    while (global_ns() - t0 < ns)
+        __nanosleep(1000);
+}
+
+extern "C" cudaError_t exec_delay(double us, cudaStream_t st) {
+    if (!(us > 0)) return cudaSuccess;
+    delay_kernel<<<1, 1, 0, st>>>((uint64_t)(us * 1e3));
+    return cudaGetLastError();
+}

@@ -5,6 +5,8 @@
  *                 the op is larger than the buffers; the buffers are far larger than L2, so the
  *                 traffic still goes to HBM).
  *   exec_softmax  row softmax of bf16 scores in place, one block per row (attention's softmax).
+ *   exec_delay    one thread that keeps the stream busy for `us` microseconds, so that the host
+ *                 can queue the work behind it before the GPU gets there (GPU-only timings).
  * NOTES: both return cudaSuccess or the launch error. */
 #ifndef EXEC_KERN_H
 #define EXEC_KERN_H
@@ -22,6 +24,7 @@ cudaError_t exec_mem_rw(const void *src, void *dst, size_t buf_bytes, double byt
                         cudaStream_t st);
 /* s [rows][cols] bf16 (raw bits), softmax over each row in place. */
 cudaError_t exec_softmax(uint16_t *s, int64_t rows, int cols, cudaStream_t st);
+cudaError_t exec_delay(double us, cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -23,7 +23,9 @@ void sim_calib_default(sim_calib *c) {
     snprintf(c->source, sizeof c->source, "built-in defaults");
     c->launch_s = 4e-6;      /* typical cudaLaunchKernel / ncclGroupEnd host cost */
     c->nccl_launch_s = 4e-6; /* ncclGroupEnd of a few send/recv: about one kernel launch */
-    c->host_sync_s = 10e-6;  /* cudaStreamSynchronize wake-up + D2H copy of a few bytes */
+    c->gemm_launch_s = 4e-6;
+    c->attention_launch_s = 4e-6;
+    c->host_sync_s = 10e-6; /* cudaStreamSynchronize wake-up + D2H copy of a few bytes */
     c->kernel_overhead_s = 2e-6;
     /* h200x2.md: 2048x7168x2048 594, 4096x4096x7168 714, 16384x2048x7168 736, 8192^3 790 TFLOP/s
      * of 989; below 6e10 flops the curve falls towards launch-bound kernels. */
@@ -91,7 +93,7 @@ void sim_gemm_features(int wgrad, double m, double n, double k, double batch,
 
 /* ---- the keys of the file ----------------------------------------------------------------- */
 
-typedef enum { K_NUM, K_TABLE, K_SHAPES, K_NCCL } key_type;
+typedef enum { K_NUM, K_TABLE, K_SHAPES, K_NCCL, K_CURVE } key_type;
 typedef enum { SH_GEMM, SH_ATTENTION } shape_kind;
 
 typedef struct {
@@ -108,7 +110,10 @@ typedef struct {
 #define S(name, kind)                                                                              \
     { #name, offsetof(sim_calib, name), K_SHAPES, kind }
 static const field FIELDS[] = {
+    F(op_overhead_s),
     F(launch_s),
+    F(gemm_launch_s),
+    F(attention_launch_s),
     F(nccl_launch_s),
     F(host_sync_s),
     F(kernel_overhead_s),
@@ -134,6 +139,7 @@ static const field FIELDS[] = {
     F(ep_nvlink_efficiency),
     F(ep_rdma_efficiency),
     {"nccl_nvlink", offsetof(sim_calib, nccl_nvlink), K_NCCL, SH_GEMM},
+    {"ep_nvlink", offsetof(sim_calib, ep_nvlink), K_CURVE, SH_GEMM},
 };
 #undef F
 #undef T
@@ -221,6 +227,14 @@ static int load_shapes(ctx *x, sim_shape_table *tabs, json_t *v, const char *key
     return 0;
 }
 
+/* {"base_s": s, "efficiency": [[bytes, eff], ...]} */
+static int load_curve(ctx *x, sim_coll_curve *cv, json_t *v, const char *key) {
+    json_t *base = json_object_get(v, "base_s"), *eff = json_object_get(v, "efficiency");
+    if (!json_is_object(v) || json_object_size(v) != 2 || !base || !eff)
+        return bad(x, "key %s: expected {\"base_s\", \"efficiency\"}", key);
+    return load_number(x, &cv->base_s, base, key) || load_table(x, &cv->efficiency, eff, key);
+}
+
 /* {"alltoall": {"base_s": s, "efficiency": [[bytes, eff], ...]}, ...} */
 static int load_nccl(ctx *x, sim_coll_curve *curves, json_t *v, const char *key) {
     if (!json_is_object(v)) return bad(x, "key %s: expected an object of operations", key);
@@ -231,14 +245,9 @@ static int load_nccl(ctx *x, sim_coll_curve *curves, json_t *v, const char *key)
         for (int i = 0; i < SIM_COLL_NUM; i++)
             if (strcmp(op, sim_coll_name((sim_coll)i)) == 0) k = i;
         if (k < 0) return bad(x, "key %s: unknown operation \"%s\"", key, op);
-        json_t *base = json_object_get(cv, "base_s"), *eff = json_object_get(cv, "efficiency");
-        if (!json_is_object(cv) || json_object_size(cv) != 2 || !base || !eff)
-            return bad(x, "key %s.%s: expected {\"base_s\", \"efficiency\"}", key, op);
         char sub[128];
         snprintf(sub, sizeof sub, "%s.%s", key, op);
-        if (load_number(x, &curves[k].base_s, base, sub) ||
-            load_table(x, &curves[k].efficiency, eff, sub))
-            return -1;
+        if (load_curve(x, &curves[k], cv, sub)) return -1;
     }
     return 0;
 }
@@ -282,6 +291,9 @@ int sim_calib_load(sim_calib *c, const char *path, char err[EP_ERRLEN]) {
         case K_NCCL:
             rc = load_nccl(&x, (sim_coll_curve *)dst, v, key);
             break;
+        case K_CURVE:
+            rc = load_curve(&x, (sim_coll_curve *)dst, v, key);
+            break;
         }
         if (rc) break;
     }
@@ -297,6 +309,12 @@ static void write_table(const sim_table *t, FILE *f) {
     for (int j = 0; j < t->n; j++)
         fprintf(f, "%s[%.6g,%.6g]", j ? "," : "", t->x[j], t->y[j]);
     fputc(']', f);
+}
+
+static void write_curve(const sim_coll_curve *cv, FILE *f) {
+    fprintf(f, "{\"base_s\":%.6g,\"efficiency\":", cv->base_s);
+    write_table(&cv->efficiency, f);
+    fputc('}', f);
 }
 
 static void write_shapes(const sim_shape_table *tabs, shape_kind kind, FILE *f, int points) {
@@ -326,6 +344,8 @@ void sim_calib_write_json(const sim_calib *c, FILE *f, int points) {
     fputc('{', f);
     for (size_t i = 0; i < NFIELDS; i++) {
         const char *p = (const char *)c + FIELDS[i].off;
+        if (FIELDS[i].type == K_CURVE && ((const sim_coll_curve *)p)->efficiency.n == 0)
+            continue; /* not measured: the scalars apply */
         fprintf(f, "%s%s\"%s\":", i ? "," : "", points ? "\n" : "", FIELDS[i].key);
         switch (FIELDS[i].type) {
         case K_NUM:
@@ -343,15 +363,16 @@ void sim_calib_write_json(const sim_calib *c, FILE *f, int points) {
             int first = 1;
             for (int k = 0; k < SIM_COLL_NUM; k++) {
                 if (cv[k].efficiency.n == 0) continue;
-                fprintf(f, "%s\"%s\":{\"base_s\":%.6g,\"efficiency\":", first ? "" : ",",
-                        sim_coll_name((sim_coll)k), cv[k].base_s);
-                write_table(&cv[k].efficiency, f);
-                fputc('}', f);
+                fprintf(f, "%s\"%s\":", first ? "" : ",", sim_coll_name((sim_coll)k));
+                write_curve(&cv[k], f);
                 first = 0;
             }
             fputc('}', f);
             break;
         }
+        case K_CURVE:
+            write_curve((const sim_coll_curve *)p, f);
+            break;
         }
     }
     fputc('}', f);

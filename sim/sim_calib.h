@@ -6,7 +6,8 @@
  * JSON object whose keys are the field names below: numbers, tables as arrays of [x, y] pairs (x
  * ascending), shape tables as {"fwd": [...], "bwd": [...], "bwd_dw": [...]} of
  * [m, n, k, batch, efficiency] (attention: [flops, seq, dqk, dv, efficiency]) rows, and NCCL
- * curves as {"alltoall": {"base_s": s, "efficiency": [[bytes, eff], ...]}, ...}. Unknown keys are
+ * curves as {"alltoall": {"base_s": s, "efficiency": [[bytes, eff], ...]}, ...} (ep_nvlink: one
+ * such curve). Unknown keys are
  * an error, so a typo cannot pass silently; keys starting with '_' are comments.
  */
 #ifndef SIM_CALIB_H
@@ -44,10 +45,13 @@ typedef struct {
 } sim_coll_curve;
 
 typedef struct {
-    /* host side */
-    double launch_s;      /* host time to launch one kernel */
-    double nccl_launch_s; /* host time to launch one NCCL operation (a group of send/recv) */
-    double host_sync_s;   /* host wake-up after a stream/event synchronisation */
+    /* host side: an op costs op_overhead_s plus its calls (sim_cost.h, sim_op_host_s) */
+    double op_overhead_s;      /* the runtime's bookkeeping per op (event records, NVTX) */
+    double launch_s;           /* host time to launch one kernel */
+    double gemm_launch_s;      /* ... one cuBLAS GEMM call (grouped GEMMs: one per expert) */
+    double attention_launch_s; /* ... one core attention op */
+    double nccl_launch_s;      /* host time to launch one NCCL operation (a group of send/recv) */
+    double host_sync_s;        /* host wake-up after a stream/event synchronisation */
     /* GPU compute */
     double kernel_overhead_s;   /* fixed GPU time per kernel (launch gap, tail) */
     sim_table gemm_efficiency;  /* fraction of peak flop/s by GEMM flops (log-interpolated) */
@@ -76,7 +80,8 @@ typedef struct {
         ep_nvlink_efficiency; /* achieved / nominal of SM-driven NVLink stores (deepep, hybridep) */
     double ep_rdma_efficiency;                /* ... of their RDMA transfers */
     sim_coll_curve nccl_nvlink[SIM_COLL_NUM]; /* measured NCCL curves over NVLink */
-    char source[512]; /* "built-in defaults" or the file the values came from */
+    sim_coll_curve ep_nvlink; /* measured deepep/hybridep transport over NVLink, bytes per peer */
+    char source[512];         /* "built-in defaults" or the file the values came from */
 } sim_calib;
 
 /* The documented defaults (docs/epsim.md lists each with its source). */

@@ -107,6 +107,21 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
     }
 }
 
+double sim_op_host_s(const sim_calib *c, const ep_op *op, int group_size) {
+    double call;
+    if (ep_op_is_comm(op))
+        call = group_size > 1 ? c->nccl_launch_s : 0;
+    else if (op->kind == EP_OP_GEMM)
+        call = c->gemm_launch_s;
+    else if (op->kind == EP_OP_GROUPED_GEMM)
+        call = c->gemm_launch_s * (op->batch > 1 ? op->batch : 1);
+    else if (op->kind == EP_OP_ATTENTION)
+        call = c->attention_launch_s;
+    else
+        call = c->launch_s; /* memory kernels; a host sync's device-to-host copy */
+    return c->op_overhead_s + call;
+}
+
 double sim_work_alone(const sim_work *w) {
     return w->t0 + (w->t_flop > w->t_mem ? w->t_flop : w->t_mem);
 }

@@ -297,22 +297,22 @@ static void throttle_free(throttle_t *t) {
 
 static void try_start(engine *e, int r, int st);
 
-/* The host issues ops in order, launch_s each (nccl_launch_s for communication), until a host
- * sync. An op is launched at launch_t;
- * only an op that could start before its launch gets an event (EV_LAUNCH at launch_t). */
+/* The host issues ops in order, sim_op_host_s each, until a host sync. An op is launched at
+ * launch_t; only an op that could start before its launch gets an event (EV_LAUNCH at launch_t). */
 static void host_advance(engine *e, int r, double t) {
     const ep_rank_sched *rs = &e->s->ranks[r];
     while (e->host_next[r] < rs->nops) {
         int i = e->host_next[r]++;
         long o = e->off[r] + i;
-        t += ep_op_is_comm(&rs->ops[i]) ? e->c->nccl_launch_s : e->c->launch_s;
+        const ep_op *op = &rs->ops[i];
+        t += sim_op_host_s(e->c, op, op->group >= 0 ? e->s->groups[op->group].size : 0);
         e->oh[o].launch_t = t;
         e->oh[o].state = ST_LAUNCHED;
-        int sync = rs->ops[i].kind == EP_OP_HOST_SYNC;
+        int sync = op->kind == EP_OP_HOST_SYNC;
         if (sync) e->host_blocked[r] = 1; /* before it may complete (launch_s 0) */
-        long k = (long)r * NS + rs->ops[i].stream;
+        long k = (long)r * NS + op->stream;
         if (e->st_head[k] < e->st_off[k + 1] && e->st_list[e->st_head[k]] == o)
-            try_start(e, r, rs->ops[i].stream);
+            try_start(e, r, op->stream);
         if (sync) break;
     }
 }

@@ -235,15 +235,45 @@ static int fit_shapes(fit *x, double t0, int *nshape) {
 
 static void fit_host(fit *x) {
     json_t *r;
+    double exec_op = 0;
     FOR_RECORDS(x, F_HOST, i, r) {
         const char *w = str(r, "what");
         double t = num(r, "time_us") * 1e-6;
         if (!(t > 0)) continue;
         if (strcmp(w, "launch") == 0) x->c.launch_s = t;
+        if (strcmp(w, "exec_op") == 0) exec_op = t;
         if (strcmp(w, "nccl_launch") == 0) x->c.nccl_launch_s = t;
         if (strcmp(w, "host_sync") == 0) x->c.host_sync_s = t;
         if (strcmp(w, "kernel_overhead") == 0) x->c.kernel_overhead_s = t;
     }
+    /* the executor's two events per op, beyond the launch itself */
+    if (exec_op > x->c.launch_s) x->c.op_overhead_s = exec_op - x->c.launch_s;
+}
+
+/* Host time per cuBLAS GEMM call and per attention op, from the compute records' host_us (the
+ * host time of issuing each op alone); records without it leave the defaults. */
+static int fit_host_calls(fit *x, int *ngemm, int *nattn) {
+    size_t n = x->root[F_COMPUTE] ? json_array_size(x->root[F_COMPUTE]) : 0;
+    double *g = malloc(sizeof *g * (n + 1)), *a = malloc(sizeof *a * (n + 1));
+    if (!g || !a) {
+        free(g), free(a);
+        return -1;
+    }
+    *ngemm = *nattn = 0;
+    json_t *r;
+    FOR_RECORDS(x, F_COMPUTE, i, r) {
+        ep_op op;
+        double h = num(r, "host_us") * 1e-6;
+        if (record_op(r, &op) || !(h > 0)) continue;
+        if (op.kind == EP_OP_GEMM || op.kind == EP_OP_GROUPED_GEMM)
+            g[(*ngemm)++] = h / (op.kind == EP_OP_GROUPED_GEMM && op.batch > 1 ? op.batch : 1);
+        else if (op.kind == EP_OP_ATTENTION)
+            a[(*nattn)++] = h;
+    }
+    if (*ngemm) x->c.gemm_launch_s = median(g, *ngemm);
+    if (*nattn) x->c.attention_launch_s = median(a, *nattn);
+    free(g), free(a);
+    return 0;
 }
 
 static void fit_interference(fit *x) {
@@ -313,29 +343,36 @@ static int fit_curve(fit *x, sim_coll k, int n, comm_pt *p, int np, sim_coll_cur
     return 0;
 }
 
+/* comm.json points of one operation over NVLink (ascending bytes); returns the count, *ranks. */
+static int comm_points(fit *x, const char *name, comm_pt *p, int *ranks) {
+    int np = 0;
+    *ranks = 0;
+    json_t *r;
+    FOR_RECORDS(x, F_COMM, i, r) {
+        if (strcmp(str(r, "op"), name) != 0 || strcmp(str(r, "link"), "nvlink") != 0 ||
+            np == SIM_CALIB_MAX_POINTS)
+            continue;
+        double b = num(r, "bytes"), t = num(r, "time_us") * 1e-6;
+        int n = (int)num(r, "ranks");
+        if (!(b > 0) || !(t > 0) || n < 2 || (*ranks && n != *ranks)) continue;
+        *ranks = n;
+        int j = np++;
+        while (j > 0 && p[j - 1].bytes > b) { /* keep ascending */
+            p[j] = p[j - 1];
+            j--;
+        }
+        p[j].bytes = b, p[j].t = t;
+    }
+    return np;
+}
+
 static int fit_comm(fit *x, int *ncurves) {
     /* NCCL's small-message latency hardly grows with the ring (2 and 4 H200: 11-13 us either
      * way): a measured base carries it, and only the route latency is added per extra step */
     if (x->root[F_COMM]) x->c.nccl_step_s = 0;
     for (int k = 0; k < SIM_COLL_NUM; k++) {
         comm_pt p[SIM_CALIB_MAX_POINTS];
-        int np = 0, ranks = 0;
-        json_t *r;
-        FOR_RECORDS(x, F_COMM, i, r) {
-            if (strcmp(str(r, "op"), sim_coll_name((sim_coll)k)) != 0 ||
-                strcmp(str(r, "link"), "nvlink") != 0 || np == SIM_CALIB_MAX_POINTS)
-                continue;
-            double b = num(r, "bytes"), t = num(r, "time_us") * 1e-6;
-            int n = (int)num(r, "ranks");
-            if (!(b > 0) || !(t > 0) || n < 2 || (ranks && n != ranks)) continue;
-            ranks = n;
-            int j = np++;
-            while (j > 0 && p[j - 1].bytes > b) { /* keep ascending */
-                p[j] = p[j - 1];
-                j--;
-            }
-            p[j].bytes = b, p[j].t = t;
-        }
+        int ranks, np = comm_points(x, sim_coll_name((sim_coll)k), p, &ranks);
         if (np == 0) continue;
         if (fit_curve(x, (sim_coll)k, ranks, p, np, &x->c.nccl_nvlink[k]) != 0) {
             snprintf(x->err, EP_ERRLEN,
@@ -344,6 +381,14 @@ static int fit_comm(fit *x, int *ncurves) {
             return -1;
         }
         (*ncurves)++;
+    }
+    /* the deepep/hybridep transport of epref run: an all-to-all's shape, its own curve */
+    comm_pt p[SIM_CALIB_MAX_POINTS];
+    int ranks, np = comm_points(x, "nvl_a2a", p, &ranks);
+    if (np && fit_curve(x, SIM_COLL_ALLTOALL, ranks, p, np, &x->c.ep_nvlink) != 0) {
+        snprintf(x->err, EP_ERRLEN, "%s: nvl_a2a records faster than the route latency",
+                 x->path[F_COMM]);
+        return -1;
     }
     return 0;
 }
@@ -572,6 +617,11 @@ int sim_fit_main(int argc, char **argv) {
         snprintf(x.err, EP_ERRLEN, "out of memory fitting %s", x.path[F_COMPUTE]);
         goto done;
     }
+    int ngemm = 0, nattn = 0;
+    if (fit_host_calls(&x, &ngemm, &nattn) != 0) {
+        snprintf(x.err, EP_ERRLEN, "out of memory fitting %s", x.path[F_COMPUTE]);
+        goto done;
+    }
     fit_interference(&x);
     if (fit_comm(&x, &ncurves) != 0) goto done;
     fit_ep_kernels(&x);
@@ -580,9 +630,12 @@ int sim_fit_main(int argc, char **argv) {
     printf("epsim calibrate: %s (topology %s) -> %s\n", machine, x.plat.name, out);
     for (int w = 0; w < F_NUM; w++)
         printf("  %-18s %s\n", FILES[w], x.root[w] ? x.path[w] : "(none: defaults kept)");
-    printf("  host: launch %.2f us, NCCL launch %.2f us, host sync %.2f us, kernel overhead "
+    printf("  host: per op %.2f us + launch %.2f us, GEMM call %.2f us (%d records), attention "
+           "%.2f us (%d records), NCCL launch %.2f us, host sync %.2f us, kernel overhead "
            "%.2f us\n",
-           x.c.launch_s * 1e6, x.c.nccl_launch_s * 1e6, x.c.host_sync_s * 1e6, t0 * 1e6);
+           x.c.op_overhead_s * 1e6, x.c.launch_s * 1e6, x.c.gemm_launch_s * 1e6, ngemm,
+           x.c.attention_launch_s * 1e6, nattn, x.c.nccl_launch_s * 1e6, x.c.host_sync_s * 1e6,
+           t0 * 1e6);
     if (x.root[F_COMPUTE]) {
         double med, p90, worst;
         compute_residuals(&x, &med, &p90, &worst);
@@ -598,9 +651,15 @@ int sim_fit_main(int argc, char **argv) {
                sim_coll_name((sim_coll)k), cv->base_s * 1e6, t->y[0], t->x[0], t->y[t->n - 1],
                t->x[t->n - 1]);
     }
-    if (x.root[F_DISPATCH] || x.root[F_COMBINE])
+    if (x.c.ep_nvlink.efficiency.n) {
+        const sim_table *t = &x.c.ep_nvlink.efficiency;
+        printf("  NVLink transport of deepep/hybridep (nvl_a2a): base %.2f us, efficiency %.3f "
+               "at %.0f B .. %.3f at %.0f B\n",
+               x.c.ep_nvlink.base_s * 1e6, t->y[0], t->x[0], t->y[t->n - 1], t->x[t->n - 1]);
+    } else if (x.root[F_DISPATCH] || x.root[F_COMBINE]) {
         printf("  NVLink dispatch/combine kernel: base %.2f us, efficiency %.3f\n",
                x.c.ep_kernel_base_s * 1e6, x.c.ep_nvlink_efficiency);
+    }
     if (x.root[F_INTERFERENCE])
         printf("  interference: compute x%.3f beside a transfer, HBM share %.3f per transfer, "
                "NCCL x%.3f beside compute, SM-driven transfers x%.3f\n",

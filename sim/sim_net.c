@@ -178,7 +178,7 @@ static double build_a2a(sim_flows *f, const ep_sched *s, const ep_traffic *t, co
                 if (t->node_of[j] != nd || j == i) continue;
                 double b = (double)t->bytes[(long)i * n + j];
                 int from = local_node ? src : ranks[relay];
-                put(f, from, ranks[j], b / f->eff_nvl);
+                put(f, from, ranks[j], b / nvl_eff(f, b));
             }
         }
     }
@@ -238,10 +238,11 @@ double sim_net_build(sim_flows *f, const ep_sched *s, const sim_calib *c, const 
         ep_backend b = ep_config_backend(&s->cfg);
         int ep_kernel = b == EP_BACKEND_DEEPEP || b == EP_BACKEND_HYBRIDEP;
         if (ep_kernel) {
+            const sim_coll_curve *ep = c->ep_nvlink.efficiency.n ? &c->ep_nvlink : NULL;
             f->eff_nvl = c->ep_nvlink_efficiency;
             f->eff_net = c->ep_rdma_efficiency;
-            f->nvl_by_flow = NULL;
-            *fixed_s = c->ep_kernel_base_s;
+            f->nvl_by_flow = ep ? &ep->efficiency : NULL;
+            *fixed_s = ep ? ep->base_s : c->ep_kernel_base_s;
         }
         if (op->traffic < 0 || op->traffic >= s->ntraffic) break;
         f->reverse = op->transpose != 0;
@@ -282,6 +283,7 @@ double sim_net_build(sim_flows *f, const ep_sched *s, const sim_calib *c, const 
         *fixed_s = 0;
         break;
     }
+    if (n < 2) *fixed_s = 0; /* a group of one moves nothing: no NCCL call at all */
     finish(f);
     XBT_DEBUG("%s over %d members: %ld flows on %d hosts, %.0f bytes, fixed %.3g s",
               ep_op_kind_name(op->kind), n, f->nflows, f->nhosts, payload, *fixed_s);

@@ -1,6 +1,7 @@
 /* test_gpu_run: `epref --nproc 2 run` executes the schedule (docs/epref-run.md).
  * On a small MoE model (2 layers, hidden 1024, 8 experts, EP 2), with EP overlap off, on, and on
- * with delayed wgrad, it checks the run succeeds and its trace:
+ * with delayed wgrad, and with the deepep and hybridep (fused permute, EP overlap) dispatchers,
+ * whose token all-to-alls go over NVLink stores, it checks the run succeeds and its trace:
  *   - has exactly one event per op of each rank, named as ep_op_name names it;
  *   - ops of one (rank, stream) do not overlap in time (FIFO streams);
  *   - every op starts after each of its deps ended (CUDA events between streams).
@@ -92,17 +93,19 @@ static const tev *find(const tev *ev, int n, int pid, const char *name) {
     return NULL;
 }
 
-static void run_case(const char *epref, const char *dir, const char *tag, const char *extra1,
-                     const char *extra2) {
+/* extra: NULL-terminated flags added to the model's */
+static void run_case(const char *epref, const char *dir, const char *tag,
+                     const char *const *extra) {
     char trace[512], summary[512], cmd[4096];
     snprintf(trace, sizeof trace, "%s/%s.trace.json", dir, tag);
     snprintf(summary, sizeof summary, "%s/%s.summary.json", dir, tag);
     int len = snprintf(cmd, sizeof cmd, "%s --nproc 2 run", epref);
     for (int i = 0; i < NMODEL; i++)
         len += snprintf(cmd + len, sizeof cmd - (size_t)len, " '%s'", k_model[i]);
+    for (int i = 0; extra[i]; i++)
+        len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %s", extra[i]);
     snprintf(cmd + len, sizeof cmd - (size_t)len,
-             " %s %s --iters 2 --warmup 1 --trace %s --summary-json %s", extra1, extra2, trace,
-             summary);
+             " --iters 2 --warmup 1 --trace %s --summary-json %s", trace, summary);
     printf("%s: %s\n", tag, cmd);
     fflush(stdout);
     int rc = system(cmd);
@@ -111,13 +114,13 @@ static void run_case(const char *epref, const char *dir, const char *tag, const 
     CHECK(access(summary, R_OK) == 0, "%s: no summary", tag);
 
     /* the same schedule, built here */
-    const char *argv[NMODEL + 4];
+    const char *argv[NMODEL + 16];
     int argc = 0;
     argv[argc++] = "test";
     for (int i = 0; i < NMODEL; i++)
         argv[argc++] = k_model[i];
-    if (*extra1) argv[argc++] = extra1;
-    if (*extra2) argv[argc++] = extra2;
+    for (int i = 0; extra[i] && argc < NMODEL + 15; i++)
+        argv[argc++] = extra[i];
     ep_config cfg;
     ep_config_defaults(&cfg);
     char err[EP_ERRLEN];
@@ -191,10 +194,25 @@ int main(int argc, char **argv) {
     }
     char dir[] = "/tmp/test_gpu_run.XXXXXX";
     if (!mkdtemp(dir)) return 1;
-    run_case(argv[1], dir, "sequential", "", "");
-    run_case(argv[1], dir, "overlap", "--overlap-moe-expert-parallel-comm", "");
-    run_case(argv[1], dir, "overlap_dw", "--overlap-moe-expert-parallel-comm",
-             "--delay-wgrad-compute");
+    static const char *none[] = {NULL};
+    static const char *ov[] = {"--overlap-moe-expert-parallel-comm", NULL};
+    static const char *ov_dw[] = {"--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute",
+                                  NULL};
+    /* deepep / hybridep: token all-to-alls over NVLink stores (exec_nvl_push), not NCCL */
+    static const char *hep[] = {"--moe-token-dispatcher-type",
+                                "flex",
+                                "--moe-flex-dispatcher-backend",
+                                "hybridep",
+                                "--moe-hybridep-fuse-permute",
+                                "--overlap-moe-expert-parallel-comm",
+                                NULL};
+    static const char *dep[] = {"--moe-token-dispatcher-type", "flex",
+                                "--moe-flex-dispatcher-backend", "deepep", NULL};
+    run_case(argv[1], dir, "sequential", none);
+    run_case(argv[1], dir, "overlap", ov);
+    run_case(argv[1], dir, "overlap_dw", ov_dw);
+    run_case(argv[1], dir, "hybridep_fused_overlap", hep);
+    run_case(argv[1], dir, "deepep", dep);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
