@@ -16,6 +16,7 @@
 /* Enum fields are written through an int pointer. */
 _Static_assert(sizeof(ep_dispatcher_type) == sizeof(int), "enum size");
 _Static_assert(sizeof(ep_fp8_recipe) == sizeof(int), "enum size");
+_Static_assert(sizeof(ep_transport) == sizeof(int), "enum size");
 
 static const char *const k_dispatcher[] = {"alltoall", "allgather", "flex", NULL};
 static const char *const k_flex[] = {"deepep", "hybridep", NULL};
@@ -28,6 +29,7 @@ static const char *const k_shard[] = {"no_shard", "optim", "optim_grads", "optim
 static const char *const k_fp8[] = {"none", "e4m3", "hybrid", NULL};
 static const char *const k_recipe[] = {"delayed", "tensorwise", "blockwise", "mxfp8", NULL};
 static const char *const k_score[] = {"softmax", "sigmoid", NULL};
+static const char *const k_transport[] = {"kernel", "nccl", NULL};
 
 #define OFF(field) offsetof(ep_config, field)
 #define FI(n, f, d, g, h)                                                                          \
@@ -178,6 +180,9 @@ static const ep_flag k_flags[] = {
        "rows per expert rounded to 1|16|32|64|128 (0 = from --fp8-recipe)"),
     PI("moe-permute-budget", moe_expert_capacity_permute_budget, "0", GX,
        "hybridep permuted-row budget, no host sync (0 = exact count, syncs)"),
+    PE("moe-flex-transport", ep_transport, k_transport, "kernel", GX,
+       "deepep/hybridep token all-to-alls: their SM-driven kernels, or NCCL send/recv (no SMs "
+       "of their own, no per-node dedup)"),
 };
 
 const ep_flag *ep_config_flags(int *count) {

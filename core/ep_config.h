@@ -21,6 +21,9 @@ typedef enum { EP_FLEX_DEEPEP, EP_FLEX_HYBRIDEP } ep_flex_backend;
 typedef enum { EP_BACKEND_ALLTOALL, EP_BACKEND_ALLGATHER, EP_BACKEND_DEEPEP, EP_BACKEND_HYBRIDEP } ep_backend;
 
 typedef enum { EP_PAD_NONE, EP_PAD_HOST, EP_PAD_DEVICE } ep_pad_mode;
+/* How deepep/hybridep token all-to-alls move: their own SM-driven kernels over NVLink (and RDMA
+ * across nodes), or NCCL send/recv like the alltoall dispatcher. */
+typedef enum { EP_TRANSPORT_KERNEL, EP_TRANSPORT_NCCL } ep_transport;
 typedef enum { EP_ROUTE_UNIFORM, EP_ROUTE_ZIPF, EP_ROUTE_GROUP_LIMITED } ep_route_dist;
 typedef enum { EP_SEQLEN_FIXED, EP_SEQLEN_UNIFORM, EP_SEQLEN_LOGNORMAL } ep_seqlen_dist;
 typedef enum { EP_OUTER_NO_SHARD, EP_OUTER_OPTIM } ep_outer_strategy;
@@ -122,6 +125,7 @@ typedef struct {
     int num_layers_per_virtual_pipeline_stage; /* older Megatron spelling of VPP; converted by
                                                   ep_config_validate (0 = not given) */
     uint64_t routing_budget; /* project --routing-budget: token selections drawn per iteration */
+    ep_transport ep_transport; /* project --moe-flex-transport kernel|nccl */
 } ep_config;
 
 /* Defaults: a small GPT-MoE that fits anywhere (documented in --help). */

@@ -216,6 +216,7 @@ static void experts(gen *g, const moe_rows *r) {
 }
 
 static int sms_of(const ep_config *c, ep_backend be) {
+    if (c->ep_transport == EP_TRANSPORT_NCCL) return 0; /* NCCL's own channels */
     if (be == EP_BACKEND_DEEPEP) return c->moe_deepep_num_sms;
     if (be == EP_BACKEND_HYBRIDEP)
         return c->moe_hybridep_num_sms +

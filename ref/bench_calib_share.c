@@ -49,6 +49,32 @@ void calib_host(bench *b, calib_list *out) {
         exop[r] = (now_us() - t0) / 20;
         CUDA_CHECK(cudaStreamSynchronize(st));
     }
+    /* the same on the GPU, queued behind a long kernel: an op's duration between its events and
+     * the gap from one op's end event to the next op's start event (what a trace shows); the
+     * gap is measured after full-GPU memory kernels (64 MB, the size of an activation), the
+     * duration on tiny ones */
+    double odur[20 * 19], ogap[20 * 19];
+    int nd = 0, ng = 0;
+    for (int r = 0; r < 40; r++) {
+        int tiny = r % 2 == 0;
+        CUDA_CHECK(exec_mem_rw(src, dst, big, 4.0 * big, st));
+        for (int i = 0; i < 20; i++) {
+            CUDA_CHECK(cudaEventRecord(ev[2 * i], st));
+            CUDA_CHECK(exec_mem_rw(src, dst, tiny ? 256 : big, tiny ? 256.0 : 64e6, st));
+            CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], st));
+        }
+        CUDA_CHECK(cudaEventSynchronize(ev[39]));
+        for (int i = 1; i < 20; i++) { /* op 0 may start before the host queued the rest */
+            float d, g;
+            CUDA_CHECK(cudaEventElapsedTime(&d, ev[2 * i], ev[2 * i + 1]));
+            CUDA_CHECK(cudaEventElapsedTime(&g, ev[2 * i - 1], ev[2 * i]));
+            if (tiny)
+                odur[nd++] = d * 1e3;
+            else
+                ogap[ng++] = g * 1e3;
+        }
+    }
+    double xd = calib_median(odur, nd), xg = calib_median(ogap, ng);
     for (int i = 0; i < 40; i++)
         CUDA_CHECK(cudaEventDestroy(ev[i]));
     /* GPU time per tiny kernel: queued behind a long one, so the GPU never waits for the host */
@@ -87,18 +113,21 @@ void calib_host(bench *b, calib_list *out) {
     }
     double nl = nn ? calib_median(nccl, nn) : 0;
     l = bench_mean(b, l), k = bench_mean(b, k), t = bench_mean(b, t), nl = bench_mean(b, nl);
-    x = bench_mean(b, x);
+    x = bench_mean(b, x), xd = bench_mean(b, xd), xg = bench_mean(b, xg);
     double sync = t - l - k > 0 ? t - l - k : 0;
     calib_add(out, "{\"what\":\"launch\",\"time_us\":%.3f}", l);
     calib_add(out, "{\"what\":\"exec_op\",\"time_us\":%.3f}", x);
+    calib_add(out, "{\"what\":\"exec_op_gpu\",\"time_us\":%.3f}", xd);
+    calib_add(out, "{\"what\":\"exec_gap\",\"time_us\":%.3f}", xg);
     calib_add(out, "{\"what\":\"kernel_overhead\",\"time_us\":%.3f}", k);
     calib_add(out, "{\"what\":\"sync_round_trip\",\"time_us\":%.3f}", t);
     calib_add(out, "{\"what\":\"host_sync\",\"time_us\":%.3f}", sync);
     if (nn) calib_add(out, "{\"what\":\"nccl_launch\",\"time_us\":%.3f}", nl);
     if (me == 0) {
         printf("  host: launch %.2f us (with the executor's events %.2f us), kernel overhead "
-               "%.2f us, sync round trip %.2f us (host sync %.2f us), nccl launch %.2f us\n",
-               l, x, k, t, sync, nl);
+               "%.2f us (between events %.2f us, gap %.2f us), sync round trip %.2f us (host "
+               "sync %.2f us), nccl launch %.2f us\n",
+               l, x, k, xd, xg, t, sync, nl);
         fflush(stdout);
     }
     CUDA_CHECK(cudaEventDestroy(e0));

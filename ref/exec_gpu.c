@@ -221,6 +221,7 @@ static void make_nvl(exec_gpu *g) {
     const ep_sched *s = g->s;
     ep_backend be = ep_config_backend(&s->cfg);
     if (be != EP_BACKEND_DEEPEP && be != EP_BACKEND_HYBRIDEP) return;
+    if (s->cfg.ep_transport == EP_TRANSPORT_NCCL) return;
     if (s->world < 2 || s->world > EP_MAX_RANKS) return;
     size_t most = 16;
     for (int i = 0; i < g->nops; i++) {

@@ -117,6 +117,7 @@ static const field FIELDS[] = {
     F(nccl_launch_s),
     F(host_sync_s),
     F(kernel_overhead_s),
+    F(op_gap_s),
     T(gemm_efficiency),
     F(grouped_gemm_factor),
     F(attention_efficiency),

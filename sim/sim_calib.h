@@ -53,7 +53,8 @@ typedef struct {
     double nccl_launch_s;      /* host time to launch one NCCL operation (a group of send/recv) */
     double host_sync_s;        /* host wake-up after a stream/event synchronisation */
     /* GPU compute */
-    double kernel_overhead_s;   /* fixed GPU time per kernel (launch gap, tail) */
+    double kernel_overhead_s; /* fixed GPU time per kernel (launch gap, tail) */
+    double op_gap_s; /* GPU time from one op's end to the next op's start on a stream (events) */
     sim_table gemm_efficiency;  /* fraction of peak flop/s by GEMM flops (log-interpolated) */
     double grouped_gemm_factor; /* grouped GEMM efficiency relative to one GEMM of a group's size */
     double attention_efficiency; /* fraction of peak flop/s of fused attention */

@@ -200,6 +200,23 @@ static int read_words(const char *path, char *buf, size_t cap, char **w, char er
     return nw;
 }
 
+/* The topology of a run without otherData.topology: the machine folder of
+ * traces/<machine>/runs/<name> where a bundled topology has that name, else h200x2 (the lent
+ * machine of the first runs). */
+static const char *run_machine(const char *run, char *out, size_t len) {
+    char d[4096], found[4096];
+    snprintf(d, sizeof d, "%s", run);
+    char *s = strrchr(d, '/');
+    if (s) *s = 0; /* traces/<machine>/runs */
+    s = strrchr(d, '/');
+    if (s && strcmp(s + 1, "runs") == 0) *s = 0; /* traces/<machine> */
+    s = strrchr(d, '/');
+    snprintf(out, len, "%s", s ? s + 1 : d);
+    if (strchr(run, '/') && sim_find_data("topos", out, ".xml", found, sizeof found) == 0)
+        return out;
+    return "h200x2";
+}
+
 /* Runs the simulation in this process (SimGrid allows one per process), its summary on stdout
  * silenced. */
 static int simulate(const char *run, const char *topo, const char *calib, int world,
@@ -448,7 +465,8 @@ int sim_compare_main(int argc, char **argv) {
         trace_free(&meas);
         return fail2(err);
     }
-    if (!topo) topo = meas.topology ? meas.topology : "h200x2";
+    char machine[256];
+    if (!topo) topo = meas.topology ? meas.topology : run_machine(run, machine, sizeof machine);
 
     const char *tmpdir = getenv("TMPDIR");
     if (!tmpdir || !*tmpdir) tmpdir = "/tmp";

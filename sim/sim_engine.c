@@ -18,7 +18,7 @@
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_engine, root, "epsim: schedule executor");
 
-enum { EV_LAUNCH, EV_END, EV_GO, EV_DONE };
+enum { EV_LAUNCH, EV_END, EV_GO, EV_DONE, EV_FINISH };
 /* ST_LAUNCHED: the host issued the op (launch_t known); ST_WAKE: also at the head of its stream
  * with deps done, an EV_LAUNCH pending at launch_t */
 enum { ST_PENDING, ST_LAUNCHED, ST_WAKE, ST_RUNNING, ST_DONE };
@@ -48,6 +48,7 @@ typedef struct {
     int ncomp;
     int comp[MAX_RUNNING]; /* running compute ops (global index) */
     double progress[MAX_RUNNING], rate[MAX_RUNNING], last[MAX_RUNNING];
+    double min_end[MAX_RUNNING]; /* the op's last call is issued then: it cannot end before */
     sim_work work[MAX_RUNNING];
     uint32_t ver;
     int comm_sms;   /* SMs held by running communication kernels */
@@ -87,6 +88,7 @@ typedef struct {
     long *st_off, *st_head;
     int *st_list;
     uint8_t *st_busy;
+    double *st_free; /* [W*NS] the stream's next op may start then (op_gap_s after the last) */
     int *host_next;
     uint8_t *host_blocked;
     gpu_t *gpu;
@@ -324,6 +326,7 @@ static void complete(engine *e, long o) {
     e->res->t[o].end = e->now;
     long k = (long)r * NS + op->stream;
     e->st_busy[k] = 0;
+    e->st_free[k] = e->now + e->c->op_gap_s;
     e->st_head[k]++;
     if (ep_op_is_comm(op) && op->sms > 0) e->gpu[r].comm_sms -= op->sms;
     for (long d = e->dep_off[o]; d < e->dep_off[o + 1]; d++) {
@@ -379,7 +382,20 @@ static void start_op(engine *e, long o) {
     g->progress[i] = 0;
     g->rate[i] = 0;
     g->last[i] = e->now;
+    /* the last call (a grouped GEMM's last expert) still has its own share of work to do once
+     * the host issued it */
+    int calls = op->kind == EP_OP_GROUPED_GEMM && op->batch > 1 ? op->batch : 1;
+    g->min_end[i] = e->oh[o].launch_t + sim_work_alone(&w) / calls;
     gpu_update(e, r);
+}
+
+/* When the GPU takes op o up: a compute op as soon as the host began issuing it (its start event
+ * is recorded before the launch calls, so a GPU that waits for the calls waits inside the op);
+ * communication and host syncs once issued. */
+static double ready_t(const engine *e, long o) {
+    const ep_op *op = op_of(e, o);
+    if (ep_op_is_comm(op) || op->kind == EP_OP_HOST_SYNC) return e->oh[o].launch_t;
+    return e->oh[o].launch_t - (sim_op_host_s(e->c, op, 0) - e->c->op_overhead_s);
 }
 
 static void try_start(engine *e, int r, int st) {
@@ -387,9 +403,11 @@ static void try_start(engine *e, int r, int st) {
     if (e->st_busy[k] || e->st_head[k] == e->st_off[k + 1]) return;
     long o = e->st_list[e->st_head[k]];
     if (e->oh[o].state != ST_LAUNCHED || e->oh[o].deps_left > 0) return;
-    if (e->oh[o].launch_t > e->now) {
+    double t = ready_t(e, o);
+    if (e->st_free[k] > t) t = e->st_free[k];
+    if (t > e->now) {
         e->oh[o].state = ST_WAKE;
-        push(e, e->oh[o].launch_t, EV_LAUNCH, o, 0);
+        push(e, t, EV_LAUNCH, o, 0);
         return;
     }
     start_op(e, o);
@@ -488,16 +506,30 @@ static void handle(engine *e, const sim_event *ev) {
         gpu_t *g = &e->gpu[r];
         if (ev->ver != g->ver || e->oh[o].state != ST_RUNNING)
             break; /* re-rated since: a newer event stands for this op */
+        double min_end = e->now;
         for (int i = 0; i < g->ncomp; i++)
             if (g->comp[i] == o) {
                 int l = --g->ncomp;
+                min_end = g->min_end[i];
                 g->comp[i] = g->comp[l];
                 g->progress[i] = g->progress[l];
                 g->rate[i] = g->rate[l];
                 g->last[i] = g->last[l];
                 g->work[i] = g->work[l];
+                g->min_end[i] = g->min_end[l];
                 break;
             }
+        if (min_end > e->now) { /* its work is done, the host has not issued all of it yet */
+            push(e, min_end, EV_FINISH, o, 0);
+            gpu_update(e, r);
+            break;
+        }
+        complete(e, o);
+        gpu_update(e, r);
+        break;
+    }
+    case EV_FINISH: {
+        int r = e->rank_of[o];
         complete(e, o);
         gpu_update(e, r);
         break;
@@ -686,13 +718,15 @@ static int build_streams(engine *e) {
     e->st_off = calloc((size_t)W * NS + 1, sizeof *e->st_off);
     e->st_head = calloc((size_t)W * NS, sizeof *e->st_head);
     e->st_busy = calloc((size_t)W * NS, 1);
+    e->st_free = calloc((size_t)W * NS, sizeof *e->st_free);
     e->st_list = malloc(sizeof(int) * (size_t)(e->nops + 1));
     e->dep_off = calloc((size_t)e->nops + 1, sizeof *e->dep_off);
     long ndeps = 0;
     for (int r = 0; r < W; r++)
         ndeps += e->s->ranks[r].ndeps;
     e->dep_list = malloc(sizeof(int) * (size_t)(ndeps + 1));
-    if (!e->st_off || !e->st_head || !e->st_busy || !e->st_list || !e->dep_off || !e->dep_list)
+    if (!e->st_off || !e->st_head || !e->st_busy || !e->st_free || !e->st_list || !e->dep_off ||
+        !e->dep_list)
         return -1;
     for (long o = 0; o < e->nops; o++)
         e->st_off[(long)e->rank_of[o] * NS + op_of(e, o)->stream + 1]++;
@@ -750,6 +784,7 @@ static void engine_free(engine *e) {
     free(e->st_head);
     free(e->st_list);
     free(e->st_busy);
+    free(e->st_free);
     free(e->host_next);
     free(e->host_blocked);
     free(e->gpu);

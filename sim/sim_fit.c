@@ -53,26 +53,55 @@ static const char *str(json_t *o, const char *key) {
     return s ? s : "";
 }
 
-/* Loads DIR/file from the first DIR that has it; an array whose first element is the meta. */
+/* host.json of a later DIR: the records whose "what" the loaded file lacks (a one-GPU machine
+ * measures no NCCL launch; the two-GPU files of the same GPU add it). */
+static void merge_host(json_t *into, json_t *more) {
+    for (size_t i = 1; i < json_array_size(more); i++) {
+        json_t *r = json_array_get(more, i);
+        int have = 0;
+        for (size_t j = 1; j < json_array_size(into) && !have; j++)
+            have = !strcmp(str(r, "what"), str(json_array_get(into, j), "what"));
+        if (!have) json_array_append(into, r);
+    }
+}
+
+/* Loads DIR/file from the first DIR that has it; an array whose first element is the meta.
+ * host.json: the first one, completed by the later ones (merge_host). */
 static int load(fit *x, int which, char **dirs, int ndirs) {
     for (int d = 0; d < ndirs; d++) {
-        snprintf(x->path[which], sizeof x->path[which], "%s/%s", dirs[d], FILES[which]);
-        FILE *f = fopen(x->path[which], "r");
+        char path[4200], dir[4096];
+        snprintf(dir, sizeof dir, "%s", dirs[d]);
+        char *only = strchr(dir, ':'); /* DIR:file,file takes only those files from DIR */
+        if (only) {
+            *only++ = 0;
+            char list[4096];
+            snprintf(list, sizeof list, ",%s,", only);
+            char want[64];
+            snprintf(want, sizeof want, ",%s,", FILES[which]);
+            if (!strstr(list, want)) continue;
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, FILES[which]);
+        FILE *f = fopen(path, "r");
         if (!f) continue;
         fclose(f);
         json_error_t je;
-        json_t *r = json_load_file(x->path[which], 0, &je);
+        json_t *r = json_load_file(path, 0, &je);
         if (!r || !json_is_array(r) || json_array_size(r) < 1 ||
             !json_is_object(json_object_get(json_array_get(r, 0), "meta"))) {
-            snprintf(x->err, EP_ERRLEN, "%s: not a calibration file (%s, line %d)", x->path[which],
+            snprintf(x->err, EP_ERRLEN, "%s: not a calibration file (%s, line %d)", path,
                      r ? "expected [{\"meta\":...}, records...]" : je.text, r ? 0 : je.line);
             json_decref(r);
             return -1;
         }
-        x->root[which] = r;
-        return 0;
+        if (!x->root[which]) {
+            x->root[which] = r;
+            snprintf(x->path[which], sizeof x->path[which], "%s", path);
+            if (which != F_HOST) return 0;
+            continue;
+        }
+        merge_host(x->root[which], r);
+        json_decref(r);
     }
-    x->path[which][0] = 0;
     return 0;
 }
 
@@ -245,6 +274,7 @@ static void fit_host(fit *x) {
         if (strcmp(w, "nccl_launch") == 0) x->c.nccl_launch_s = t;
         if (strcmp(w, "host_sync") == 0) x->c.host_sync_s = t;
         if (strcmp(w, "kernel_overhead") == 0) x->c.kernel_overhead_s = t;
+        if (strcmp(w, "exec_gap") == 0) x->c.op_gap_s = t;
     }
     /* the executor's two events per op, beyond the launch itself */
     if (exec_op > x->c.launch_s) x->c.op_overhead_s = exec_op - x->c.launch_s;
@@ -518,11 +548,15 @@ static int write_out(fit *x, const char *out, const char *machine) {
 static void machine_of(const char *dir, char *out, size_t len) {
     char d[4096];
     snprintf(d, sizeof d, "%s", dir);
+    char *only = strchr(d, ':');
+    if (only) *only = 0;
     size_t n = strlen(d);
     while (n > 1 && d[n - 1] == '/')
         d[--n] = 0;
     char *slash = strrchr(d, '/');
     const char *last = slash ? slash + 1 : d;
+    char *json = strstr(d, ".json");
+    if (json && json[5] == 0) *json = 0;       /* an output file names its machine */
     if (strcmp(last, "calib") == 0 && slash) { /* traces/<machine>/calib */
         *slash = 0;
         slash = strrchr(d, '/');
@@ -535,6 +569,8 @@ static void machine_of(const char *dir, char *out, size_t len) {
 static void default_out(const char *dir, const char *machine, char *out, size_t len) {
     char d[4096];
     snprintf(d, sizeof d, "%s", dir);
+    char *only = strchr(d, ':');
+    if (only) *only = 0;
     size_t n = strlen(d);
     while (n > 1 && d[n - 1] == '/')
         d[--n] = 0;
@@ -558,8 +594,9 @@ int sim_fit_main(int argc, char **argv) {
             *slot = argv[i + 1];
             i++;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            puts("usage: epsim calibrate DIR [DIR ...] [--topo T] [--out FILE]\n"
-                 "Fits the calibration from epref bench calib's raw files (docs/calibration.md).");
+            puts("usage: epsim calibrate DIR[:file,...] [DIR ...] [--topo T] [--out FILE]\n"
+                 "Fits the calibration from epref bench calib's raw files (docs/calibration.md);\n"
+                 "each file from the first DIR that has it (DIR:a.json,b.json: only those).");
             return 0;
         } else if (argv[i][0] == '-' || ndirs == MAX_DIRS) {
             char m[300];
@@ -573,13 +610,14 @@ int sim_fit_main(int argc, char **argv) {
         }
     }
     if (ndirs == 0) return fail2("usage: epsim calibrate DIR [DIR ...] [--topo T] [--out FILE]");
-    char machine[256], outbuf[4400];
-    machine_of(dirs[0], machine, sizeof machine);
-    if (!topo) topo = machine;
+    char measured[256], machine[256], outbuf[4400];
+    machine_of(dirs[0], measured, sizeof measured); /* traces/<measured>/calib */
+    if (!topo) topo = measured;
     if (!out) {
-        default_out(dirs[0], machine, outbuf, sizeof outbuf);
+        default_out(dirs[0], measured, outbuf, sizeof outbuf);
         out = outbuf;
     }
+    machine_of(out, machine, sizeof machine); /* the calibration's name: traces/calib/<name> */
     static fit x;
     memset(&x, 0, sizeof x);
     int rc = 2, any = 0;
@@ -632,10 +670,10 @@ int sim_fit_main(int argc, char **argv) {
         printf("  %-18s %s\n", FILES[w], x.root[w] ? x.path[w] : "(none: defaults kept)");
     printf("  host: per op %.2f us + launch %.2f us, GEMM call %.2f us (%d records), attention "
            "%.2f us (%d records), NCCL launch %.2f us, host sync %.2f us, kernel overhead "
-           "%.2f us\n",
+           "%.2f us, gap between ops %.2f us\n",
            x.c.op_overhead_s * 1e6, x.c.launch_s * 1e6, x.c.gemm_launch_s * 1e6, ngemm,
            x.c.attention_launch_s * 1e6, nattn, x.c.nccl_launch_s * 1e6, x.c.host_sync_s * 1e6,
-           t0 * 1e6);
+           t0 * 1e6, x.c.op_gap_s * 1e6);
     if (x.root[F_COMPUTE]) {
         double med, p90, worst;
         compute_residuals(&x, &med, &p90, &worst);

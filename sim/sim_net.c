@@ -236,7 +236,8 @@ double sim_net_build(sim_flows *f, const ep_sched *s, const sim_calib *c, const 
     case EP_OP_A2A_DISPATCH:
     case EP_OP_A2A_COMBINE: {
         ep_backend b = ep_config_backend(&s->cfg);
-        int ep_kernel = b == EP_BACKEND_DEEPEP || b == EP_BACKEND_HYBRIDEP;
+        int ep_kernel = (b == EP_BACKEND_DEEPEP || b == EP_BACKEND_HYBRIDEP) &&
+                        s->cfg.ep_transport == EP_TRANSPORT_KERNEL;
         if (ep_kernel) {
             const sim_coll_curve *ep = c->ep_nvlink.efficiency.n ? &c->ep_nvlink : NULL;
             f->eff_nvl = c->ep_nvlink_efficiency;

@@ -146,8 +146,11 @@ static void test_host_sync_blocks_launch(void) {
     op_work(&c, &gemm, &w);
     double G = sim_work_alone(&w), L = c.launch_s;
     CU_ASSERT(REL(res.end[0][1], L + G));
-    /* the op on another stream could have run at 3L without the sync */
-    CU_ASSERT(REL(res.start[0][2], L + G + c.host_sync_s + L));
+    /* the op on another stream could have run at 3L without the sync; it starts (its start
+     * event) once the woken host begins to issue it, and ends its work after the launch */
+    CU_ASSERT(REL(res.start[0][2], L + G + c.host_sync_s));
+    op_work(&c, &other, &w);
+    CU_ASSERT(REL(res.end[0][2], L + G + c.host_sync_s + L + sim_work_alone(&w)));
 }
 
 /* A communication kernel holding half the SMs halves a flop-bound GEMM's speed while it runs. */
@@ -179,9 +182,11 @@ static void test_sm_contention(void) {
     double G = sim_work_alone(&w), L = c.launch_s;
     double a0 = res.start[0][1], a1 = res.end[0][1]; /* SMs held on rank 0 */
     CU_ASSERT(a1 < L + G);                           /* the comm ends inside the GEMM */
-    /* fraction of the GEMM done: full speed outside [a0,a1], half speed inside */
+    /* fraction of the GEMM done: full speed outside [a0,a1], half speed inside; the GPU takes it
+     * up when the host begins issuing it (t = 0: ev0 precedes the launch call) */
+    CU_ASSERT(REL(res.start[0][0] + 1.0, 1.0));
     double full = 1.0 / G, half = 1.0 / (w.t0 + w.t_flop * 2);
-    double done_at_a1 = (a0 - L) * full + (a1 - a0) * half;
+    double done_at_a1 = a0 * full + (a1 - a0) * half;
     double expect_end = a1 + (1 - done_at_a1) / full;
     CU_ASSERT(REL(res.end[0][0], expect_end));
     CU_ASSERT(res.end[0][0] > L + G + 1e-7);

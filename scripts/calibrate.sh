@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Regenerates the committed calibration files traces/calib/*.json from the raw files of
+# `epref bench calib` (docs/calibration.md), on any CPU machine. Each line names the raw
+# directories in the order epsim calibrate reads them (the first that has a file wins; host.json
+# is completed from the later ones) and the topology that gives peak, HBM and link figures.
+# usage: scripts/calibrate.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+epsim=${1:-build}/sim/epsim
+[ -x "$epsim" ] || { echo "calibrate.sh: $epsim not built" >&2; exit 2; }
+mkdir -p traces/calib
+# 2 x H200: compute and host costs timed on a one-H200 machine (same GPU; the two-GPU machine
+# was not lent when the host-ahead timing was added), NCCL, interference and the NCCL launch on
+# the two-GPU machine itself
+"$epsim" calibrate traces/h200/calib traces/h200x2/calib traces/h200x2/bench \
+  --topo h200x2 --out traces/calib/h200x2.json
+# 4 x H200: its own NCCL, host and interference files, the same GPU's compute
+"$epsim" calibrate traces/h200x4/calib traces/h200/calib traces/h200x4/bench \
+  --topo h200x4 --out traces/calib/h200x4.json
+# DGX H100 topologies: one H100's compute and host costs; communication keeps the topology's
+# link figures with the built-in efficiencies (no multi-GPU H100 machine is lent); how compute and
+# NCCL slow each other is the 2 x H200 measurement (same Hopper SMs, NCCL kernels and NVLink 4)
+"$epsim" calibrate traces/h100/calib traces/h200x2/calib:interference.json \
+  --topo dgx8 --out traces/calib/h100.json
