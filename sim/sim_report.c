@@ -68,6 +68,8 @@ int sim_write_summary_json(const char *path, const ep_sched *s, const sim_metric
     ep_json_string(f, p->name);
     fputs(",\"config\":", f);
     ep_config_write_json(&s->cfg, f);
+    fputs(",\"calibration_file\":", f);
+    ep_json_string(f, c->source);
     fputs(",\"calibration\":", f);
     sim_calib_write_json(c, f, 0);
     fputs(",\"meta\":", f);

@@ -1,0 +1,261 @@
+/* epsim calibrate and calibration files: shape-table interpolation, the fit reproducing the
+ * committed raw records through the simulator's own formulas, errors, and the topology's default
+ * calibration (docs/calibration.md). */
+#include <CUnit/CUnit.h>
+#include <math.h>
+
+#include "sim_cost.h"
+#include "sim_shape.h"
+#include "sim_test_util.h"
+
+#define RAW_H200X2                                                                                 \
+    EP_SOURCE_DIR "/traces/h200/calib " EP_SOURCE_DIR "/traces/h200x2/calib " EP_SOURCE_DIR        \
+                  "/traces/h200x2/bench --topo h200x2"
+
+static int near(double a, double b, double rel) {
+    return fabs(a - b) <= rel * fabs(b);
+}
+
+/* ---- shape tables ------------------------------------------------------------------------- */
+
+static void test_shape_table(void) {
+    sim_shape_table t = {0};
+    double p[][5] = {
+        {1000, 10, 20, 1, 0.2}, {4000, 10, 20, 1, 0.6}, {2000, 10, 20, 1, 0.4},
+        {2000, 10, 20, 1, 0.5}, {2000, 10, 20, 1, 0.3}, /* one shape measured three times */
+        {1000, 50, 20, 1, 0.9},
+    };
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        CU_ASSERT_EQUAL_FATAL(sim_shape_add(&t, p[i], p[i][4]), 0);
+    sim_shape_sort(&t);
+    CU_ASSERT_EQUAL(t.n, 4); /* duplicates merged */
+    double q[4] = {2000, 10, 20, 1};
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval(&t, q), 0.4, 1e-12); /* the median of three */
+    q[0] = 4000;
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval(&t, q), 0.6, 1e-12);
+    q[0] = sqrt(2000.0 * 4000.0); /* half way in log(rows) */
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval(&t, q), 0.5, 1e-9);
+    q[0] = 500; /* below the series: the smallest point's time, so efficiency halves */
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval(&t, q), 0.1, 1e-12);
+    q[0] = 1e6; /* above: the largest point's efficiency */
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval(&t, q), 0.6, 1e-12);
+    double other[4] = {1000, 50, 20, 1};
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval(&t, other), 0.9, 1e-12);
+    double off[4] = {1000, 30, 20, 1}; /* no series: between its nearest neighbours */
+    double y = sim_shape_eval(&t, off);
+    CU_ASSERT(y > 0.2 && y < 0.9);
+    sim_shape_table empty = {0};
+    CU_ASSERT(sim_shape_eval(&empty, q) < 0);
+    sim_shape_free(&t);
+}
+
+/* ---- the fit ------------------------------------------------------------------------------ */
+
+/* Fits the committed 2 x H200 raw files into out; returns the exit status. */
+static int fit_h200x2(const char *out, const char *log) {
+    char args[4096];
+    snprintf(args, sizeof args, "calibrate " RAW_H200X2 " --out %s", out);
+    return epsim_exec(args, log, NULL);
+}
+
+/* A number after `key` in a text file, or NAN. */
+static double number_after(const char *path, const char *key) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NAN;
+    char line[2048];
+    double v = NAN;
+    while (fgets(line, sizeof line, f) && isnan(v)) {
+        char *p = strstr(line, key);
+        if (p) v = atof(p + strlen(key));
+    }
+    fclose(f);
+    return v;
+}
+
+/* One NCCL all-to-all of `bytes` per peer on h200x2 alone: its transfer time under calibration
+ * c (from the collective's start to its end, as bench calib times it). */
+static double one_alltoall(const sim_calib *c, double bytes) {
+    hand_sched h;
+    hand_init(&h, 2);
+    int ranks[2] = {0, 1};
+    int g = hand_group(&h, 2, ranks);
+    for (int r = 0; r < 2; r++) {
+        ep_op op = hand_op(EP_OP_ALLTOALL, EP_STREAM_COMM);
+        op.group = g;
+        op.seq = 0;
+        op.bytes = bytes;
+        hand_add(&h, r, op, 0, NULL);
+    }
+    hand_result res;
+    hand_run(&h, "h200x2", c, &res);
+    CU_ASSERT_EQUAL(res.rc, 0);
+    return res.end[0][0] - res.xfer[0][0];
+}
+
+static void test_fit_reproduces_records(void) {
+    char out[512], log[512], err[EP_ERRLEN];
+    tmp_path(out, sizeof out, "fit.json");
+    tmp_path(log, sizeof log, "fit.log");
+    CU_ASSERT_EQUAL_FATAL(fit_h200x2(out, log), 0);
+    /* the fit's own check: compute records through sim_cost (duplicates and the binned memory
+     * curve are not exact) */
+    CU_ASSERT(number_after(log, "within median ") < 1.0);
+    CU_ASSERT(number_after(log, ", p90 ") < 5.0);
+    sim_calib c;
+    sim_calib_default(&c);
+    CU_ASSERT_EQUAL_FATAL(sim_calib_load(&c, out, err), 0);
+    CU_ASSERT(c.nccl_nvlink[SIM_COLL_ALLTOALL].efficiency.n >= 8);
+    CU_ASSERT(c.gemm_shapes[0].n > 100 && c.grouped_gemm_shapes[2].n > 100);
+    CU_ASSERT(c.comm_flops_slowdown > 1 && c.nccl_compute_slowdown > 1);
+    /* comm.json of 2 x H200 (alltoall, bytes per peer -> time): the simulator gives them back */
+    json_error_t je;
+    json_t *comm = json_load_file(EP_SOURCE_DIR "/traces/h200x2/calib/comm.json", 0, &je);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(comm);
+    int checked = 0;
+    for (size_t i = 1; i < json_array_size(comm); i++) {
+        json_t *r = json_array_get(comm, i);
+        const char *op = json_string_value(json_object_get(r, "op"));
+        double b = json_number_value(json_object_get(r, "bytes"));
+        double t = json_number_value(json_object_get(r, "time_us")) * 1e-6;
+        if (!op || strcmp(op, "alltoall") != 0 || (b != 1048576 && b != 67108864 && b != 1 << 30))
+            continue;
+        CU_ASSERT(near(one_alltoall(&c, b), t, 0.01));
+        checked++;
+    }
+    CU_ASSERT_EQUAL(checked, 3);
+    json_decref(comm);
+    /* a compute record measured once: given back exactly by the shape table */
+    ep_op g = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
+    g.phase = EP_PHASE_FWD;
+    g.m = 128, g.n = 1024, g.k = 1024, g.batch = 1;
+    g.flops = 2.0 * 128 * 1024 * 1024;
+    g.bytes = 2.0 * (128 * 1024 + 1024 * 1024 + 128 * 1024);
+    json_t *comp = json_load_file(EP_SOURCE_DIR "/traces/h200/calib/compute.json", 0, &je);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(comp);
+    double meas = NAN;
+    for (size_t i = 1; i < json_array_size(comp) && isnan(meas); i++) {
+        json_t *r = json_array_get(comp, i);
+        if (!strcmp(json_string_value(json_object_get(r, "kind")), "gemm") &&
+            !strcmp(json_string_value(json_object_get(r, "phase")), "fwd") &&
+            json_number_value(json_object_get(r, "m")) == 128 &&
+            json_number_value(json_object_get(r, "n")) == 1024 &&
+            json_number_value(json_object_get(r, "k")) == 1024)
+            meas = json_number_value(json_object_get(r, "time_us")) * 1e-6;
+    }
+    json_decref(comp);
+    sim_cost x;
+    sim_cost_init(&x, &c, NULL);
+    sim_work w;
+    sim_op_work(&x, &g, 989e12, 4.8e12, &w);
+    CU_ASSERT(near(sim_work_alone(&w), meas, 1e-4));
+    sim_cost_free(&x);
+    sim_calib_free(&c);
+    remove(out);
+    remove(log);
+}
+
+static void test_fit_deterministic(void) {
+    char a[512], b[512], cmd[1200];
+    tmp_path(a, sizeof a, "fit_a.json");
+    tmp_path(b, sizeof b, "fit_b.json");
+    CU_ASSERT_EQUAL_FATAL(fit_h200x2(a, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(fit_h200x2(b, NULL), 0);
+    /* the files differ only in the date of _meta */
+    snprintf(cmd, sizeof cmd, "diff <(grep -v '\"date\"' %s) <(grep -v '\"date\"' %s) >/dev/null",
+             a, b);
+    char full[1400];
+    snprintf(full, sizeof full, "bash -c \"%s\"", cmd);
+    CU_ASSERT_EQUAL(system(full), 0);
+    remove(a);
+    remove(b);
+}
+
+static void expect_fit_error(const char *args, const char *out) {
+    char o[512], e[512];
+    tmp_path(o, sizeof o, "fite.out");
+    tmp_path(e, sizeof e, "fite.err");
+    CU_ASSERT_EQUAL(epsim_exec(args, o, e), 2);
+    FILE *f = fopen(e, "r");
+    int lines = 0, c;
+    while (f && (c = fgetc(f)) != EOF)
+        lines += c == '\n';
+    if (f) fclose(f);
+    CU_ASSERT_EQUAL(lines, 1);
+    if (out) CU_ASSERT_NOT_EQUAL(access(out, F_OK), 0);
+    remove(o);
+    remove(e);
+}
+
+static void test_fit_errors(void) {
+    char dir[512], out[512], args[2048];
+    tmp_path(dir, sizeof dir, "rawbad");
+    tmp_path(out, sizeof out, "fitbad.json");
+    snprintf(args, sizeof args,
+             "mkdir -p %s && printf '[{\"meta\":{}},{\"kind\":' > %s/compute.json", dir, dir);
+    CU_ASSERT_EQUAL_FATAL(system(args), 0);
+    expect_fit_error("calibrate", NULL);
+    snprintf(args, sizeof args, "calibrate /nonexistent/calib --topo h200x2 --out %s", out);
+    expect_fit_error(args, out);
+    snprintf(args, sizeof args, "calibrate %s --topo h200x2 --out %s", dir, out);
+    expect_fit_error(args, out);
+    snprintf(args, sizeof args,
+             "calibrate " EP_SOURCE_DIR "/traces/h200/calib --topo nosuch --out %s", out);
+    expect_fit_error(args, out);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    CU_ASSERT_EQUAL(system(args), 0);
+}
+
+/* ---- the topology's calibration ----------------------------------------------------------- */
+
+#define TINY                                                                                       \
+    "--topo h200x2 --no-preset --num-layers 2 --hidden-size 1024 --num-attention-heads 8 "         \
+    "--ffn-hidden-size 1024 --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 256 "        \
+    "--seq-length 1024 --global-batch-size 4 --expert-model-parallel-size 2"
+
+static char *summary_string(const char *path, const char *key) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    const char *s = root ? json_string_value(json_object_get(root, key)) : NULL;
+    char *out = s ? strdup(s) : NULL;
+    json_decref(root);
+    return out;
+}
+
+static void test_topology_calibration(void) {
+    char a[512], b[512], args[4096];
+    tmp_path(a, sizeof a, "cal_topo.json");
+    tmp_path(b, sizeof b, "cal_none.json");
+    snprintf(args, sizeof args, TINY " --summary-json %s", a);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    snprintf(args, sizeof args, TINY " --calib none --summary-json %s", b);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    char *fa = summary_string(a, "calibration_file"), *fb = summary_string(b, "calibration_file");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fa);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fb);
+    CU_ASSERT(strstr(fa, "traces/calib/h200x2.json") != NULL);
+    CU_ASSERT_STRING_EQUAL(fb, "built-in defaults");
+    CU_ASSERT(json_num(a, "iteration_time_s") != json_num(b, "iteration_time_s"));
+    CU_ASSERT(json_num(a, "calibration.launch_s") != json_num(b, "calibration.launch_s"));
+    free(fa);
+    free(fb);
+    /* a bare name resolves under traces/calib; an unknown one is an error */
+    snprintf(args, sizeof args, TINY " --calib h100 --summary-json %s", b);
+    CU_ASSERT_EQUAL(epsim_exec(args, NULL, NULL), 0);
+    fb = summary_string(b, "calibration_file");
+    CU_ASSERT(fb && strstr(fb, "traces/calib/h100.json") != NULL);
+    free(fb);
+    snprintf(args, sizeof args, TINY " --calib nosuch");
+    CU_ASSERT_EQUAL(epsim_exec(args, NULL, NULL), 2);
+    remove(a);
+    remove(b);
+}
+
+void ep_suite_calibrate(void) {
+    CU_pSuite s = CU_add_suite("epsim calibrate", NULL, NULL);
+    CU_add_test(s, "shape tables: exact points, series, below/above, nearest", test_shape_table);
+    CU_add_test(s, "fit of the 2 x H200 raw files gives the records back",
+                test_fit_reproduces_records);
+    CU_add_test(s, "fit is deterministic", test_fit_deterministic);
+    CU_add_test(s, "fit errors: one line, exit 2, no output", test_fit_errors);
+    CU_add_test(s, "topologies name their calibration; --calib none", test_topology_calibration);
+}
