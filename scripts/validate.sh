@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates the validation table of docs/validation.md from the committed measured runs:
-# `epsim compare` on every traces/<machine>/runs/<name>.args, on a CPU machine.
+# Regenerates the validation tables of docs/validation.md from the committed measured runs:
+# `epsim compare` on every traces/<machine>/runs/<name>.args, on a CPU machine, with the
+# calibration the run's topology names (traces/calib/<machine>.json; CALIB=FILE or none to
+# override).
 # usage: scripts/validate.sh [BUILD_DIR] [RUNS_DIR] [SCATTER_PNG]
 #   (defaults: build, traces/h200x2/runs; with SCATTER_PNG also draws predicted vs measured with epplot)
 set -euo pipefail
@@ -9,16 +11,22 @@ build=${1:-build}
 runs=${2:-traces/h200x2/runs}
 epsim="$build/sim/epsim"
 png=${3:-}
+calib=()
+[ -n "${CALIB:-}" ] && calib=(--calib "$CALIB")
 csv=$(mktemp)
 trap 'rm -f "$csv"' EXIT
 echo "name,measured_s,predicted_s" >"$csv"
 [ -x "$epsim" ] || { echo "validate.sh: $epsim not built" >&2; exit 2; }
-echo "| run | measured s | predicted s | error | op median | op p90 |"
-echo "|---|---|---|---|---|---|"
-sum=0; n=0; worst=0
+kinds="gemm grouped_gemm attention a2a_dispatch a2a_combine"
+printf '| run | measured s | predicted s | error | op median | op p90 |'
+for k in $kinds; do printf ' %s |' "$k"; done
+printf '\n|---|---|---|---|---|---|'
+for k in $kinds; do printf -- '---|'; done
+printf '\n'
+sum=0; n=0; worst=0; p90s=""
 for args in "$runs"/*.args; do
   run=${args%.args}
-  out=$("$epsim" compare "$run")
+  out=$("$epsim" compare "$run" "${calib[@]}")
   line=$(printf '%s\n' "$out" | grep -m1 '  iteration time')
   meas=$(printf '%s\n' "$line" | awk '{print $4}')
   pred=$(printf '%s\n' "$line" | awk '{for (i=1;i<=NF;i++) if ($i=="predicted") print $(i+1)}')
@@ -26,15 +34,37 @@ for args in "$runs"/*.args; do
   ops=$(printf '%s\n' "$out" | grep -m1 'per op:')
   med=$(printf '%s\n' "$ops" | awk '{for (i=1;i<=NF;i++) if ($i=="median") print $(i+1)}')
   p90=$(printf '%s\n' "$ops" | awk '{for (i=1;i<=NF;i++) if ($i=="p90") print $(i+1)}')
-  echo "| $(basename "$run") | $meas | $pred | $err | $med | $p90 |"
+  printf '| %s | %s | %s | %s | %s | %s |' "$(basename "$run")" "$meas" "$pred" "$err" "$med" "$p90"
+  for k in $kinds; do
+    ke=$(printf '%s\n' "$out" | awk -v k="$k" '$1==k && NF==5 {print $5}')
+    printf ' %s |' "${ke:--}"
+  done
+  printf '\n'
   echo "$(basename "$run"),$meas,$pred" >>"$csv"
   a=$(printf '%s\n' "$err" | tr -d '%+-')
   sum=$(awk -v s="$sum" -v a="$a" 'BEGIN{print s+a}')
   worst=$(awk -v w="$worst" -v a="$a" 'BEGIN{print (a>w)?a:w}')
+  p90s="$p90s $(printf '%s' "$p90" | tr -d '%')"
   n=$((n + 1))
 done
-awk -v s="$sum" -v n="$n" -v w="$worst" \
-  'BEGIN{printf "\n%d runs: mean absolute iteration-time error %.1f%%, worst %.1f%%\n", n, s/n, w}'
+p90med=$(printf '%s\n' $p90s | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}')
+awk -v s="$sum" -v n="$n" -v w="$worst" -v p="$p90med" \
+  'BEGIN{printf "\n%d runs: mean absolute iteration-time error %.1f%%, worst %.1f%%; per-op p90 error, median over runs %.1f%%\n", n, s/n, w, p}'
 if [ -n "$png" ]; then
-  "$build/plots/epplot" scatter --runs "$csv" --title "epsim (default calibration) vs epref, 2 x H200" -o "$png"
+  "$build/plots/epplot" scatter --runs "$csv" --title "epsim (calibrated) vs epref, $(basename "$(dirname "$runs")")" -o "$png"
+fi
+# With SCATTER_PNG, also the timeline of one run, prediction above measurement on one time axis:
+# TIMELINE_RUN (default ovdemo_alltoall_epov) from TIMELINE_FROM to TIMELINE_TO microseconds.
+trun=${TIMELINE_RUN:-ovdemo_alltoall_epov}
+if [ -n "$png" ] && [ -f "$runs/$trun.args" ]; then
+  ptrace=$(mktemp --suffix=.json)
+  trap 'rm -f "$csv" "$ptrace"' EXIT
+  machine=$(basename "$(dirname "$runs")")
+  world=$(grep -o '"num_gpus":[0-9]*' "$runs/$trun.trace.json" | head -1 | cut -d: -f2)
+  mapfile -t words < <(sed 's/#.*//' "$runs/$trun.args" | tr -s ' \t' '\n' | grep -v '^$')
+  "$epsim" --topo "$machine" "${calib[@]}" --no-preset --world-size "${world:-2}" "${words[@]}" \
+    --trace "$ptrace" >/dev/null
+  "$build/plots/epplot" timeline --predicted "$ptrace" --measured "$runs/$trun.trace.json" \
+    --from-us "${TIMELINE_FROM:-20000}" --to-us "${TIMELINE_TO:-24000}" \
+    --title "$trun: epsim (top) and epref (bottom)" -o "${png%scatter.png}timeline.png"
 fi
