@@ -273,7 +273,7 @@ int sim_cli_run(int argc, char **argv) {
         if (rc == 0 && o.csv && sim_write_csv(o.csv, &s, &res, err)) rc = 2;
         if (rc == 0 && o.trace && sim_write_trace(o.trace, &s, &res, &plat, err)) rc = 2;
         if (rc == 2) fprintf(stderr, "epsim: %s\n", err);
-        if (rc == 0) sim_print_summary(stdout, &s, &m, &plat);
+        if (rc == 0) sim_print_summary(stdout, &s, &m, &plat, &calib);
         if (o.stats) {
             double t1 = wall(), c1 = cpu();
             fprintf(stderr,

@@ -543,6 +543,14 @@ static int write_out(fit *x, const char *out, const char *machine) {
     return ep_outfile_commit(&o, x->err);
 }
 
+/* "base B us, efficiency e at 1 MiB, e at 64 MiB, e at the largest size" */
+static void print_curve(const sim_coll_curve *cv) {
+    const sim_table *t = &cv->efficiency;
+    printf("base %.2f us, efficiency %.3f at 1 MiB, %.3f at 64 MiB, %.3f at %.0f MiB\n",
+           cv->base_s * 1e6, sim_table_eval(t, 1 << 20), sim_table_eval(t, 64 << 20),
+           t->y[t->n - 1], t->x[t->n - 1] / (1 << 20));
+}
+
 /* ---- main --------------------------------------------------------------------------------- */
 
 static void machine_of(const char *dir, char *out, size_t len) {
@@ -684,16 +692,12 @@ int sim_fit_main(int argc, char **argv) {
     for (int k = 0; k < SIM_COLL_NUM; k++) {
         const sim_coll_curve *cv = &x.c.nccl_nvlink[k];
         if (!cv->efficiency.n) continue;
-        const sim_table *t = &cv->efficiency;
-        printf("  NCCL %-15s base %.2f us, efficiency %.3f at %.0f B .. %.3f at %.0f B\n",
-               sim_coll_name((sim_coll)k), cv->base_s * 1e6, t->y[0], t->x[0], t->y[t->n - 1],
-               t->x[t->n - 1]);
+        printf("  NCCL %-15s ", sim_coll_name((sim_coll)k));
+        print_curve(cv);
     }
     if (x.c.ep_nvlink.efficiency.n) {
-        const sim_table *t = &x.c.ep_nvlink.efficiency;
-        printf("  NVLink transport of deepep/hybridep (nvl_a2a): base %.2f us, efficiency %.3f "
-               "at %.0f B .. %.3f at %.0f B\n",
-               x.c.ep_nvlink.base_s * 1e6, t->y[0], t->x[0], t->y[t->n - 1], t->x[t->n - 1]);
+        printf("  deepep/hybridep NVLink transport (nvl_a2a) ");
+        print_curve(&x.c.ep_nvlink);
     } else if (x.root[F_DISPATCH] || x.root[F_COMBINE]) {
         printf("  NVLink dispatch/combine kernel: base %.2f us, efficiency %.3f\n",
                x.c.ep_kernel_base_s * 1e6, x.c.ep_nvlink_efficiency);

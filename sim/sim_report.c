@@ -134,7 +134,8 @@ int sim_write_trace(const char *path, const ep_sched *s, const sim_result *r, co
     return ep_trace_close(t, err);
 }
 
-void sim_print_summary(FILE *f, const ep_sched *s, const sim_metrics *m, const sim_platform *p) {
+void sim_print_summary(FILE *f, const ep_sched *s, const sim_metrics *m, const sim_platform *p,
+                       const sim_calib *cal) {
     const ep_config *c = &s->cfg;
     double T = m->step.iteration_time_s;
     fprintf(f,
@@ -143,6 +144,9 @@ void sim_print_summary(FILE *f, const ep_sched *s, const sim_metrics *m, const s
             p->name, s->world, p->ngpus, c->tensor_model_parallel_size,
             c->pipeline_model_parallel_size, c->expert_model_parallel_size, c->data_parallel_size,
             ep_backend_name(ep_config_backend(c)), s->num_microbatches);
+    /* the calibration by file name; the full path is in the summary JSON */
+    const char *cname = strrchr(cal->source, '/');
+    fprintf(f, "  calibration           %s\n", cname ? cname + 1 : cal->source);
     fprintf(f, "  iteration time        %12.6f s\n", T);
     fprintf(f, "  tokens/s              %12.1f\n", m->step.tokens_per_s);
     fprintf(f, "  tokens/s/GPU          %12.1f\n", m->step.tokens_per_s_per_gpu);

@@ -26,6 +26,7 @@ int sim_write_summary_json(const char *path, const ep_sched *s, const sim_metric
 int sim_write_csv(const char *path, const ep_sched *s, const sim_result *r, char err[EP_ERRLEN]);
 int sim_write_trace(const char *path, const ep_sched *s, const sim_result *r, const sim_platform *p,
                     char err[EP_ERRLEN]);
-void sim_print_summary(FILE *f, const ep_sched *s, const sim_metrics *m, const sim_platform *p);
+void sim_print_summary(FILE *f, const ep_sched *s, const sim_metrics *m, const sim_platform *p,
+                       const sim_calib *cal);
 
 #endif

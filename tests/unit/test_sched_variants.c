@@ -109,6 +109,34 @@ static void test_fused_permute(void) {
     ep_sched_free(&fused);
 }
 
+/* --moe-flex-transport nccl: the same schedule, its token all-to-alls hold no SMs (NCCL's own) */
+static void test_flex_transport_nccl(void) {
+    ep_sched k, n;
+    const char *f = EP2 HYBRIDEP "--moe-hybridep-fuse-permute --moe-hybridep-num-blocks-permute 4 "
+                                 "--moe-hybridep-num-sms 8";
+    char flags[1024];
+    snprintf(flags, sizeof flags, "%s --moe-flex-transport nccl", f);
+    if (sched_build_flags(&k, f) != 0) return;
+    if (sched_build_flags(&n, flags) != 0) {
+        ep_sched_free(&k);
+        return;
+    }
+    CU_ASSERT_EQUAL(k.ranks[0].nops, n.ranks[0].nops);
+    CU_ASSERT_EQUAL(n.cfg.ep_transport, EP_TRANSPORT_NCCL);
+    int a2a = 0;
+    for (int i = 0; i < n.ranks[0].nops; i++) {
+        const ep_op *ok = &k.ranks[0].ops[i], *on = &n.ranks[0].ops[i];
+        CU_ASSERT_EQUAL(ok->kind, on->kind);
+        if (on->kind != EP_OP_A2A_DISPATCH && on->kind != EP_OP_A2A_COMBINE) continue;
+        CU_ASSERT_EQUAL(ok->sms, 12);
+        CU_ASSERT_EQUAL(on->sms, 0);
+        a2a++;
+    }
+    CU_ASSERT(a2a > 0);
+    ep_sched_free(&k);
+    ep_sched_free(&n);
+}
+
 static void test_deepep_sms_and_traffic(void) {
     ep_sched s;
     if (sched_build_flags(&s, EP2 DEEPEP "--moe-deepep-num-sms 20 --gpus-per-node 1") != 0) return;
@@ -340,6 +368,7 @@ void ep_suite_sched_variants(void) {
                 test_thd_hybridep_padding);
     CU_add_test(s, "fused permute removes permute/unpermute, adds SMs", test_fused_permute);
     CU_add_test(s, "deepep SMs, traffic and expert rows", test_deepep_sms_and_traffic);
+    CU_add_test(s, "--moe-flex-transport nccl: no SMs of their own", test_flex_transport_nccl);
     CU_add_test(s, "device padding pads the expert GEMM rows", test_padding_rows);
     CU_add_test(s, "HSDP inner/outer groups (16 GPUs, EP 4, N 2)", test_hsdp_groups);
     CU_add_test(s, "DDP buckets and distributed optimizer order", test_ddp_buckets);
