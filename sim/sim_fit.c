@@ -553,14 +553,19 @@ static void print_curve(const sim_coll_curve *cv) {
 
 /* ---- main --------------------------------------------------------------------------------- */
 
-static void machine_of(const char *dir, char *out, size_t len) {
-    char d[4096];
-    snprintf(d, sizeof d, "%s", dir);
+/* A DIR argument as a plain path: without its ":files" and trailing slashes. */
+static void dir_path(const char *arg, char *d, size_t len) {
+    snprintf(d, len, "%s", arg);
     char *only = strchr(d, ':');
     if (only) *only = 0;
     size_t n = strlen(d);
     while (n > 1 && d[n - 1] == '/')
         d[--n] = 0;
+}
+
+static void machine_of(const char *dir, char *out, size_t len) {
+    char d[4096];
+    dir_path(dir, d, sizeof d);
     char *slash = strrchr(d, '/');
     const char *last = slash ? slash + 1 : d;
     char *json = strstr(d, ".json");
@@ -576,12 +581,7 @@ static void machine_of(const char *dir, char *out, size_t len) {
 /* traces/<machine>/calib -> traces/calib/<machine>.json */
 static void default_out(const char *dir, const char *machine, char *out, size_t len) {
     char d[4096];
-    snprintf(d, sizeof d, "%s", dir);
-    char *only = strchr(d, ':');
-    if (only) *only = 0;
-    size_t n = strlen(d);
-    while (n > 1 && d[n - 1] == '/')
-        d[--n] = 0;
+    dir_path(dir, d, sizeof d);
     for (int up = 0; up < 2; up++) {
         char *slash = strrchr(d, '/');
         if (slash)

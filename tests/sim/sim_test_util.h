@@ -83,6 +83,18 @@ static inline int hand_group(hand_sched *h, int n, const int *ranks) {
     return g;
 }
 
+/* One collective of `kind` on `stream`: sequence 0 of `group`, `bytes` on each of ranks 0..n-1. */
+static inline void hand_collective(hand_sched *h, int n, ep_op_kind kind, ep_stream stream,
+                                   int group, double bytes) {
+    for (int r = 0; r < n; r++) {
+        ep_op op = hand_op(kind, stream);
+        op.group = group;
+        op.seq = 0;
+        op.bytes = bytes;
+        hand_add(h, r, op, 0, NULL);
+    }
+}
+
 /* A token all-to-all between the two members of `group` on one node: `bytes` each way.
  * Returns the traffic index. */
 static inline int hand_traffic_pair(hand_sched *h, int group, int64_t bytes) {

@@ -79,13 +79,7 @@ static double one_alltoall(const sim_calib *c, double bytes) {
     hand_init(&h, 2);
     int ranks[2] = {0, 1};
     int g = hand_group(&h, 2, ranks);
-    for (int r = 0; r < 2; r++) {
-        ep_op op = hand_op(EP_OP_ALLTOALL, EP_STREAM_COMM);
-        op.group = g;
-        op.seq = 0;
-        op.bytes = bytes;
-        hand_add(&h, r, op, 0, NULL);
-    }
+    hand_collective(&h, 2, EP_OP_ALLTOALL, EP_STREAM_COMM, g, bytes);
     hand_result res;
     hand_run(&h, "h200x2", c, &res);
     CU_ASSERT_EQUAL(res.rc, 0);

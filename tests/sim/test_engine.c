@@ -53,13 +53,7 @@ static void test_ring_allreduce_dgx8(void) {
         ranks[i] = i;
     int g = hand_group(&h, 8, ranks);
     const double S = 4.0 * 1024 * 1024 * 1024;
-    for (int r = 0; r < 8; r++) {
-        ep_op op = hand_op(EP_OP_ALL_REDUCE, EP_STREAM_DP);
-        op.group = g;
-        op.seq = 0;
-        op.bytes = S;
-        hand_add(&h, r, op, 0, NULL);
-    }
+    hand_collective(&h, 8, EP_OP_ALL_REDUCE, EP_STREAM_DP, g, S);
     sim_calib c;
     sim_calib_default(&c);
     hand_result res;
