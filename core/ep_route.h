@@ -50,6 +50,9 @@ typedef struct {
 int ep_route_draw(const ep_config *cfg, int microbatch, int layer, int group_index,
                   const int *group_ranks, const int *tokens, int keep_choices, ep_routing *out);
 void ep_routing_free(ep_routing *r);
+/* The nodes of a group's ranks (rank / gpus_per_node; <= 0: one node), numbered 0.. in order of
+ * first appearance into node_of[0..ep); returns their count. ep_route_draw numbers them so. */
+int ep_route_nodes(const int *group_ranks, int ep, int gpus_per_node, int *node_of);
 
 /* Draws one token's top-k experts (distinct, unordered) with the configured distribution from
  * rng into out[topk]; `hot` is the layer's popularity permutation (ep_route_hot; NULL = identity,

@@ -144,6 +144,9 @@ typedef struct {
     double tokens_per_iteration;  /* global batch x seq length (THD: tokens actually held) */
     /* added after the first draft: */
     int route_period; /* distinct routing draws per layer (docs/schedule.md, "Routing budget") */
+    int route_groups; /* EP groups drawn per (microbatch, layer) when even one microbatch exceeds
+                         the budget: group ordinal o copies the draw of o mod route_groups; 0 =
+                         every group draws its own */
     void *internal;   /* generator state (group and traffic indexes, interned labels) */
 } ep_sched;
 

@@ -334,8 +334,7 @@ void ep_routing_free(ep_routing *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* Nodes of the group's ranks, numbered 0.. in order of first appearance. */
-static int number_nodes(const int *group_ranks, int ep, int gpus_per_node, int *node_of) {
+int ep_route_nodes(const int *group_ranks, int ep, int gpus_per_node, int *node_of) {
     int nnodes = 0;
     for (int i = 0; i < ep; i++) {
         int node = gpus_per_node > 0 ? group_ranks[i] / gpus_per_node : 0;
@@ -371,7 +370,7 @@ int ep_route_draw(const ep_config *cfg, int microbatch, int layer, int group_ind
     int ok = out->node_of && out->tokens && out->tokens_per_expert && out->sel &&
              out->rank_tokens && buf && stamp_rank && stamp_node;
     if (ok) {
-        out->nnodes = number_nodes(group_ranks, ep, cfg->gpus_per_node, out->node_of);
+        out->nnodes = ep_route_nodes(group_ranks, ep, cfg->gpus_per_node, out->node_of);
         out->node_tokens = calloc((size_t)ep * out->nnodes, sizeof *out->node_tokens);
         ok = out->node_tokens != NULL;
     }

@@ -223,6 +223,7 @@ void ep_sched_internal_free(ep_sched *s) {
     if (!st) return;
     free(st->group_slots);
     free(st->traffic_slots);
+    free(st->share_slots);
     for (int i = 0; i < st->nlabels; i++)
         free(st->labels[i]);
     free(st->labels);

@@ -25,6 +25,9 @@ typedef struct {
     int group_slot_cap;
     int *traffic_slots; /* open addressing over (microbatch, layer, EP group): traffic index + 1 */
     int traffic_slot_cap;
+    int *share_slots; /* with s.route_groups: (microbatch, layer, drawn ordinal) -> the first
+                         traffic index + 1 drawn for it, which later groups copy */
+    int share_slot_cap, nshared;
     char **labels;
     int nlabels, label_cap;
     int *group_index_of; /* [ngroups] ordinal of the group among groups of its kind */

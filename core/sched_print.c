@@ -54,9 +54,10 @@ void ep_sched_print(const ep_sched *s, FILE *f, int rank_filter) {
             s->cfg.overlap_moe_expert_parallel_comm ? "on" : "off",
             s->cfg.delay_wgrad_compute ? "on" : "off");
     fprintf(f,
-            "# %d communicators, %d traffic instances (%d routing draws per layer), "
+            "# %d communicators, %d traffic instances (%d routing draws per layer%s), "
             "model flops/token %.4g, tokens/iteration %.0f\n",
-            s->ngroups, s->ntraffic, s->route_period, s->model_flops_per_token,
+            s->ngroups, s->ntraffic, s->route_period,
+            s->route_groups > 0 ? ", EP groups sharing them" : "", s->model_flops_per_token,
             s->tokens_per_iteration);
     fprintf(f, "# columns: launch index, op name, kind, [group#id seq], bytes, flops, SMs, "
                "after: launch indices of the ops it waits for\n");

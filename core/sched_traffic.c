@@ -54,7 +54,24 @@ void ep_sched_traffic_setup(ep_sched *s) {
     if (period < 1) period = 1;
     if (period > s->num_microbatches) period = s->num_microbatches;
     s->route_period = (int)period;
+    /* beyond it even at one microbatch: EP groups of a stage share draws (identical token counts
+     * only, so not with THD, whose ranks hold different counts) */
+    int ep = cfg->expert_model_parallel_size > 0 ? cfg->expert_model_parallel_size : 1;
+    long long groups = (long long)(s->world / pp) / ep;
+    s->route_groups = 0;
+    if (budget > 0 && per_mb > budget && groups > 1 && !cfg->sequence_packing) {
+        long long q = budget / (per_mb / groups);
+        if (q < 1) q = 1;
+        if (q < groups) s->route_groups = (int)q;
+    }
 }
+
+/* The group ordinal whose draw an EP group of ordinal o uses. */
+static int drawn_ordinal(const ep_sched *s, int o) {
+    return s->route_groups > 0 ? o % s->route_groups : o;
+}
+
+#define EP_MAX_SHARE_RANKS 4096 /* EP groups larger than this draw each their own routing */
 
 static uint64_t traffic_hash(int mb, int layer, int group) {
     uint64_t h = ep_hash4((uint64_t)mb, (uint64_t)layer, (uint64_t)group, 0x747266ULL);
@@ -287,7 +304,7 @@ static int list_items(ep_sched *s, ep_traffic_pool *p) {
         if (!pr) goto out;
         p->ranks = pr;
         memcpy(p->ranks + (size_t)ngroups * ep, buf, (size_t)ep * sizeof *buf);
-        if (nmoe > 0) {
+        if (nmoe > 0 && drawn_ordinal(s, ngroups) == ngroups) { /* copies are not drawn */
             draw_item *pi = realloc(p->items, ((size_t)p->nitems + (size_t)P * nmoe) * sizeof *pi);
             if (!pi) goto out;
             p->items = pi;
@@ -409,6 +426,70 @@ static int take_item(ep_traffic_pool *p, int i, ep_traffic *out) {
     return rc;
 }
 
+/* --- groups sharing draws (s.route_groups) ---------------------------------------------------- */
+
+/* The share slot of (mb, layer, drawn ordinal): *slot gets its index (empty: 0 inside). */
+static int share_find(ep_sched *s, ep_sched_state *st, int mb, int layer, int ordinal, int *slot) {
+    if (2 * (st->nshared + 1) > st->share_slot_cap) { /* grow: rehash the drawn instances */
+        int cap = st->share_slot_cap ? 2 * st->share_slot_cap : 1024;
+        int *slots = calloc((size_t)cap, sizeof *slots);
+        if (!slots) return -1;
+        for (int i = 0; i < st->share_slot_cap; i++) {
+            int ti = st->share_slots[i] - 1;
+            if (ti < 0) continue;
+            const ep_traffic *t = &s->traffic[ti];
+            int o = drawn_ordinal(s, st->group_index_of[t->group]);
+            size_t h = (size_t)item_hash(t->microbatch, t->layer, o) & (size_t)(cap - 1);
+            while (slots[h])
+                h = (h + 1) & (size_t)(cap - 1);
+            slots[h] = ti + 1;
+        }
+        free(st->share_slots);
+        st->share_slots = slots;
+        st->share_slot_cap = cap;
+    }
+    size_t mask = (size_t)st->share_slot_cap - 1, h = item_hash(mb, layer, ordinal) & mask;
+    while (st->share_slots[h]) {
+        const ep_traffic *t = &s->traffic[st->share_slots[h] - 1];
+        if (t->microbatch == mb && t->layer == layer &&
+            drawn_ordinal(s, st->group_index_of[t->group]) == ordinal)
+            break;
+        h = (h + 1) & mask;
+    }
+    if (!st->share_slots[h]) st->nshared++; /* the caller fills it with the new instance */
+    *slot = (int)h;
+    return 0;
+}
+
+/* Whether a group of these ranks spans its nodes as the drawn instance's group does (then the
+ * traffic is the same matrix). */
+static int same_nodes(const ep_config *cfg, const ep_traffic *t, const int *ranks, int n) {
+    if (t->n != n || n > EP_MAX_SHARE_RANKS) return 0;
+    int node_of[EP_MAX_SHARE_RANKS];
+    if (ep_route_nodes(ranks, n, cfg->gpus_per_node, node_of) != t->nnodes) return 0;
+    return memcmp(node_of, t->node_of, (size_t)n * sizeof *node_of) == 0;
+}
+
+/* A copy of a drawn instance in its own block (the layout fill_traffic makes). */
+static int copy_traffic(ep_traffic *t, const ep_traffic *src) {
+    int n = src->n, nn = src->nnodes;
+    size_t n64 = (size_t)n * n + (size_t)n * nn + 4 * (size_t)n;
+    size_t size = n64 * sizeof(int64_t) + 2 * (size_t)n * sizeof(int);
+    int64_t *block = malloc(size);
+    if (!block) return -1;
+    memcpy(block, src->bytes, size);
+    *t = *src;
+    t->bytes = block;
+    t->node_bytes = src->node_bytes ? block + (size_t)n * n : NULL;
+    t->recv_rows = block + (size_t)n * n + (size_t)n * nn;
+    t->pad_rows = t->recv_rows + n;
+    t->expert_rows = t->pad_rows + n;
+    t->send_rows = t->expert_rows + n;
+    t->node_of = (int *)(t->send_rows + n);
+    t->tokens = t->node_of + n;
+    return 0;
+}
+
 int ep_sched_traffic_get(ep_sched *s, int mb, int layer, int ep_group) {
     ep_sched_state *st = s->internal;
     int key_mb = ep_sched_route_mb(s, mb); /* reused draws share their instance */
@@ -431,15 +512,23 @@ int ep_sched_traffic_get(ep_sched *s, int mb, int layer, int ep_group) {
         s->trafficcap = cap;
     }
     const int *ranks = s->groups[ep_group].ranks, n = s->groups[ep_group].size;
-    int ordinal = st->group_index_of[ep_group];
+    int ordinal = drawn_ordinal(s, st->group_index_of[ep_group]);
     ep_traffic *t = &s->traffic[s->ntraffic];
-    int it = find_item(st->pool, key_mb, layer, ordinal);
-    if (it >= 0 && (st->pool->items[it].n != n ||
-                    memcmp(st->pool->items[it].ranks, ranks, (size_t)n * sizeof *ranks)))
-        it = -1; /* listed with other members: draw it here */
-    if (it >= 0 ? take_item(st->pool, it, t) != 0
-                : fill_traffic(&s->cfg, t, key_mb, layer, ranks, n, ordinal) != 0)
-        return -1;
+    int share = -1;
+    if (s->route_groups > 0 && share_find(s, st, key_mb, layer, ordinal, &share) != 0) return -1;
+    int src = share >= 0 ? st->share_slots[share] - 1 : -1;
+    if (src >= 0 && same_nodes(&s->cfg, &s->traffic[src], ranks, n)) {
+        if (copy_traffic(t, &s->traffic[src]) != 0) return -1;
+    } else {
+        int it = find_item(st->pool, key_mb, layer, ordinal);
+        if (it >= 0 && (st->pool->items[it].n != n ||
+                        memcmp(st->pool->items[it].ranks, ranks, (size_t)n * sizeof *ranks)))
+            it = -1; /* listed with other members: draw it here */
+        if (it >= 0 ? take_item(st->pool, it, t) != 0
+                    : fill_traffic(&s->cfg, t, key_mb, layer, ranks, n, ordinal) != 0)
+            return -1;
+        if (share >= 0 && src < 0) st->share_slots[share] = s->ntraffic + 1;
+    }
     t->group = ep_group;
     st->traffic_slots[h] = s->ntraffic + 1;
     return s->ntraffic++;

@@ -257,6 +257,45 @@ static void test_hsdp_groups(void) {
     ep_sched_free(&s);
 }
 
+/* Routing budget below one microbatch: the EP groups of a stage share draws (the same matrices
+ * for the same microbatch and layer); an unlimited budget draws every group. */
+static void test_routing_budget_groups(void) {
+    const char *base = SCHED_SMALL "--expert-model-parallel-size 2 --world-size 8 "
+                                   "--global-batch-size 16 --gpus-per-node 8";
+    char flags[1024];
+    ep_sched shared, all;
+    snprintf(flags, sizeof flags, "%s --routing-budget 1000", base);
+    if (sched_build_flags(&shared, flags) != 0) return;
+    snprintf(flags, sizeof flags, "%s --routing-budget 0", base);
+    if (sched_build_flags(&all, flags) != 0) {
+        ep_sched_free(&shared);
+        return;
+    }
+    CU_ASSERT_EQUAL(shared.route_period, 1);
+    CU_ASSERT_EQUAL(shared.route_groups, 1); /* 4 EP groups, one drawn */
+    CU_ASSERT_EQUAL(all.route_groups, 0);
+    int same = 0, pairs = 0, diff_all = 0;
+    for (int i = 0; i < shared.ntraffic; i++)
+        for (int j = i + 1; j < shared.ntraffic; j++) {
+            const ep_traffic *a = &shared.traffic[i], *b = &shared.traffic[j];
+            if (a->microbatch != b->microbatch || a->layer != b->layer || a->group == b->group)
+                continue;
+            pairs++;
+            same += !memcmp(a->bytes, b->bytes, sizeof(int64_t) * (size_t)a->n * a->n);
+        }
+    CU_ASSERT(pairs > 0);
+    CU_ASSERT_EQUAL(same, pairs);
+    for (int i = 0; i < all.ntraffic; i++)
+        for (int j = i + 1; j < all.ntraffic; j++) {
+            const ep_traffic *a = &all.traffic[i], *b = &all.traffic[j];
+            if (a->microbatch == b->microbatch && a->layer == b->layer && a->group != b->group)
+                diff_all += !!memcmp(a->bytes, b->bytes, sizeof(int64_t) * (size_t)a->n * a->n);
+        }
+    CU_ASSERT(diff_all > 0); /* drawn apart, groups route differently */
+    ep_sched_free(&shared);
+    ep_sched_free(&all);
+}
+
 static void test_ddp_buckets(void) {
     ep_sched s;
     /* world 4, EP 2: dense DP {0,1,2,3}, expert DP {0,2} */
@@ -369,6 +408,8 @@ void ep_suite_sched_variants(void) {
     CU_add_test(s, "fused permute removes permute/unpermute, adds SMs", test_fused_permute);
     CU_add_test(s, "deepep SMs, traffic and expert rows", test_deepep_sms_and_traffic);
     CU_add_test(s, "--moe-flex-transport nccl: no SMs of their own", test_flex_transport_nccl);
+    CU_add_test(s, "routing budget: EP groups share draws below one microbatch",
+                test_routing_budget_groups);
     CU_add_test(s, "device padding pads the expert GEMM rows", test_padding_rows);
     CU_add_test(s, "HSDP inner/outer groups (16 GPUs, EP 4, N 2)", test_hsdp_groups);
     CU_add_test(s, "DDP buckets and distributed optimizer order", test_ddp_buckets);
