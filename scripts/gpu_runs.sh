@@ -108,6 +108,18 @@ if [ "${RUNSET:-h200x2}" = h200x4 ]; then
   )
 fi
 
+# RUNSET=h200x1 (NPROC=1): one-GPU runs (EP 1) on the machine that timed the compute calibration
+# (nvidia-h200, traces/h200/runs/): the simulator on the very machine its compute was measured on.
+if [ "${RUNSET:-h200x2}" = h200x1 ]; then
+  X1='--expert-model-parallel-size 1 --world-size 1'
+  RUNS=(
+    "x1_ovdemo_alltoall|$OVD $A2A $X1 --global-batch-size 8"
+    "x1_commbound_alltoall|$CB $A2A $X1 --global-batch-size 8"
+    "x1_dsv3_alltoall|$DSV3 $A2A $X1 --global-batch-size 4"
+    "x1_hybrid_mamba_moe_alltoall|$HYB $A2A $X1 --global-batch-size 4"
+  )
+fi
+
 if [ "$LIST" = "--list" ]; then
   for r in "${RUNS[@]}"; do printf '%s\t%s\n' "${r%%|*}" "$(echo ${r#*|})"; done
   exit 0
