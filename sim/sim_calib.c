@@ -118,6 +118,7 @@ static const field FIELDS[] = {
     F(host_sync_s),
     F(kernel_overhead_s),
     F(op_gap_s),
+    F(op_event_s),
     T(gemm_efficiency),
     F(grouped_gemm_factor),
     F(attention_efficiency),

@@ -55,6 +55,8 @@ typedef struct {
     /* GPU compute */
     double kernel_overhead_s; /* fixed GPU time per kernel (launch gap, tail) */
     double op_gap_s; /* GPU time from one op's end to the next op's start on a stream (events) */
+    double op_event_s; /* GPU time of an op that runs nothing (host sync, a group of one): its
+                          start and end events */
     sim_table gemm_efficiency;  /* fraction of peak flop/s by GEMM flops (log-interpolated) */
     double grouped_gemm_factor; /* grouped GEMM efficiency relative to one GEMM of a group's size */
     double attention_efficiency; /* fraction of peak flop/s of fused attention */

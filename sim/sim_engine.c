@@ -348,8 +348,11 @@ static void start_op(engine *e, long o) {
     e->st_busy[(long)r * NS + op->stream] = 1;
     e->oh[o].state = ST_RUNNING;
     e->res->t[o].start = e->res->t[o].xfer = e->now;
-    if (op->kind == EP_OP_HOST_SYNC) {
-        complete(e, o);
+    if (op->kind == EP_OP_HOST_SYNC) { /* nothing on the GPU but its events */
+        if (e->c->op_event_s > 0)
+            push(e, e->now + e->c->op_event_s, EV_FINISH, o, 0);
+        else
+            complete(e, o);
         return;
     }
     if (ep_op_is_comm(op)) {

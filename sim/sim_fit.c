@@ -264,7 +264,7 @@ static int fit_shapes(fit *x, double t0, int *nshape) {
 
 static void fit_host(fit *x) {
     json_t *r;
-    double exec_op = 0;
+    double exec_op = 0, exec_gpu = 0;
     FOR_RECORDS(x, F_HOST, i, r) {
         const char *w = str(r, "what");
         double t = num(r, "time_us") * 1e-6;
@@ -275,7 +275,10 @@ static void fit_host(fit *x) {
         if (strcmp(w, "host_sync") == 0) x->c.host_sync_s = t;
         if (strcmp(w, "kernel_overhead") == 0) x->c.kernel_overhead_s = t;
         if (strcmp(w, "exec_gap") == 0) x->c.op_gap_s = t;
+        if (strcmp(w, "exec_op_gpu") == 0) exec_gpu = t;
     }
+    /* an op that runs nothing keeps what its two events add around a tiny kernel */
+    if (exec_gpu > x->c.kernel_overhead_s) x->c.op_event_s = exec_gpu - x->c.kernel_overhead_s;
     /* the executor's two events per op, beyond the launch itself */
     if (exec_op > x->c.launch_s) x->c.op_overhead_s = exec_op - x->c.launch_s;
 }
@@ -678,10 +681,10 @@ int sim_fit_main(int argc, char **argv) {
         printf("  %-18s %s\n", FILES[w], x.root[w] ? x.path[w] : "(none: defaults kept)");
     printf("  host: per op %.2f us + launch %.2f us, GEMM call %.2f us (%d records), attention "
            "%.2f us (%d records), NCCL launch %.2f us, host sync %.2f us, kernel overhead "
-           "%.2f us, gap between ops %.2f us\n",
+           "%.2f us, gap between ops %.2f us, events of an empty op %.2f us\n",
            x.c.op_overhead_s * 1e6, x.c.launch_s * 1e6, x.c.gemm_launch_s * 1e6, ngemm,
            x.c.attention_launch_s * 1e6, nattn, x.c.nccl_launch_s * 1e6, x.c.host_sync_s * 1e6,
-           t0 * 1e6, x.c.op_gap_s * 1e6);
+           t0 * 1e6, x.c.op_gap_s * 1e6, x.c.op_event_s * 1e6);
     if (x.root[F_COMPUTE]) {
         double med, p90, worst;
         compute_residuals(&x, &med, &p90, &worst);

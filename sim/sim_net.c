@@ -284,7 +284,7 @@ double sim_net_build(sim_flows *f, const ep_sched *s, const sim_calib *c, const 
         *fixed_s = 0;
         break;
     }
-    if (n < 2) *fixed_s = 0; /* a group of one moves nothing: no NCCL call at all */
+    if (n < 2) *fixed_s = c->op_event_s; /* a group of one moves nothing: no NCCL call */
     finish(f);
     XBT_DEBUG("%s over %d members: %ld flows on %d hosts, %.0f bytes, fixed %.3g s",
               ep_op_kind_name(op->kind), n, f->nflows, f->nhosts, payload, *fixed_s);
