@@ -38,6 +38,12 @@ static double time_op(bench *b, bench_op op, void *arg, int ahead, double *host_
     double delay = 50;
     for (int i = -b->warmup; i < n; i++) {
         CUDA_CHECK(ep_nvl_barrier(b->barrier, st));
+        if (ahead && b->flush_mb > 0) {
+            size_t fb = (size_t)b->flush_mb << 20;
+            for (int k = 0; k < 2; k++)
+                if (!b->flush[k]) CUDA_CHECK(cudaMalloc(&b->flush[k], fb));
+            CUDA_CHECK(exec_mem_rw(b->flush[0], b->flush[1], fb, 2.0 * (double)fb, st));
+        }
         if (ahead) CUDA_CHECK(exec_delay(delay, st));
         CUDA_CHECK(cudaEventRecord(e0, st));
         double t0 = now_us();
@@ -240,6 +246,7 @@ static void usage(FILE *f) {
         "  --models FILE        lines 'name flags...': also time every distinct compute op\n"
         "                       of any rank of each model's schedule\n"
         "  --parts LIST         of host,compute,comm,interference (default all)\n"
+        "  --l2-flush MIB       stream MIB through HBM before each compute timing (default 0)\n"
         "  model flags: Megatron names, e.g. --hidden-size 7168 --num-experts 256\n"
         "  --moe-router-topk 8 --moe-ffn-hidden-size 2048 (see epsim --help)\n");
 }
@@ -278,6 +285,7 @@ int bench_main(ref_ctx *ctx, int argc, char **argv) {
                    : !strcmp(f, "--reduce-blocks")  ? &b.reduce_blocks
                    : !strcmp(f, "--iters")          ? &b.iters
                    : !strcmp(f, "--warmup")         ? &b.warmup
+                   : !strcmp(f, "--l2-flush")       ? &b.flush_mb
                                                     : NULL;
         if (!strcmp(f, "--help")) {
             usage(stdout);
@@ -319,7 +327,10 @@ int bench_main(ref_ctx *ctx, int argc, char **argv) {
             fprintf(stderr, "epref: bench calib needs --out DIR\n");
             return 2;
         }
-        return bench_calib(&b, out_dir, models, parts);
+        int rc = bench_calib(&b, out_dir, models, parts);
+        for (int k = 0; k < 2; k++)
+            if (b.flush[k]) CUDA_CHECK(cudaFree(b.flush[k]));
+        return rc;
     }
     if (b.cfg.world_size == 0) b.cfg.world_size = ctx->w.size;
     if (b.cfg.expert_model_parallel_size != ctx->w.size) {

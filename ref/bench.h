@@ -34,6 +34,8 @@ typedef struct {
     bench_row rows[BENCH_MAX_ROWS];
     int nrows;
     ep_nvl *barrier; /* aligns the ranks before every timed iteration */
+    int flush_mb;    /* bench_time_ahead: MiB written before each iteration (0: warm caches) */
+    void *flush[2];  /* its source and destination, allocated on first use */
 } bench;
 
 typedef void (*bench_op)(void *arg, cudaStream_t st);
@@ -42,7 +44,8 @@ typedef void (*bench_op)(void *arg, cudaStream_t st);
 double bench_time(bench *b, bench_op op, void *arg);
 /* The same with the host ahead of the GPU: the op's GPU time alone, without the gaps of a GPU
  * waiting for the host's launches; *host_us gets the host time of issuing it (median, mean over
- * ranks). */
+ * ranks). With b->flush_mb, each iteration first streams that many MiB through HBM, so the op
+ * starts with caches holding other data, as inside a run. */
 double bench_time_ahead(bench *b, bench_op op, void *arg, double *host_us);
 /* Records a row (rank 0 prints it at once). */
 void bench_add(bench *b, const char *backend, int tokens, int num_sms, double time_us,
