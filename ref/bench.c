@@ -243,7 +243,7 @@ static void usage(FILE *f) {
         "  --json PATH          write the results as a JSON array\n"
         "  calib only (docs/calibration.md):\n"
         "  --out DIR            directory of compute/comm/host/interference.json (required)\n"
-        "  --models FILE        lines 'name flags...': also time every distinct compute op\n"
+        "  --models FILE[,FILE] lines 'name flags...': also time every distinct compute op\n"
         "                       of any rank of each model's schedule\n"
         "  --parts LIST         of host,compute,comm,interference (default all)\n"
         "  --l2-flush MIB       stream MIB through HBM before each compute timing (default 0)\n"

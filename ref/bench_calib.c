@@ -395,7 +395,12 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
     if (strstr(parts, "host")) calib_host(b, &lists[2]);
     if (strstr(parts, "compute")) {
         grid_compute(b, &lists[0]);
-        if (models) rc = model_compute(b, models, &lists[0]);
+        /* --models a,b: every file in turn */
+        char list[4096];
+        snprintf(list, sizeof list, "%s", models ? models : "");
+        for (char *save = NULL, *m = strtok_r(list, ",", &save); m && !rc;
+             m = strtok_r(NULL, ",", &save))
+            rc = model_compute(b, m, &lists[0]);
     }
     if (!rc && W >= 2 && strstr(parts, "comm")) {
         time_comm(b, &lists[1]);

@@ -3,8 +3,9 @@
 # call. Builds epref (or uses BIN_DIR/epref when its libraries resolve), then
 #   epref --nproc NPROC bench calib --out $OUT/calib --models configs/calib/MODELS.models
 # Usage (on the GPU machine): OUT=dir bash scripts/gpu_calib.sh MODELS NPROC
-#   MODELS          h200x2 (2 x H200) or h100 (one H100: compute and host parts only)
-#   CALIB_FLAGS     extra flags, default "--iters 10 --warmup 3"
+#   MODELS          h200x2 (2 x H200) or h100 (one H100: compute and host parts only), or a
+#                   comma-separated list of such names (their model lines in turn)
+#   CALIB_FLAGS     extra flags, default "--iters 10 --warmup 3 --l2-flush 256"
 #   PARTS           default host,compute,comm,interference
 #   EP_GIT_REVISION the revision recorded when the tree has no .git
 set -u -o pipefail
@@ -25,8 +26,8 @@ fi
     > "$OUT/calib/machine.txt" 2>&1
 t0=$(date +%s)
 timeout 540 "$EPREF" --nproc "$NPROC" bench calib --out "$OUT/calib" \
-    --models "configs/calib/$MODELS.models" --parts "${PARTS:-host,compute,comm,interference}" \
-    ${CALIB_FLAGS:---iters 10 --warmup 3} > "$OUT/calib/calib.log" 2>&1
+    --models "$(echo "$MODELS" | sed 's#[^,]*#configs/calib/&.models#g')" --parts "${PARTS:-host,compute,comm,interference}" \
+    ${CALIB_FLAGS:---iters 10 --warmup 3 --l2-flush 256} > "$OUT/calib/calib.log" 2>&1
 rc=$?
 echo "bench calib rc=$rc in $(($(date +%s) - t0)) s"
 grep -v "^  grid\|^  model" "$OUT/calib/calib.log" | tail -40
