@@ -3,18 +3,24 @@
 
 #include "exec_kern.h"
 
-/* Copies n16 16-byte words from src to dst in passes over the buffers' `words` words. */
+#define MEM_THREADS 256
+#define MEM_ITEMS   16 /* 16-byte words per thread: a block moves 64 KiB and retires */
+
+/* Copies word i of n16 16-byte words from src to dst at index i mod words (the buffers hold
+ * `words` words). Short-lived blocks, so kernels of other streams find free SMs while a long
+ * memory-bound op runs (a grid-stride loop would hold every SM until it ends). */
 __global__ void mem_rw_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ dst, size_t words,
                               size_t n16) {
-    size_t stride = (size_t)gridDim.x * blockDim.x;
-    size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    for (size_t base = 0; base < n16; base += words) {
-        size_t lim = n16 - base < words ? n16 - base : words;
-        for (size_t j = tid; j < lim; j += stride) {
-            uint4 v = src[j];
-            v.x ^= 1u; /* touch the data so the copy cannot be elided */
-            dst[j] = v;
-        }
+    const size_t tile = (size_t)MEM_THREADS * MEM_ITEMS;
+    size_t start = (size_t)blockIdx.x * tile, base = start % words;
+    for (int k = 0; k < MEM_ITEMS; k++) {
+        size_t off = (size_t)k * MEM_THREADS + threadIdx.x;
+        if (start + off >= n16) return;
+        size_t j = base + off;
+        if (j >= words) j %= words;
+        uint4 v = src[j];
+        v.x ^= 1u; /* touch the data so the copy cannot be elided */
+        dst[j] = v;
     }
 }
 
@@ -23,14 +29,10 @@ extern "C" cudaError_t exec_mem_rw(const void *src, void *dst, size_t buf_bytes,
     size_t words = buf_bytes / 16;
     size_t n16 = (size_t)(bytes / 2 / 16); /* half read, half written */
     if (n16 == 0 || words == 0) return cudaSuccess;
-    int dev = 0, sms = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (e != cudaSuccess) return e;
-    size_t want = (n16 + 255) / 256;
-    size_t cap = (size_t)sms * 8;
-    unsigned blocks = (unsigned)(want < cap ? want : cap);
-    mem_rw_kernel<<<blocks, 256, 0, st>>>((const uint4 *)src, (uint4 *)dst, words, n16);
+    size_t tile = (size_t)MEM_THREADS * MEM_ITEMS, blocks = (n16 + tile - 1) / tile;
+    if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+    mem_rw_kernel<<<(unsigned)blocks, MEM_THREADS, 0, st>>>((const uint4 *)src, (uint4 *)dst, words,
+                                                            n16);
     return cudaGetLastError();
 }
 

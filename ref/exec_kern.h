@@ -3,7 +3,8 @@
  *   exec_mem_rw   a memory-bound op of `bytes` HBM traffic: reads bytes/2 and writes bytes/2,
  *                 streaming through a fixed source and destination buffer (wrapping around when
  *                 the op is larger than the buffers; the buffers are far larger than L2, so the
- *                 traffic still goes to HBM).
+ *                 traffic still goes to HBM), in short-lived blocks of 64 KiB each so that
+ *                 kernels of other streams get SMs beside a long one.
  *   exec_softmax  row softmax of bf16 scores in place, one block per row (attention's softmax).
  *   exec_delay    one thread that keeps the stream busy for `us` microseconds, so that the host
  *                 can queue the work behind it before the GPU gets there (GPU-only timings).
