@@ -4,16 +4,17 @@
 #include "exec_kern.h"
 
 #define MEM_THREADS 256
-#define MEM_ITEMS   16 /* 16-byte words per thread: a block moves 64 KiB and retires */
+#define MEM_ITEMS   16 /* at most 16-byte words per thread: a block moves <= 64 KiB and retires */
 
 /* Copies word i of n16 16-byte words from src to dst at index i mod words (the buffers hold
- * `words` words). Short-lived blocks, so kernels of other streams find free SMs while a long
- * memory-bound op runs (a grid-stride loop would hold every SM until it ends). */
+ * `words` words), `items` words per thread. Short-lived blocks, so kernels of other streams find
+ * free SMs while a long memory-bound op runs (a grid-stride loop would hold every SM until it
+ * ends). */
 __global__ void mem_rw_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ dst, size_t words,
-                              size_t n16) {
-    const size_t tile = (size_t)MEM_THREADS * MEM_ITEMS;
+                              size_t n16, int items) {
+    const size_t tile = (size_t)MEM_THREADS * items;
     size_t start = (size_t)blockIdx.x * tile, base = start % words;
-    for (int k = 0; k < MEM_ITEMS; k++) {
+    for (int k = 0; k < items; k++) {
         size_t off = (size_t)k * MEM_THREADS + threadIdx.x;
         if (start + off >= n16) return;
         size_t j = base + off;
@@ -29,10 +30,14 @@ extern "C" cudaError_t exec_mem_rw(const void *src, void *dst, size_t buf_bytes,
     size_t words = buf_bytes / 16;
     size_t n16 = (size_t)(bytes / 2 / 16); /* half read, half written */
     if (n16 == 0 || words == 0) return cudaSuccess;
-    size_t tile = (size_t)MEM_THREADS * MEM_ITEMS, blocks = (n16 + tile - 1) / tile;
+    /* small ops: one word per thread, as many blocks as words allow; large ones: more words
+     * per thread once every SM has eight blocks' worth (132 SMs) */
+    size_t fill = (size_t)132 * 8 * MEM_THREADS;
+    int items = n16 / fill >= MEM_ITEMS ? MEM_ITEMS : n16 / fill < 1 ? 1 : (int)(n16 / fill);
+    size_t tile = (size_t)MEM_THREADS * items, blocks = (n16 + tile - 1) / tile;
     if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
     mem_rw_kernel<<<(unsigned)blocks, MEM_THREADS, 0, st>>>((const uint4 *)src, (uint4 *)dst, words,
-                                                            n16);
+                                                            n16, items);
     return cudaGetLastError();
 }
 
