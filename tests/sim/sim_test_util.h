@@ -196,6 +196,17 @@ static inline int epsim_exec(const char *args, const char *out, const char *err)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Lines of a text file, -1 when it cannot be read. */
+static inline int lines_of(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = 0, c;
+    while ((c = fgetc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
 /* A number at "a" or "a.b" in a JSON file; NAN when missing. */
 static inline double json_num(const char *path, const char *key) {
     json_error_t je;

@@ -169,12 +169,7 @@ static void expect_fit_error(const char *args, const char *out) {
     tmp_path(o, sizeof o, "fite.out");
     tmp_path(e, sizeof e, "fite.err");
     CU_ASSERT_EQUAL(epsim_exec(args, o, e), 2);
-    FILE *f = fopen(e, "r");
-    int lines = 0, c;
-    while (f && (c = fgetc(f)) != EOF)
-        lines += c == '\n';
-    if (f) fclose(f);
-    CU_ASSERT_EQUAL(lines, 1);
+    CU_ASSERT_EQUAL(lines_of(e), 1);
     if (out) CU_ASSERT_NOT_EQUAL(access(out, F_OK), 0);
     remove(o);
     remove(e);

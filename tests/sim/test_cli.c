@@ -11,16 +11,6 @@
 #define HYBRIDEP "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep"
 #define DEEPEP   "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep"
 
-static int lines_of(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    int n = 0, c;
-    while ((c = fgetc(f)) != EOF)
-        n += c == '\n';
-    fclose(f);
-    return n;
-}
-
 static int same_file(const char *a, const char *b) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cmp -s %s %s", a, b);
