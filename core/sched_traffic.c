@@ -99,6 +99,25 @@ static int pad_multiple(const ep_config *cfg) {
     return cfg->pad_multiple > 1 ? cfg->pad_multiple : 1;
 }
 
+/* An instance's arrays live in one block, bytes first: its size for n members on nn nodes. */
+static size_t traffic_block_size(int n, int nn) {
+    size_t n64 = (size_t)n * n + (size_t)n * nn + 4 * (size_t)n;
+    return n64 * sizeof(int64_t) + 2 * (size_t)n * sizeof(int);
+}
+
+/* Points t's arrays (t->n, t->nnodes set) into block. */
+static void traffic_layout(ep_traffic *t, int64_t *block) {
+    size_t n = (size_t)t->n;
+    t->bytes = block;
+    t->node_bytes = block + n * n;
+    t->recv_rows = t->node_bytes + n * (size_t)t->nnodes;
+    t->pad_rows = t->recv_rows + n;
+    t->expert_rows = t->pad_rows + n;
+    t->send_rows = t->expert_rows + n;
+    t->node_of = (int *)(t->send_rows + n);
+    t->tokens = t->node_of + n;
+}
+
 /* Fills t from one routing draw of the EP group ranks[0..n) (ordinal `ordinal` among EP groups)
  * for routing microbatch route_mb. Everything lives in one block whose first array is bytes.
  * Reads only the configuration: safe to run on several threads at once (t->group is left -1). */
@@ -114,8 +133,7 @@ static int fill_traffic(const ep_config *cfg, ep_traffic *t, int route_mb, int l
         return -1;
     }
     int nn = r.nnodes;
-    size_t n64 = (size_t)n * n + (size_t)n * nn + 4 * (size_t)n;
-    int64_t *block = malloc(n64 * sizeof(int64_t) + 2 * (size_t)n * sizeof(int));
+    int64_t *block = malloc(traffic_block_size(n, nn));
     if (!block) {
         ep_routing_free(&r);
         free(tokens);
@@ -125,14 +143,7 @@ static int fill_traffic(const ep_config *cfg, ep_traffic *t, int route_mb, int l
     t->group = -1;
     t->n = n;
     t->nnodes = nn;
-    t->bytes = block;
-    t->node_bytes = block + (size_t)n * n;
-    t->recv_rows = t->node_bytes + (size_t)n * nn;
-    t->pad_rows = t->recv_rows + n;
-    t->expert_rows = t->pad_rows + n;
-    t->send_rows = t->expert_rows + n;
-    t->node_of = (int *)(t->send_rows + n);
-    t->tokens = t->node_of + n;
+    traffic_layout(t, block);
     t->microbatch = route_mb;
     t->layer = layer;
     t->route_mb = route_mb;
@@ -472,21 +483,13 @@ static int same_nodes(const ep_config *cfg, const ep_traffic *t, const int *rank
 
 /* A copy of a drawn instance in its own block (the layout fill_traffic makes). */
 static int copy_traffic(ep_traffic *t, const ep_traffic *src) {
-    int n = src->n, nn = src->nnodes;
-    size_t n64 = (size_t)n * n + (size_t)n * nn + 4 * (size_t)n;
-    size_t size = n64 * sizeof(int64_t) + 2 * (size_t)n * sizeof(int);
+    size_t size = traffic_block_size(src->n, src->nnodes);
     int64_t *block = malloc(size);
     if (!block) return -1;
     memcpy(block, src->bytes, size);
     *t = *src;
-    t->bytes = block;
-    t->node_bytes = src->node_bytes ? block + (size_t)n * n : NULL;
-    t->recv_rows = block + (size_t)n * n + (size_t)n * nn;
-    t->pad_rows = t->recv_rows + n;
-    t->expert_rows = t->pad_rows + n;
-    t->send_rows = t->expert_rows + n;
-    t->node_of = (int *)(t->send_rows + n);
-    t->tokens = t->node_of + n;
+    traffic_layout(t, block);
+    if (!src->node_bytes) t->node_bytes = NULL;
     return 0;
 }
 

@@ -106,6 +106,12 @@ static void gemm_need(const ep_op *op, size_t *a, size_t *b, size_t *c) {
     }
 }
 
+/* Bytes rank `me` sends peer p in a token all-to-all (combine: the transpose); what me receives
+ * from p is a2a_out(tr, op, p, me). */
+static size_t a2a_out(const ep_traffic *tr, const ep_op *op, int me, int p) {
+    return (size_t)(op->transpose ? tr->bytes[p * tr->n + me] : tr->bytes[me * tr->n + p]);
+}
+
 /* Send and receive bytes of a communication op on this rank. */
 static void comm_need(const exec_gpu *g, const ep_op *op, size_t *snd, size_t *rcv) {
     const ep_sched *s = g->s;
@@ -124,10 +130,8 @@ static void comm_need(const exec_gpu *g, const ep_op *op, size_t *snd, size_t *r
         if (me < 0) break;
         for (int j = 0; j < tr->n; j++) {
             if (j == me) continue;
-            int64_t out = op->transpose ? tr->bytes[j * tr->n + me] : tr->bytes[me * tr->n + j];
-            int64_t in = op->transpose ? tr->bytes[me * tr->n + j] : tr->bytes[j * tr->n + me];
-            *snd += (size_t)out;
-            *rcv += (size_t)in;
+            *snd += a2a_out(tr, op, me, j);
+            *rcv += a2a_out(tr, op, j, me);
         }
         break;
     }
@@ -207,11 +211,6 @@ static void make_comms(exec_gpu *g) {
             if (c) connect_comm(g, c, s->groups[gi].size, g->pos[gi]);
         }
     free(need);
-}
-
-/* Bytes this rank sends one peer in a token all-to-all (combine: the transpose). */
-static size_t a2a_out(const ep_traffic *tr, const ep_op *op, int me, int p) {
-    return (size_t)(op->transpose ? tr->bytes[p * tr->n + me] : tr->bytes[me * tr->n + p]);
 }
 
 /* The NVLink transport of deepep / hybridep token all-to-alls: one IPC-mapped region per rank
@@ -522,10 +521,7 @@ static void run_comm(exec_gpu *g, const ep_op *op, cudaStream_t st) {
         NCCL_CHECK(ncclGroupStart());
         for (int p = 0; p < tr->n; p++) {
             if (p == me) continue;
-            size_t out =
-                (size_t)(op->transpose ? tr->bytes[p * tr->n + me] : tr->bytes[me * tr->n + p]);
-            size_t in =
-                (size_t)(op->transpose ? tr->bytes[me * tr->n + p] : tr->bytes[p * tr->n + me]);
+            size_t out = a2a_out(tr, op, me, p), in = a2a_out(tr, op, p, me);
             if (out) NCCL_CHECK(ncclSend(snd + so, out, ncclUint8, p, c, st));
             if (in) NCCL_CHECK(ncclRecv(rcv + ro, in, ncclUint8, p, c, st));
             so += out;

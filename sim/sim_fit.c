@@ -399,7 +399,7 @@ static int comm_points(fit *x, const char *name, comm_pt *p, int *ranks) {
     return np;
 }
 
-static int fit_comm(fit *x, int *ncurves) {
+static int fit_comm(fit *x) {
     /* NCCL's small-message latency hardly grows with the ring (2 and 4 H200: 11-13 us either
      * way): a measured base carries it, and only the route latency is added per extra step */
     if (x->root[F_COMM]) x->c.nccl_step_s = 0;
@@ -413,7 +413,6 @@ static int fit_comm(fit *x, int *ncurves) {
                      x->path[F_COMM], sim_coll_name((sim_coll)k));
             return -1;
         }
-        (*ncurves)++;
     }
     /* the deepep/hybridep transport of epref run: an all-to-all's shape, its own curve */
     comm_pt p[SIM_CALIB_MAX_POINTS];
@@ -661,7 +660,7 @@ int sim_fit_main(int argc, char **argv) {
     sim_calib_default(&x.c);
     fit_host(&x); /* first: the kernel overhead enters every compute efficiency */
     double t0 = x.c.kernel_overhead_s;
-    int nshape = 0, ncurves = 0;
+    int nshape = 0;
     if (fit_memory(&x, t0) != 0 || fit_shapes(&x, t0, &nshape) != 0) {
         snprintf(x.err, EP_ERRLEN, "out of memory fitting %s", x.path[F_COMPUTE]);
         goto done;
@@ -672,7 +671,7 @@ int sim_fit_main(int argc, char **argv) {
         goto done;
     }
     fit_interference(&x);
-    if (fit_comm(&x, &ncurves) != 0) goto done;
+    if (fit_comm(&x) != 0) goto done;
     fit_ep_kernels(&x);
     if (write_out(&x, out, machine) != 0) goto done;
 
@@ -710,7 +709,6 @@ int sim_fit_main(int argc, char **argv) {
                "NCCL x%.3f beside compute, SM-driven transfers x%.3f\n",
                x.c.comm_flops_slowdown, x.c.comm_hbm_fraction, x.c.nccl_compute_slowdown,
                x.c.ep_compute_slowdown);
-    (void)ncurves;
     rc = 0;
 done:
     if (rc) fail2(x.err);

@@ -63,12 +63,13 @@ static void put(sim_flows *f, int a, int b, double bytes) {
     f->nflows++;
 }
 
-/* One logical transfer a -> b: NVLink inside a node, the NIC on the same rail, and across rails
- * NVLink to the GPU of a's node on b's rail first (PXN). */
+/* Efficiency of an NVLink flow of `bytes`: by the measured curve where there is one. */
 static double nvl_eff(const sim_flows *f, double bytes) {
     return f->nvl_by_flow ? sim_table_eval(f->nvl_by_flow, bytes) : f->eff_nvl;
 }
 
+/* One logical transfer a -> b: NVLink inside a node, the NIC on the same rail, and across rails
+ * NVLink to the GPU of a's node on b's rail first (PXN). */
 static void flow(sim_flows *f, int a, int b, double bytes) {
     const sim_platform *p = f->p;
     if (p->node[a] == p->node[b]) {
