@@ -78,17 +78,10 @@ typedef enum {
     EP_COMM_NUM
 } ep_comm_class;
 
+/* Field order and widths keep an op at 80 bytes: a DeepSeek-V3 schedule on 1024 GPUs holds 27 M of
+ * them (docs/performance.md). */
 typedef struct {
-    ep_op_kind kind;
-    ep_stream stream;
-    ep_phase phase;
-    ep_node node;
     const char *label;  /* static string: "qkv", "dispatch", "fsdp.ag", "pp.send", ... */
-    int16_t mb;         /* microbatch, -1 if none */
-    int16_t chunk;      /* model chunk (VPP), -1 if none */
-    int16_t layer;      /* global layer index, -1 if none */
-    int16_t index;      /* bucket / unit index for DP ops, -1 if none */
-    int8_t transpose;   /* a2a: 1 = traffic matrix transposed (combine direction) */
     double flops;       /* floating point operations of this op on this rank */
     double bytes;       /* compute: HBM bytes read+written; comm: payload bytes (see kind) */
     int m, n, k, batch; /* GEMM shape (grouped: batch experts, m rows in total) */
@@ -96,9 +89,18 @@ typedef struct {
     int seq;            /* sequence number within the group */
     int peer;           /* send/recv: global peer rank */
     int traffic;        /* a2a: index into ep_sched.traffic, -1 otherwise */
-    int sms;            /* SMs a communication kernel occupies (0: copy engine / not applicable) */
     int deps_off;       /* deps are ranks[r].deps[deps_off .. deps_off+ndeps) */
-    int ndeps;
+    int16_t mb;         /* microbatch, -1 if none */
+    int16_t chunk;      /* model chunk (VPP), -1 if none */
+    int16_t layer;      /* global layer index, -1 if none */
+    int16_t index;      /* bucket / unit index for DP ops, -1 if none */
+    int16_t sms;        /* SMs a communication kernel occupies (0: copy engine / not applicable) */
+    int16_t ndeps;
+    ep_op_kind kind : 8;
+    ep_stream stream : 8;
+    ep_phase phase : 8;
+    ep_node node : 8;
+    int8_t transpose; /* a2a: 1 = traffic matrix transposed (combine direction) */
 } ep_op;
 
 typedef struct {

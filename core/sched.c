@@ -4,10 +4,14 @@
  * done), never one allocation per op. Communicators are registered once by kind + member list
  * through a hash table, so 1024 ranks asking for their EP group share one entry.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sched_internal.h"
+
+/* docs/performance.md counts on it (27 M ops on dgx1024) */
+_Static_assert(sizeof(ep_op) <= 80, "ep_op grew past 80 bytes");
 
 static const char *const k_stream_names[EP_NUM_STREAMS] = {"comp", "comm", "dp", "pp"};
 static const char *const k_kind_names[EP_OP_NUM_KINDS] = {
@@ -116,6 +120,7 @@ int ep_sched_push_dep(ep_rank_sched *r, int idx, int dep) {
     ep_op *op = &r->ops[idx];
     for (int i = 0; i < op->ndeps; i++) /* a node can name the same op twice: keep one */
         if (r->deps[op->deps_off + i] == dep) return 0;
+    if (op->ndeps == INT16_MAX) return -1; /* ep_op.ndeps is 16 bits; no schedule comes near */
     if (r->ndeps == r->depcap) {
         int cap = r->depcap ? r->depcap * 2 : 256;
         int *p = realloc(r->deps, (size_t)cap * sizeof *p);

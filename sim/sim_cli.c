@@ -244,24 +244,20 @@ int sim_cli_run(int argc, char **argv) {
         rc = fail2(err);
         goto out_plat;
     }
-    if (cfg.world_size > plat.ngpus) {
-        snprintf(err, EP_ERRLEN, "world size %d does not fit topology %s with %d GPUs",
-                 cfg.world_size, plat.name, plat.ngpus);
-        rc = fail2(err);
-        goto out_plat;
-    }
     ep_sched s;
     if (ep_sched_build(&cfg, &s, err) != 0) {
         rc = fail2(err);
         goto out_plat;
     }
     double t_built = wall(), c_built = cpu();
+    long rss_built = peak_rss_kib();
     sim_result res;
     if (sim_engine_run(&s, &plat, &calib, &res, err) != 0) {
         fprintf(stderr, "epsim: %s\n", err);
         rc = 1;
     } else {
         double t_sim = wall(), c_sim = cpu();
+        long rss_sim = peak_rss_kib();
         sim_metrics m;
         rc = 0;
         if (sim_metrics_compute(&s, &res, &plat, &m) != 0) {
@@ -284,8 +280,9 @@ int sim_cli_run(int argc, char **argv) {
                     res.nevents, res.nwaits);
             fprintf(stderr,
                     "epsim stats: cpu %.3f s (schedule %.3f, simulation %.3f, outputs %.3f), "
-                    "peak RSS %ld MiB\n",
-                    c1 - c0, c_built - c0, c_sim - c_built, c1 - c_sim, peak_rss_kib() / 1024);
+                    "peak RSS %ld MiB (%ld after the schedule, %ld after the simulation)\n",
+                    c1 - c0, c_built - c0, c_sim - c_built, c1 - c_sim, peak_rss_kib() / 1024,
+                    rss_built / 1024, rss_sim / 1024);
         }
         sim_result_free(&res);
     }

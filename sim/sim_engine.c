@@ -6,6 +6,7 @@
 #include <simgrid/exec.h>
 #include <simgrid/host.h>
 #include <simgrid/link.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +34,10 @@ typedef struct {
     sg_exec_t exec;
 } coll_t;
 
-/* What the hot path reads of an op, in one cache line: not the op itself. */
+/* What the hot path reads of an op, 8 bytes: not the op itself. When the host issued the op
+ * (launch_t) is kept in its result's xfer field until the op starts (launch_slot). */
 typedef struct {
-    double launch_t; /* when the host issued it (ST_LAUNCHED and later) */
-    int deps_left;   /* deps not yet done */
+    int deps_left; /* deps not yet done */
     uint8_t state;
     uint8_t stream;
 } op_hot;
@@ -83,7 +84,7 @@ typedef struct {
     int *off, *rank_of;
     op_hot *oh; /* [nops] */
     int *coll_of;
-    long *dep_off;
+    int *dep_off; /* CSR of dependents: dep_list[dep_off[o] .. dep_off[o+1]) wait on op o */
     int *dep_list;
     long *st_off, *st_head;
     int *st_list;
@@ -115,6 +116,7 @@ typedef struct {
 
 /* sim_platform_load.cpp */
 long sim_exec_wait_any_for(sg_exec_t *execs, size_t n, double timeout);
+void sim_exec_release(sg_exec_t exec);
 
 static void net_changed(engine *e);
 
@@ -123,6 +125,12 @@ static engine *E; /* the one simulation of this process (SimGrid allows one) */
 static inline const ep_op *op_of(const engine *e, long g) {
     int r = e->rank_of[g];
     return &e->s->ranks[r].ops[g - e->off[r]];
+}
+
+/* Launch time of an op the host issued and that has not started yet: the result's xfer field is
+ * free until then, and the engine's per-op memory is what limits dgx1024 runs. */
+static inline double *launch_slot(const engine *e, long o) {
+    return &e->res->t[o].xfer;
 }
 
 static void fail(engine *e, const char *msg) {
@@ -308,7 +316,7 @@ static void host_advance(engine *e, int r, double t) {
         long o = e->off[r] + i;
         const ep_op *op = &rs->ops[i];
         t += sim_op_host_s(e->c, op, op->group >= 0 ? e->s->groups[op->group].size : 0);
-        e->oh[o].launch_t = t;
+        *launch_slot(e, o) = t;
         e->oh[o].state = ST_LAUNCHED;
         int sync = op->kind == EP_OP_HOST_SYNC;
         if (sync) e->host_blocked[r] = 1; /* before it may complete (launch_s 0) */
@@ -329,7 +337,7 @@ static void complete(engine *e, long o) {
     e->st_free[k] = e->now + e->c->op_gap_s;
     e->st_head[k]++;
     if (ep_op_is_comm(op) && op->sms > 0) e->gpu[r].comm_sms -= op->sms;
-    for (long d = e->dep_off[o]; d < e->dep_off[o + 1]; d++) {
+    for (int d = e->dep_off[o]; d < e->dep_off[o + 1]; d++) {
         long x = e->dep_list[d];
         if (--e->oh[x].deps_left == 0) try_start(e, r, e->oh[x].stream);
     }
@@ -347,6 +355,7 @@ static void start_op(engine *e, long o) {
     int r = e->rank_of[o];
     e->st_busy[(long)r * NS + op->stream] = 1;
     e->oh[o].state = ST_RUNNING;
+    double launch_t = *launch_slot(e, o);
     e->res->t[o].start = e->res->t[o].xfer = e->now;
     if (op->kind == EP_OP_HOST_SYNC) { /* nothing on the GPU but its events */
         if (e->c->op_event_s > 0)
@@ -388,7 +397,7 @@ static void start_op(engine *e, long o) {
     /* the last call (a grouped GEMM's last expert) still has its own share of work to do once
      * the host issued it */
     int calls = op->kind == EP_OP_GROUPED_GEMM && op->batch > 1 ? op->batch : 1;
-    g->min_end[i] = e->oh[o].launch_t + sim_work_alone(&w) / calls;
+    g->min_end[i] = launch_t + sim_work_alone(&w) / calls;
     gpu_update(e, r);
 }
 
@@ -397,8 +406,9 @@ static void start_op(engine *e, long o) {
  * communication and host syncs once issued. */
 static double ready_t(const engine *e, long o) {
     const ep_op *op = op_of(e, o);
-    if (ep_op_is_comm(op) || op->kind == EP_OP_HOST_SYNC) return e->oh[o].launch_t;
-    return e->oh[o].launch_t - (sim_op_host_s(e->c, op, 0) - e->c->op_overhead_s);
+    double launch_t = *launch_slot(e, o);
+    if (ep_op_is_comm(op) || op->kind == EP_OP_HOST_SYNC) return launch_t;
+    return launch_t - (sim_op_host_s(e->c, op, 0) - e->c->op_overhead_s);
 }
 
 static void try_start(engine *e, int r, int st) {
@@ -622,6 +632,7 @@ static void run_loop(engine *e) {
         e->act[idx] = e->act[n - 1];
         e->act_coll[idx] = e->act_coll[n - 1];
         e->nact--;
+        sim_exec_release(e->coll[id].exec);
         e->coll[id].exec = NULL;
         net_changed(e);
         coll_done(e, id);
@@ -727,6 +738,7 @@ static int build_streams(engine *e) {
     long ndeps = 0;
     for (int r = 0; r < W; r++)
         ndeps += e->s->ranks[r].ndeps;
+    if (ndeps >= INT_MAX) return -1;
     e->dep_list = malloc(sizeof(int) * (size_t)(ndeps + 1));
     if (!e->st_off || !e->st_head || !e->st_busy || !e->st_free || !e->st_list || !e->dep_off ||
         !e->dep_list)
@@ -758,7 +770,7 @@ static int build_streams(engine *e) {
     }
     for (long o = 0; o < e->nops; o++)
         e->dep_off[o + 1] += e->dep_off[o];
-    long *fill = malloc(sizeof *fill * (size_t)(e->nops + 1));
+    int *fill = malloc(sizeof *fill * (size_t)(e->nops + 1));
     if (!fill) return -1;
     memcpy(fill, e->dep_off, sizeof *fill * (size_t)(e->nops + 1));
     for (int r = 0; r < W; r++) {

@@ -30,6 +30,12 @@ extern "C" long sim_exec_wait_any_for(simgrid::s4u::Exec **execs, size_t n, doub
     return (long)simgrid::s4u::Activity::wait_any_for(acts, timeout);
 }
 
+// Drops the reference that sg_actor_parallel_exec_init took for the C caller (the C API's own waits
+// drop it; ours above does not): without it every finished transfer stays allocated, ~1.6 kB each.
+extern "C" void sim_exec_release(simgrid::s4u::Exec *exec) {
+    exec->unref();
+}
+
 // Seals the loaded platform so that routes can be asked before any simulation runs (epsim
 // calibrate reads link bandwidths and latencies without simulating).
 extern "C" void sim_platform_seal(void) {
