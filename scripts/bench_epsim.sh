@@ -2,7 +2,8 @@
 # Benchmarks epsim (docs/performance.md): wall and CPU time split into schedule build and
 # simulation (epsim --stats), peak RSS (/usr/bin/time -v when present, else epsim's getrusage),
 # simulated ops per second, and the scaling of the simulation with GPU count at fixed work per GPU
-# (the 16-layer DeepSeek-V3 proxy, EP 8, 8 microbatches per DP rank, on dgx16 / dgx64 / dgx256).
+# (the 16-layer DeepSeek-V3 proxy, EP 8, 8 microbatches per DP rank, on dgx16 / dgx64 / dgx256 /
+# dgx1024).
 # Usage: scripts/bench_epsim.sh [BUILD_DIR] [--full] [--repeat N]
 #   --full      adds full DeepSeek-V3 (configs/deepseek-v3.args, PP 1) on dgx256 (default layout:
 #               EP 8) and on dgx1024 (EP 8, then EP 64), one run each (about 10 minutes)
@@ -38,7 +39,7 @@ echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
-declare -A SIMCPU # GPUs -> median simulation CPU s of the fixed-work series
+declare -A SIMCPU WALL # GPUs -> median simulation CPU s / whole-run wall s of the fixed-work series
 run() {           # name runs args...
     local name=$1 runs=$2
     shift 2
@@ -66,10 +67,10 @@ run() {           # name runs args...
     ops=$(col 4)
     echo "| $name | $gpus | $runs | $(col 1) | $(col 2) | $(col 3) | $(col 7) | $(col 8) | $ops |" \
         "$(awk -v o="$ops" -v s="$(col 3)" 'BEGIN {printf "%.0f", o / s}') | $(col 6) |"
-    [ "$name" = "proxy16 EP8 fixed work/GPU" ] && SIMCPU[$gpus]=$(col 7)
+    [ "$name" = "proxy16 EP8 fixed work/GPU" ] && SIMCPU[$gpus]=$(col 7) && WALL[$gpus]=$(col 1)
     return 0
 }
-for t in dgx16 dgx64 dgx256; do
+for t in dgx16 dgx64 dgx256 dgx1024; do
     run "proxy16 EP8 fixed work/GPU" "$repeat" --topo $t --expert-model-parallel-size 8
 done
 if [ $full = 1 ]; then
@@ -78,15 +79,17 @@ if [ $full = 1 ]; then
     run "DeepSeek-V3 EP 64" 1 --topo dgx1024 @configs/deepseek-v3.args --expert-model-parallel-size 64
 fi
 echo
-echo "Scaling at fixed work per GPU (simulation CPU s; linear = x4 per step):"
+echo "Scaling at fixed work per GPU (whole-run wall s and simulation CPU s; linear = x4 per step):"
 echo
-echo "| GPUs | simulation CPU s | x previous | per GPU ms |"
-echo "| --- | --- | --- | --- |"
-prev=
-for g in 16 64 256; do
+echo "| GPUs | wall s | x previous | simulation CPU s | x previous | simulation per GPU ms |"
+echo "| --- | --- | --- | --- | --- | --- |"
+ratio() { [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}' || echo -; }
+prev= prevw=
+for g in 16 64 256 1024; do
     s=${SIMCPU[$g]:-}
+    w=${WALL[$g]:-}
     [ -n "$s" ] || continue
-    echo "| $g | $s | $([ -n "$prev" ] && awk -v a="$s" -v b="$prev" 'BEGIN {printf "%.2f", a / b}' || echo -) |" \
+    echo "| $g | $w | $(ratio "$w" "$prevw") | $s | $(ratio "$s" "$prev") |" \
         "$(awk -v a="$s" -v g="$g" 'BEGIN {printf "%.2f", 1000 * a / g}') |"
-    prev=$s
+    prev=$s prevw=$w
 done

@@ -34,29 +34,34 @@ typedef struct {
     sg_exec_t exec;
 } coll_t;
 
-/* What the hot path reads of an op, 8 bytes: not the op itself. When the host issued the op
- * (launch_t) is kept in its result's xfer field until the op starts (launch_slot). */
+/* What an event reads and writes of an op, in 32 bytes (not the op itself): one cache miss per op
+ * instead of one per array, which is what grows with the GPU count. The times become the result
+ * (sim_op_time) when the run ends; until the op starts, t.xfer holds when the host issued it
+ * (launch_slot). */
 typedef struct {
-    int deps_left; /* deps not yet done */
+    sim_op_time t;
+    int16_t deps_left; /* deps not yet done (ep_op.ndeps is 16 bits too) */
     uint8_t state;
     uint8_t stream;
-} op_hot;
+    int32_t coll; /* collective instance, -1 if none */
+} op_rec;
 
 /* One GPU. Running compute ops sit in slots; their progress state lives here, not per op, so that
- * memory per op stays small. An EV_END is valid while the GPU's version is the one it carries:
- * every re-rating bumps the version and schedules new ends for all running ops. */
+ * memory per op stays small. An EV_END is valid while its op's slot carries the version it was
+ * scheduled with: a re-rating that changes a slot's rate gives it a new version and a new end. */
 typedef struct {
     int ncomp;
     int comp[MAX_RUNNING]; /* running compute ops (global index) */
     double progress[MAX_RUNNING], rate[MAX_RUNNING], last[MAX_RUNNING];
     double min_end[MAX_RUNNING]; /* the op's last call is issued then: it cannot end before */
     sim_work work[MAX_RUNNING];
-    uint32_t ver;
-    int comm_sms;   /* SMs held by running communication kernels */
-    int nxfer;      /* transfers in flight touching this GPU */
-    int nxfer_nccl; /* ... of them NCCL ones (no SMs of their own in the schedule) */
-    double slow;    /* transfer slowdown this GPU imposes on its links now (1: none) */
-    int dirty;      /* compute or transfers changed since its links were last set */
+    uint32_t sver[MAX_RUNNING]; /* version of the slot's pending EV_END (0: none yet) */
+    uint32_t ver;               /* last version handed out */
+    int comm_sms;               /* SMs held by running communication kernels */
+    int nxfer;                  /* transfers in flight touching this GPU */
+    int nxfer_nccl;             /* ... of them NCCL ones (no SMs of their own in the schedule) */
+    double slow;                /* transfer slowdown this GPU imposes on its links now (1: none) */
+    int dirty;                  /* compute or transfers changed since its links were last set */
 } gpu_t;
 
 /* Links whose bandwidth follows the compute on the GPUs they belong to (docs/epsim.md,
@@ -82,8 +87,7 @@ typedef struct {
     int world;
     long nops;
     int *off, *rank_of;
-    op_hot *oh; /* [nops] */
-    int *coll_of;
+    op_rec *rec;  /* [nops] */
     int *dep_off; /* CSR of dependents: dep_list[dep_off[o] .. dep_off[o+1]) wait on op o */
     int *dep_list;
     long *st_off, *st_head;
@@ -130,7 +134,7 @@ static inline const ep_op *op_of(const engine *e, long g) {
 /* Launch time of an op the host issued and that has not started yet: the result's xfer field is
  * free until then, and the engine's per-op memory is what limits dgx1024 runs. */
 static inline double *launch_slot(const engine *e, long o) {
-    return &e->res->t[o].xfer;
+    return &e->rec[o].t.xfer;
 }
 
 static void fail(engine *e, const char *msg) {
@@ -138,8 +142,8 @@ static void fail(engine *e, const char *msg) {
     e->failed = 1;
 }
 
-static void push(engine *e, double t, int type, long a, uint32_t ver) {
-    if (sim_heap_push(&e->heap, t, type, (int)a, ver) != 0)
+static void push(engine *e, double t, int type, long a, uint32_t ver, int rank) {
+    if (sim_heap_push(&e->heap, t, type, (int)a, ver, rank) != 0)
         fail(e, "out of memory in the event heap");
 }
 
@@ -169,16 +173,17 @@ static void gpu_update(engine *e, int r) {
     double fh = 1.0 - e->c->comm_hbm_fraction * g->nxfer;
     if (fh < 0.1) fh = 0.1;
     fh /= g->ncomp;
-    g->ver++;
     for (int i = 0; i < g->ncomp; i++) {
-        if (g->rate[i] > 0) g->progress[i] += (e->now - g->last[i]) * g->rate[i];
-        if (g->progress[i] > 1) g->progress[i] = 1;
-        g->last[i] = e->now;
         const sim_work *w = &g->work[i];
         double a = w->t_flop / fsm, b = w->t_mem / fh;
         double dur = w->t0 + (a > b ? a : b);
+        if (g->sver[i] && g->rate[i] == 1.0 / dur) continue; /* its pending end still holds */
+        if (g->rate[i] > 0) g->progress[i] += (e->now - g->last[i]) * g->rate[i];
+        if (g->progress[i] > 1) g->progress[i] = 1;
+        g->last[i] = e->now;
         g->rate[i] = 1.0 / dur;
-        push(e, e->now + (1.0 - g->progress[i]) * dur, EV_END, g->comp[i], g->ver);
+        g->sver[i] = ++g->ver;
+        push(e, e->now + (1.0 - g->progress[i]) * dur, EV_END, g->comp[i], g->sver[i], r);
     }
 }
 
@@ -317,7 +322,7 @@ static void host_advance(engine *e, int r, double t) {
         const ep_op *op = &rs->ops[i];
         t += sim_op_host_s(e->c, op, op->group >= 0 ? e->s->groups[op->group].size : 0);
         *launch_slot(e, o) = t;
-        e->oh[o].state = ST_LAUNCHED;
+        e->rec[o].state = ST_LAUNCHED;
         int sync = op->kind == EP_OP_HOST_SYNC;
         if (sync) e->host_blocked[r] = 1; /* before it may complete (launch_s 0) */
         long k = (long)r * NS + op->stream;
@@ -330,8 +335,8 @@ static void host_advance(engine *e, int r, double t) {
 static void complete(engine *e, long o) {
     const ep_op *op = op_of(e, o);
     int r = e->rank_of[o];
-    e->oh[o].state = ST_DONE;
-    e->res->t[o].end = e->now;
+    e->rec[o].state = ST_DONE;
+    e->rec[o].t.end = e->now;
     long k = (long)r * NS + op->stream;
     e->st_busy[k] = 0;
     e->st_free[k] = e->now + e->c->op_gap_s;
@@ -339,7 +344,7 @@ static void complete(engine *e, long o) {
     if (ep_op_is_comm(op) && op->sms > 0) e->gpu[r].comm_sms -= op->sms;
     for (int d = e->dep_off[o]; d < e->dep_off[o + 1]; d++) {
         long x = e->dep_list[d];
-        if (--e->oh[x].deps_left == 0) try_start(e, r, e->oh[x].stream);
+        if (--e->rec[x].deps_left == 0) try_start(e, r, e->rec[x].stream);
     }
     try_start(e, r, op->stream);
     if (op->kind == EP_OP_HOST_SYNC && e->host_blocked[r]) {
@@ -354,12 +359,12 @@ static void start_op(engine *e, long o) {
     const ep_op *op = op_of(e, o);
     int r = e->rank_of[o];
     e->st_busy[(long)r * NS + op->stream] = 1;
-    e->oh[o].state = ST_RUNNING;
+    e->rec[o].state = ST_RUNNING;
     double launch_t = *launch_slot(e, o);
-    e->res->t[o].start = e->res->t[o].xfer = e->now;
+    e->rec[o].t.start = e->rec[o].t.xfer = e->now;
     if (op->kind == EP_OP_HOST_SYNC) { /* nothing on the GPU but its events */
         if (e->c->op_event_s > 0)
-            push(e, e->now + e->c->op_event_s, EV_FINISH, o, 0);
+            push(e, e->now + e->c->op_event_s, EV_FINISH, o, 0, r);
         else
             complete(e, o);
         return;
@@ -369,7 +374,7 @@ static void start_op(engine *e, long o) {
             e->gpu[r].comm_sms += op->sms;
             gpu_update(e, r);
         }
-        long id = e->coll_of[o];
+        long id = e->rec[o].coll;
         if (id < 0) { /* not matched to any group: nothing to move */
             complete(e, o);
             return;
@@ -393,6 +398,7 @@ static void start_op(engine *e, long o) {
     g->work[i] = w;
     g->progress[i] = 0;
     g->rate[i] = 0;
+    g->sver[i] = 0;
     g->last[i] = e->now;
     /* the last call (a grouped GEMM's last expert) still has its own share of work to do once
      * the host issued it */
@@ -415,12 +421,12 @@ static void try_start(engine *e, int r, int st) {
     long k = (long)r * NS + st;
     if (e->st_busy[k] || e->st_head[k] == e->st_off[k + 1]) return;
     long o = e->st_list[e->st_head[k]];
-    if (e->oh[o].state != ST_LAUNCHED || e->oh[o].deps_left > 0) return;
+    if (e->rec[o].state != ST_LAUNCHED || e->rec[o].deps_left > 0) return;
     double t = ready_t(e, o);
     if (e->st_free[k] > t) t = e->st_free[k];
     if (t > e->now) {
-        e->oh[o].state = ST_WAKE;
-        push(e, t, EV_LAUNCH, o, 0);
+        e->rec[o].state = ST_WAKE;
+        push(e, t, EV_LAUNCH, o, 0, r);
         return;
     }
     start_op(e, o);
@@ -445,7 +451,7 @@ static void coll_begin(engine *e, long id) {
     for (int i = 0; i < c->n; i++) {
         long o = e->members[c->off + i];
         int r = e->rank_of[o];
-        e->res->t[o].xfer = e->now;
+        e->rec[o].t.xfer = e->now;
         e->scratch_ops[i] = op_of(e, o);
         e->scratch_ranks[i] = r;
         e->gpu[r].nxfer++;
@@ -457,14 +463,14 @@ static void coll_begin(engine *e, long id) {
     double lat = ring ? ring_latency(e, c->group) : 0;
     sim_net_build(&e->flows, e->s, e->c, e->scratch_ops, e->scratch_ranks, c->n, lat, &fixed);
     if (e->flows.nhosts == 0) {
-        push(e, e->now + fixed, EV_DONE, id, 0);
+        push(e, e->now + fixed, EV_DONE, id, 0, -1);
         return;
     }
     sg_host_t hosts[e->flows.nhosts];
     for (int h = 0; h < e->flows.nhosts; h++)
         hosts[h] = e->p->host[e->flows.rank[h]];
     c->exec = sg_actor_parallel_exec_init(e->flows.nhosts, hosts, NULL, e->flows.matrix);
-    push(e, e->now + fixed, EV_GO, id, 0);
+    push(e, e->now + fixed, EV_GO, id, 0, -1);
 }
 
 static void coll_done(engine *e, long id) {
@@ -510,30 +516,29 @@ static void handle(engine *e, const sim_event *ev) {
     long o = ev->a;
     switch (ev->type) {
     case EV_LAUNCH:
-        if (e->oh[o].state != ST_WAKE) break;
-        e->oh[o].state = ST_LAUNCHED;
-        try_start(e, e->rank_of[o], e->oh[o].stream);
+        if (e->rec[o].state != ST_WAKE) break;
+        e->rec[o].state = ST_LAUNCHED;
+        try_start(e, ev->rank, e->rec[o].stream);
         break;
     case EV_END: {
-        int r = e->rank_of[o];
+        int r = ev->rank;
         gpu_t *g = &e->gpu[r];
-        if (ev->ver != g->ver || e->oh[o].state != ST_RUNNING)
+        int i = 0;
+        while (i < g->ncomp && g->comp[i] != o)
+            i++;
+        if (i == g->ncomp || g->sver[i] != ev->ver)
             break; /* re-rated since: a newer event stands for this op */
-        double min_end = e->now;
-        for (int i = 0; i < g->ncomp; i++)
-            if (g->comp[i] == o) {
-                int l = --g->ncomp;
-                min_end = g->min_end[i];
-                g->comp[i] = g->comp[l];
-                g->progress[i] = g->progress[l];
-                g->rate[i] = g->rate[l];
-                g->last[i] = g->last[l];
-                g->work[i] = g->work[l];
-                g->min_end[i] = g->min_end[l];
-                break;
-            }
+        int l = --g->ncomp;
+        double min_end = g->min_end[i];
+        g->comp[i] = g->comp[l];
+        g->progress[i] = g->progress[l];
+        g->rate[i] = g->rate[l];
+        g->last[i] = g->last[l];
+        g->work[i] = g->work[l];
+        g->min_end[i] = g->min_end[l];
+        g->sver[i] = g->sver[l];
         if (min_end > e->now) { /* its work is done, the host has not issued all of it yet */
-            push(e, min_end, EV_FINISH, o, 0);
+            push(e, min_end, EV_FINISH, o, 0, r);
             gpu_update(e, r);
             break;
         }
@@ -541,12 +546,10 @@ static void handle(engine *e, const sim_event *ev) {
         gpu_update(e, r);
         break;
     }
-    case EV_FINISH: {
-        int r = e->rank_of[o];
+    case EV_FINISH:
         complete(e, o);
-        gpu_update(e, r);
+        gpu_update(e, ev->rank);
         break;
-    }
     case EV_GO:
         coll_go(e, o);
         break;
@@ -681,7 +684,7 @@ static int build_collectives(engine *e) {
     e->ncoll = 0;
     for (long o = 0; o < e->nops; o++) {
         const ep_op *op = op_of(e, o);
-        e->coll_of[o] = -1;
+        e->rec[o].coll = -1;
         if (!ep_op_is_comm(op) || op->group < 0 || op->group >= s->ngroups) continue;
         uint64_t k = key_of(op->group, op->seq);
         long h = (long)((k * 0x9E3779B97F4A7C15ull) >> 20) & (tsize - 1);
@@ -694,7 +697,7 @@ static int build_collectives(engine *e) {
             e->coll[e->ncoll].n = s->groups[op->group].size;
             e->ncoll++;
         }
-        e->coll_of[o] = ids[h];
+        e->rec[o].coll = (int32_t)ids[h];
     }
     free(keys);
     free(ids);
@@ -708,14 +711,14 @@ static int build_collectives(engine *e) {
     for (long i = 0; i < tot; i++)
         e->members[i] = -1;
     for (long o = 0; o < e->nops; o++) {
-        long id = e->coll_of[o];
+        long id = e->rec[o].coll;
         if (id < 0) continue;
         const ep_group *g = &s->groups[e->coll[id].group];
         int pos = -1;
         for (int j = 0; j < g->size; j++)
             if (g->ranks[j] == e->rank_of[o]) pos = j;
         if (pos < 0 || e->members[e->coll[id].off + pos] >= 0) {
-            e->coll_of[o] = -1; /* not a member, or a duplicate: leave it unmatched */
+            e->rec[o].coll = -1; /* not a member, or a duplicate: leave it unmatched */
             continue;
         }
         e->members[e->coll[id].off + pos] = (int)o;
@@ -760,7 +763,7 @@ static int build_streams(engine *e) {
         const ep_rank_sched *rs = &e->s->ranks[r];
         for (int i = 0; i < rs->nops; i++) {
             const ep_op *op = &rs->ops[i];
-            e->oh[e->off[r] + i].deps_left = op->ndeps;
+            e->rec[e->off[r] + i].deps_left = op->ndeps;
             for (int d = 0; d < op->ndeps; d++) {
                 int j = rs->deps[op->deps_off + d];
                 if (j < 0 || j >= rs->nops) return -2;
@@ -787,12 +790,23 @@ static int build_streams(engine *e) {
     return 0;
 }
 
+/* Turns the op records into the result's times in place (each record's times move to a lower or
+ * equal address, in increasing order) and gives the rest of the memory back: no second array of
+ * 24-byte times at the peak. The records are gone afterwards. */
+static sim_op_time *result_times(op_rec **rec, long nops) {
+    sim_op_time *t = (sim_op_time *)(void *)*rec;
+    for (long o = 0; o < nops; o++)
+        memmove(&t[o], &(*rec)[o].t, sizeof *t);
+    sim_op_time *shrunk = realloc(t, sizeof *t * (size_t)(nops + 1));
+    *rec = NULL;
+    return shrunk ? shrunk : t;
+}
+
 static void engine_free(engine *e) {
     throttle_free(&e->thr);
     sim_cost_free(&e->cost);
     free(e->rank_of);
-    free(e->oh);
-    free(e->coll_of);
+    free(e->rec);
     free(e->dep_off);
     free(e->dep_list);
     free(e->st_off);
@@ -844,10 +858,8 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     e.off = out->off;
     e.nops = out->nops = out->off[s->world];
     size_t n = (size_t)e.nops + 1;
-    out->t = calloc(n, sizeof *out->t);
     e.rank_of = malloc(sizeof(int) * n);
-    e.oh = calloc(n, sizeof *e.oh);
-    e.coll_of = malloc(sizeof(int) * n);
+    e.rec = calloc(n, sizeof *e.rec);
     e.host_next = calloc((size_t)s->world, sizeof(int));
     e.host_blocked = calloc((size_t)s->world, 1);
     e.gpu = calloc((size_t)s->world, sizeof(gpu_t));
@@ -855,15 +867,15 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     e.scratch_ops = malloc(sizeof(ep_op *) * (size_t)(p->ngpus + 1));
     e.scratch_ranks = malloc(sizeof(int) * (size_t)(p->ngpus + 1));
     int rc = -1;
-    if (!out->t || !e.rank_of || !e.oh || !e.coll_of || !e.host_next || !e.host_blocked || !e.gpu ||
-        !e.grp_lat || !e.scratch_ops || !e.scratch_ranks || sim_flows_init(&e.flows, p, s->world)) {
+    if (!e.rank_of || !e.rec || !e.host_next || !e.host_blocked || !e.gpu || !e.grp_lat ||
+        !e.scratch_ops || !e.scratch_ranks || sim_flows_init(&e.flows, p, s->world)) {
         snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
         goto done;
     }
     for (int r = 0; r < s->world; r++)
         for (long o = e.off[r]; o < e.off[r + 1]; o++) {
             e.rank_of[o] = r;
-            e.oh[o].stream = (uint8_t)s->ranks[r].ops[o - e.off[r]].stream;
+            e.rec[o].stream = (uint8_t)s->ranks[r].ops[o - e.off[r]].stream;
         }
     for (int g = 0; g < s->ngroups; g++)
         e.grp_lat[g] = -1;
@@ -883,17 +895,18 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     E = NULL;
     if (e.failed) goto done;
     for (long o = 0; o < e.nops; o++) {
-        if (e.oh[o].state != ST_DONE) {
+        if (e.rec[o].state != ST_DONE) {
             char name[256];
             ep_op_name(op_of(&e, o), name, sizeof name);
             snprintf(err, EP_ERRLEN, "schedule deadlocked at t=%.6f s: rank %d op %s (%s) never %s",
                      e.now, e.rank_of[o], name, ep_op_kind_name(op_of(&e, o)->kind),
-                     e.oh[o].state == ST_RUNNING ? "finished (a collective member is missing?)"
-                                                 : "started");
+                     e.rec[o].state == ST_RUNNING ? "finished (a collective member is missing?)"
+                                                  : "started");
             goto done;
         }
-        if (out->t[o].end > out->makespan) out->makespan = out->t[o].end;
+        if (e.rec[o].t.end > out->makespan) out->makespan = e.rec[o].t.end;
     }
+    out->t = result_times(&e.rec, e.nops);
     rc = 0;
 done:
     engine_free(&e);

@@ -7,7 +7,7 @@ static int before(const sim_event *a, const sim_event *b) {
     return a->t < b->t || (a->t == b->t && a->seq < b->seq);
 }
 
-int sim_heap_push(sim_heap *h, double t, int type, int a, uint32_t ver) {
+int sim_heap_push(sim_heap *h, double t, int type, int a, uint32_t ver, int rank) {
     if (h->n == h->cap) {
         long cap = h->cap ? 2 * h->cap : 4096;
         sim_event *e = realloc(h->ev, sizeof *e * (size_t)cap);
@@ -15,7 +15,7 @@ int sim_heap_push(sim_heap *h, double t, int type, int a, uint32_t ver) {
         h->ev = e;
         h->cap = cap;
     }
-    sim_event x = {t, h->next_seq++, type, a, ver};
+    sim_event x = {t, h->next_seq++, type, a, ver, rank};
     long i = h->n++;
     while (i > 0) {
         long p = (i - 1) / 2;

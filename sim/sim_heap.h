@@ -11,6 +11,7 @@ typedef struct {
     int type;
     int a;        /* payload: global op, rank or instance */
     uint32_t ver; /* compute ends: op's rate version when scheduled */
+    int rank;     /* the op's rank (-1 for an instance): no lookup when the event is handled */
 } sim_event;
 
 typedef struct {
@@ -19,7 +20,7 @@ typedef struct {
     uint64_t next_seq;
 } sim_heap;
 
-int sim_heap_push(sim_heap *h, double t, int type, int a, uint32_t ver);
+int sim_heap_push(sim_heap *h, double t, int type, int a, uint32_t ver, int rank);
 /* Pops the earliest event into *out; returns 0, or -1 when empty. */
 int sim_heap_pop(sim_heap *h, sim_event *out);
 static inline double sim_heap_top_time(const sim_heap *h) {
