@@ -24,9 +24,19 @@ static double now_us(void) {
 
 #define AHEAD_MAX_US 200000.0 /* longest wait the GPU is given while the host queues an op */
 
+static double median_of(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* bench_time and bench_time_ahead: with `ahead`, a delay kernel holds the stream while the host
- * issues the op, long enough (grown through the warm-up) that the GPU never waits for it. */
-static double time_op(bench *b, bench_op op, void *arg, int ahead, double *host_us) {
+ * issues the op, long enough (grown through the warm-up) that the GPU never waits for it. With
+ * host_us, the op is issued a second time right behind the timed one (its GPU work runs after the
+ * end event): that issue, on a host that just issued the same calls, is what a run's steady stream
+ * of launches costs (*host_us); the first one, right after a synchronisation, goes to
+ * *host_first_us. */
+static double time_op(bench *b, bench_op op, void *arg, int ahead, double *host_us,
+                      double *host_first_us) {
     cudaStream_t st = b->ctx->stream;
     int n = b->iters, ranks = b->ctx->w.size;
     cudaEvent_t e0, e1;
@@ -34,7 +44,8 @@ static double time_op(bench *b, bench_op op, void *arg, int ahead, double *host_
     CUDA_CHECK(cudaEventCreate(&e1));
     float *mine = calloc((size_t)n, sizeof *mine), *all = calloc((size_t)n * ranks, sizeof *all);
     double *worst = calloc((size_t)n, sizeof *worst), *host = calloc((size_t)n, sizeof *host);
-    if (!mine || !all || !worst || !host) REF_DIE("out of memory");
+    double *first = calloc((size_t)n, sizeof *first);
+    if (!mine || !all || !worst || !host || !first) REF_DIE("out of memory");
     double delay = 50;
     for (int i = -b->warmup; i < n; i++) {
         CUDA_CHECK(ep_nvl_barrier(b->barrier, st));
@@ -50,13 +61,20 @@ static double time_op(bench *b, bench_op op, void *arg, int ahead, double *host_
         op(arg, st);
         double th = now_us() - t0;
         CUDA_CHECK(cudaEventRecord(e1, st));
+        double th2 = 0;
+        if (host_us) {
+            double t1 = now_us();
+            op(arg, st);
+            th2 = now_us() - t1;
+        }
         CUDA_CHECK(cudaEventSynchronize(e1));
         if (ep_nvl_failed(b->barrier))
             REF_DIE("an NVLink spin-wait timed out (see the device message above)");
         if (ahead && th > 0.5 * delay) delay = fmin(2 * th + 20, AHEAD_MAX_US);
         if (i >= 0) {
             CUDA_CHECK(cudaEventElapsedTime(&mine[i], e0, e1));
-            host[i] = th;
+            host[i] = th2;
+            first[i] = th;
         }
     }
     if (ref_boot_allgather(&b->ctx->w, mine, all, (size_t)n * sizeof *mine)) REF_DIE("lost a peer");
@@ -65,27 +83,25 @@ static double time_op(bench *b, bench_op op, void *arg, int ahead, double *host_
         for (int r = 0; r < ranks; r++)
             if (all[(size_t)r * n + i] > worst[i]) worst[i] = all[(size_t)r * n + i];
     }
-    qsort(worst, (size_t)n, sizeof *worst, cmp_double);
-    double med = n % 2 ? worst[n / 2] : 0.5 * (worst[n / 2 - 1] + worst[n / 2]);
-    if (host_us) {
-        qsort(host, (size_t)n, sizeof *host, cmp_double);
-        *host_us = bench_mean(b, n % 2 ? host[n / 2] : 0.5 * (host[n / 2 - 1] + host[n / 2]));
-    }
+    double med = median_of(worst, n);
+    if (host_us) *host_us = bench_mean(b, median_of(host, n));
+    if (host_first_us) *host_first_us = bench_mean(b, median_of(first, n));
     free(mine);
     free(all);
     free(worst);
     free(host);
+    free(first);
     CUDA_CHECK(cudaEventDestroy(e0));
     CUDA_CHECK(cudaEventDestroy(e1));
     return med * 1e3;
 }
 
 double bench_time(bench *b, bench_op op, void *arg) {
-    return time_op(b, op, arg, 0, NULL);
+    return time_op(b, op, arg, 0, NULL, NULL);
 }
 
-double bench_time_ahead(bench *b, bench_op op, void *arg, double *host_us) {
-    return time_op(b, op, arg, 1, host_us);
+double bench_time_ahead(bench *b, bench_op op, void *arg, double *host_us, double *host_first_us) {
+    return time_op(b, op, arg, 1, host_us, host_first_us);
 }
 
 double bench_mean(bench *b, double v) {

@@ -43,10 +43,12 @@ typedef void (*bench_op)(void *arg, cudaStream_t st);
 /* Median over iterations of the slowest rank's time of op, in microseconds. */
 double bench_time(bench *b, bench_op op, void *arg);
 /* The same with the host ahead of the GPU: the op's GPU time alone, without the gaps of a GPU
- * waiting for the host's launches; *host_us gets the host time of issuing it (median, mean over
- * ranks). With b->flush_mb, each iteration first streams that many MiB through HBM, so the op
+ * waiting for the host's launches. *host_us gets the host time of issuing it in steady state
+ * (issued again right behind the timed issue, as a run issues ops back to back), *host_first_us
+ * that of the timed issue right after a synchronisation (medians, mean over ranks; either may be
+ * NULL). With b->flush_mb, each iteration first streams that many MiB through HBM, so the op
  * starts with caches holding other data, as inside a run. */
-double bench_time_ahead(bench *b, bench_op op, void *arg, double *host_us);
+double bench_time_ahead(bench *b, bench_op op, void *arg, double *host_us, double *host_first_us);
 /* Records a row (rank 0 prints it at once). */
 void bench_add(bench *b, const char *backend, int tokens, int num_sms, double time_us,
                double link_bytes, double logical_bytes, double flops);

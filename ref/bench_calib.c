@@ -93,7 +93,8 @@ static int same_op(const ep_op *a, const ep_op *b) {
 }
 
 /* Times ops[0..n) of a one-rank schedule with cfg's attention geometry; one record each: the
- * GPU time with the host ahead (time_us) and the host time of issuing the op (host_us). */
+ * GPU time with the host ahead (time_us) and the host time of issuing the op (host_us steady,
+ * host_first_us right after a synchronisation). */
 static void time_compute(bench *b, const ep_config *cfg, ep_op *ops, int n, const char *source,
                          calib_list *out) {
     calib_synth y;
@@ -106,16 +107,16 @@ static void time_compute(bench *b, const ep_config *cfg, ep_op *ops, int n, cons
     for (int i = 0; i < n; i++) {
         const ep_op *op = &ops[i];
         launch_arg la = {g, i};
-        double host_us = 0;
-        double us = bench_time_ahead(b, op_launch, &la, &host_us);
+        double host_us = 0, host_first_us = 0;
+        double us = bench_time_ahead(b, op_launch, &la, &host_us, &host_first_us);
         int attn = op->kind == EP_OP_ATTENTION;
         calib_add(out,
                   "{\"kind\":\"%s\",\"phase\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,"
                   "\"flops\":%.6g,\"bytes\":%.6g,\"seq\":%d,\"dqk\":%d,\"dv\":%d,"
-                  "\"time_us\":%.3f,\"host_us\":%.3f,\"source\":\"%s\"}",
+                  "\"time_us\":%.3f,\"host_us\":%.3f,\"host_first_us\":%.3f,\"source\":\"%s\"}",
                   ep_op_kind_name(op->kind), ep_phase_name(op->phase), op->m, op->n, op->k,
                   op->batch, op->flops, op->bytes, attn ? seq : 0, attn ? dqk : 0, attn ? dv : 0,
-                  us, host_us, source);
+                  us, host_us, host_first_us, source);
         if (b->ctx->w.rank == 0 && (i % 50 == 0 || i == n - 1)) {
             printf("  %-14s %4d/%d  last %s %.1f us\n", source, i + 1, n, ep_op_kind_name(op->kind),
                    us);
