@@ -24,7 +24,7 @@ static double now_us(void) {
 
 #define AHEAD_MAX_US 200000.0 /* longest wait the GPU is given while the host queues an op */
 
-static double median_of(double *v, int n) {
+double bench_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
@@ -83,9 +83,9 @@ static double time_op(bench *b, bench_op op, void *arg, int ahead, double *host_
         for (int r = 0; r < ranks; r++)
             if (all[(size_t)r * n + i] > worst[i]) worst[i] = all[(size_t)r * n + i];
     }
-    double med = median_of(worst, n);
-    if (host_us) *host_us = bench_mean(b, median_of(host, n));
-    if (host_first_us) *host_first_us = bench_mean(b, median_of(first, n));
+    double med = bench_median(worst, n);
+    if (host_us) *host_us = bench_mean(b, bench_median(host, n));
+    if (host_first_us) *host_first_us = bench_mean(b, bench_median(first, n));
     free(mine);
     free(all);
     free(worst);

@@ -35,16 +35,6 @@ void calib_add(calib_list *l, const char *fmt, ...) {
     l->n++;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double calib_median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* ---- synthetic schedules ----------------------------------------------------------------- */
 
 void calib_synth_init(calib_synth *y, const ep_config *cfg, int world) {

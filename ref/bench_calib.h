@@ -38,7 +38,4 @@ void calib_add(calib_list *l, const char *fmt, ...) __attribute__((format(printf
 void calib_host(bench *b, calib_list *out);
 void calib_interference(bench *b, calib_list *out);
 
-/* Median of n values (sorts v). */
-double calib_median(double *v, int n);
-
 #endif

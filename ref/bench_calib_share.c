@@ -74,7 +74,7 @@ void calib_host(bench *b, calib_list *out) {
                 ogap[ng++] = g * 1e3;
         }
     }
-    double xd = calib_median(odur, nd), xg = calib_median(ogap, ng);
+    double xd = bench_median(odur, nd), xg = bench_median(ogap, ng);
     for (int i = 0; i < 40; i++)
         CUDA_CHECK(cudaEventDestroy(ev[i]));
     /* GPU time per tiny kernel: queued behind a long one, so the GPU never waits for the host */
@@ -97,8 +97,8 @@ void calib_host(bench *b, calib_list *out) {
         CUDA_CHECK(cudaEventSynchronize(e1));
         trip[r] = now_us() - t0;
     }
-    double l = calib_median(launch, HOST_REPS), k = calib_median(gpu, 20);
-    double t = calib_median(trip, HOST_REPS), x = calib_median(exop, HOST_REPS);
+    double l = bench_median(launch, HOST_REPS), k = bench_median(gpu, 20);
+    double t = bench_median(trip, HOST_REPS), x = bench_median(exop, HOST_REPS);
     int W = b->ctx->w.size, me = b->ctx->w.rank, peer = me ^ 1, nn = 0;
     if (W >= 2 && W % 2 == 0) { /* host time of a grouped 4-byte send/recv with the partner */
         for (int r = 0; r < HOST_REPS; r++, nn++) {
@@ -111,7 +111,7 @@ void calib_host(bench *b, calib_list *out) {
             CUDA_CHECK(cudaStreamSynchronize(st));
         }
     }
-    double nl = nn ? calib_median(nccl, nn) : 0;
+    double nl = nn ? bench_median(nccl, nn) : 0;
     l = bench_mean(b, l), k = bench_mean(b, k), t = bench_mean(b, t), nl = bench_mean(b, nl);
     x = bench_mean(b, x), xd = bench_mean(b, xd), xg = bench_mean(b, xg);
     double sync = t - l - k > 0 ? t - l - k : 0;
@@ -193,12 +193,12 @@ static double victim_us(bench *b, cudaStream_t s1, cudaStream_t s2, bench_op vic
             CUDA_CHECK(cudaEventElapsedTime(&ms, ev[v], ev[v + 1]));
             t[v - 1] = ms * 1e3;
         }
-        rep[r] = calib_median(t, nv - 2);
+        rep[r] = bench_median(t, nv - 2);
     }
     CUDA_CHECK(cudaEventDestroy(e0));
     for (int v = 0; v <= nv; v++)
         CUDA_CHECK(cudaEventDestroy(ev[v]));
-    return bench_mean(b, calib_median(rep, REPS));
+    return bench_mean(b, bench_median(rep, REPS));
 }
 
 /* Aggressor launches that outlast nv victims of victim_alone us by half again. */
