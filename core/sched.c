@@ -155,10 +155,7 @@ static int rehash_groups(ep_sched *s, ep_sched_state *st, int cap) {
     if (!slots) return -1;
     for (int i = 0; i < s->ngroups; i++) {
         const ep_group *g = &s->groups[i];
-        size_t h = (size_t)(hash_group(g->kind, g->ranks, g->size) & (uint64_t)(cap - 1));
-        while (slots[h])
-            h = (h + 1) & (size_t)(cap - 1);
-        slots[h] = i + 1;
+        ep_slot_put(slots, cap, hash_group(g->kind, g->ranks, g->size), i + 1);
     }
     free(st->group_slots);
     st->group_slots = slots;

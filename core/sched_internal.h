@@ -169,4 +169,13 @@ int ep_dp_end(ep_rank_builder *rb);
 /* Parameters of one layer held by one rank: dense (sharded by TP) and expert (by EP and ETP). */
 void ep_dp_layer_params(const ep_config *cfg, const ep_layer *l, double *dense, double *expert);
 
+/* Open-addressing tables (cap a power of two, 0 = empty, entries index + 1): puts `entry` in the
+ * first empty slot from hash on, for the rebuilds when a table grows. */
+static inline void ep_slot_put(int *slots, int cap, uint64_t hash, int entry) {
+    size_t h = (size_t)(hash & (uint64_t)(cap - 1));
+    while (slots[h])
+        h = (h + 1) & (size_t)(cap - 1);
+    slots[h] = entry;
+}
+
 #endif

@@ -83,10 +83,7 @@ static int rehash_traffic(ep_sched *s, ep_sched_state *st, int cap) {
     if (!slots) return -1;
     for (int i = 0; i < s->ntraffic; i++) {
         const ep_traffic *t = &s->traffic[i];
-        size_t h = (size_t)(traffic_hash(t->microbatch, t->layer, t->group) & (uint64_t)(cap - 1));
-        while (slots[h])
-            h = (h + 1) & (size_t)(cap - 1);
-        slots[h] = i + 1;
+        ep_slot_put(slots, cap, traffic_hash(t->microbatch, t->layer, t->group), i + 1);
     }
     free(st->traffic_slots);
     st->traffic_slots = slots;
@@ -342,10 +339,7 @@ static int list_items(ep_sched *s, ep_traffic_pool *p) {
     p->slot_cap = cap;
     for (int i = 0; i < p->nitems; i++) {
         const draw_item *it = &p->items[i];
-        size_t h = item_hash(it->mb, it->layer, it->ordinal) & (size_t)(cap - 1);
-        while (p->slots[h])
-            h = (h + 1) & (size_t)(cap - 1);
-        p->slots[h] = i + 1;
+        ep_slot_put(p->slots, cap, item_hash(it->mb, it->layer, it->ordinal), i + 1);
     }
     rc = 0;
 out:
@@ -450,10 +444,7 @@ static int share_find(ep_sched *s, ep_sched_state *st, int mb, int layer, int or
             if (ti < 0) continue;
             const ep_traffic *t = &s->traffic[ti];
             int o = drawn_ordinal(s, st->group_index_of[t->group]);
-            size_t h = (size_t)item_hash(t->microbatch, t->layer, o) & (size_t)(cap - 1);
-            while (slots[h])
-                h = (h + 1) & (size_t)(cap - 1);
-            slots[h] = ti + 1;
+            ep_slot_put(slots, cap, item_hash(t->microbatch, t->layer, o), ti + 1);
         }
         free(st->share_slots);
         st->share_slots = slots;
