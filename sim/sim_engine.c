@@ -41,27 +41,50 @@ typedef struct {
 typedef struct {
     sim_op_time t;
     int16_t deps_left; /* deps not yet done (ep_op.ndeps is 16 bits too) */
-    uint8_t state;
-    uint8_t stream;
-    int32_t coll; /* collective instance, -1 if none */
+    uint8_t state : 3;
+    uint8_t stream : 3;
+    uint8_t sync : 1; /* a host sync: its completion releases the host */
+    int32_t coll;     /* collective instance, -1 if none */
 } op_rec;
+_Static_assert(sizeof(op_rec) == 32, "an op record is one half cache line");
+_Static_assert(NS <= 8, "op_rec.stream has 3 bits");
+
+/* One stream of one GPU; a rank's four fill one cache line. Its running op is its head op in
+ * ST_RUNNING: no busy flag of its own. */
+typedef struct {
+    double free; /* its next op may start then (op_gap_s after the last) */
+    int head;    /* next op in eng.st_list, up to end */
+    int end;
+} stream_t;
+
+/* A rank's host thread: it has issued ops up to next, the last at t (or left a host sync at t). */
+typedef struct {
+    double t;
+    int next;    /* index of the next op it issues, in the rank's order */
+    int blocked; /* it issued a host sync that has not completed */
+} host_t;
+
+/* A compute op running on a GPU, in one cache line: an update touches the slots in use only. */
+typedef struct {
+    int op;       /* global index */
+    uint32_t ver; /* version of the slot's pending EV_END (0: none yet) */
+    double progress, rate, last;
+    double min_end; /* the op's last call is issued then: it cannot end before */
+    sim_work work;
+} comp_slot;
 
 /* One GPU. Running compute ops sit in slots; their progress state lives here, not per op, so that
  * memory per op stays small. An EV_END is valid while its op's slot carries the version it was
  * scheduled with: a re-rating that changes a slot's rate gives it a new version and a new end. */
 typedef struct {
     int ncomp;
-    int comp[MAX_RUNNING]; /* running compute ops (global index) */
-    double progress[MAX_RUNNING], rate[MAX_RUNNING], last[MAX_RUNNING];
-    double min_end[MAX_RUNNING]; /* the op's last call is issued then: it cannot end before */
-    sim_work work[MAX_RUNNING];
-    uint32_t sver[MAX_RUNNING]; /* version of the slot's pending EV_END (0: none yet) */
     uint32_t ver;               /* last version handed out */
     int comm_sms;               /* SMs held by running communication kernels */
     int nxfer;                  /* transfers in flight touching this GPU */
     int nxfer_nccl;             /* ... of them NCCL ones (no SMs of their own in the schedule) */
     double slow;                /* transfer slowdown this GPU imposes on its links now (1: none) */
     int dirty;                  /* compute or transfers changed since its links were last set */
+    _Alignas(64) comp_slot comp[MAX_RUNNING]; /* running compute ops */
 } gpu_t;
 
 /* Links whose bandwidth follows the compute on the GPUs they belong to (docs/epsim.md,
@@ -90,12 +113,9 @@ typedef struct {
     op_rec *rec;  /* [nops] */
     int *dep_off; /* CSR of dependents: dep_list[dep_off[o] .. dep_off[o+1]) wait on op o */
     int *dep_list;
-    long *st_off, *st_head;
-    int *st_list;
-    uint8_t *st_busy;
-    double *st_free; /* [W*NS] the stream's next op may start then (op_gap_s after the last) */
-    int *host_next;
-    uint8_t *host_blocked;
+    stream_t *st; /* [W*NS] */
+    int *st_list; /* ops by stream: stream k's are st_list[st[k].head .. st[k].end) */
+    host_t *host; /* [W] */
     gpu_t *gpu;
     coll_t *coll;
     long ncoll;
@@ -174,16 +194,16 @@ static void gpu_update(engine *e, int r) {
     if (fh < 0.1) fh = 0.1;
     fh /= g->ncomp;
     for (int i = 0; i < g->ncomp; i++) {
-        const sim_work *w = &g->work[i];
-        double a = w->t_flop / fsm, b = w->t_mem / fh;
-        double dur = w->t0 + (a > b ? a : b);
-        if (g->sver[i] && g->rate[i] == 1.0 / dur) continue; /* its pending end still holds */
-        if (g->rate[i] > 0) g->progress[i] += (e->now - g->last[i]) * g->rate[i];
-        if (g->progress[i] > 1) g->progress[i] = 1;
-        g->last[i] = e->now;
-        g->rate[i] = 1.0 / dur;
-        g->sver[i] = ++g->ver;
-        push(e, e->now + (1.0 - g->progress[i]) * dur, EV_END, g->comp[i], g->sver[i], r);
+        comp_slot *c = &g->comp[i];
+        double a = c->work.t_flop / fsm, b = c->work.t_mem / fh;
+        double dur = c->work.t0 + (a > b ? a : b);
+        if (c->ver && c->rate == 1.0 / dur) continue; /* its pending end still holds */
+        if (c->rate > 0) c->progress += (e->now - c->last) * c->rate;
+        if (c->progress > 1) c->progress = 1;
+        c->last = e->now;
+        c->rate = 1.0 / dur;
+        c->ver = ++g->ver;
+        push(e, e->now + (1.0 - c->progress) * dur, EV_END, c->op, c->ver, r);
     }
 }
 
@@ -312,53 +332,61 @@ static void throttle_free(throttle_t *t) {
 
 static void try_start(engine *e, int r, int st);
 
-/* The host issues ops in order, sim_op_host_s each, until a host sync. An op is launched at
- * launch_t; only an op that could start before its launch gets an event (EV_LAUNCH at launch_t). */
-static void host_advance(engine *e, int r, double t) {
+/* When the GPU takes op up: a compute op as soon as the host began issuing it (its start event
+ * is recorded before the launch calls, so a GPU that waits for the calls waits inside the op);
+ * communication and host syncs once issued. */
+static double ready_t(const engine *e, const ep_op *op, double launch_t) {
+    if (ep_op_is_comm(op) || op->kind == EP_OP_HOST_SYNC) return launch_t;
+    return launch_t - (sim_op_host_s(e->c, op, 0) - e->c->op_overhead_s);
+}
+
+/* The host issues ops in order, sim_op_host_s each, and stops after a host sync until it
+ * completes. Issuing is done lazily, when a stream wants op o (its head, deps done) and o is not
+ * issued yet: the launch times are the same as if the host had run ahead, but an op's schedule
+ * entry and record are then read and written just before the GPU takes it up, not many ops
+ * earlier (with 1024 ranks the ops issued ahead no longer stay in cache until they start).
+ * Until an op starts, its record keeps launch_t (launch_slot) and when the GPU may take it up
+ * (t.start). */
+static void host_issue(engine *e, int r, long o) {
     const ep_rank_sched *rs = &e->s->ranks[r];
-    while (e->host_next[r] < rs->nops) {
-        int i = e->host_next[r]++;
-        long o = e->off[r] + i;
+    host_t *h = &e->host[r];
+    while (!h->blocked && e->off[r] + h->next <= o) {
+        int i = h->next++;
         const ep_op *op = &rs->ops[i];
-        t += sim_op_host_s(e->c, op, op->group >= 0 ? e->s->groups[op->group].size : 0);
-        *launch_slot(e, o) = t;
-        e->rec[o].state = ST_LAUNCHED;
-        int sync = op->kind == EP_OP_HOST_SYNC;
-        if (sync) e->host_blocked[r] = 1; /* before it may complete (launch_s 0) */
-        long k = (long)r * NS + op->stream;
-        if (e->st_head[k] < e->st_off[k + 1] && e->st_list[e->st_head[k]] == o)
-            try_start(e, r, op->stream);
-        if (sync) break;
+        op_rec *rc = &e->rec[e->off[r] + i];
+        h->t += sim_op_host_s(e->c, op, op->group >= 0 ? e->s->groups[op->group].size : 0);
+        *launch_slot(e, e->off[r] + i) = h->t;
+        rc->t.start = ready_t(e, op, h->t);
+        rc->state = ST_LAUNCHED;
+        if (rc->sync) h->blocked = 1;
     }
 }
 
-static void complete(engine *e, long o) {
-    const ep_op *op = op_of(e, o);
-    int r = e->rank_of[o];
-    e->rec[o].state = ST_DONE;
-    e->rec[o].t.end = e->now;
-    long k = (long)r * NS + op->stream;
-    e->st_busy[k] = 0;
-    e->st_free[k] = e->now + e->c->op_gap_s;
-    e->st_head[k]++;
-    if (ep_op_is_comm(op) && op->sms > 0) e->gpu[r].comm_sms -= op->sms;
+/* Op o of rank r is done. A communication op's caller has given its SMs back. */
+static void complete(engine *e, long o, int r) {
+    op_rec *rc = &e->rec[o];
+    rc->state = ST_DONE;
+    rc->t.end = e->now;
+    stream_t *st = &e->st[(long)r * NS + rc->stream];
+    st->free = e->now + e->c->op_gap_s;
+    st->head++;
     for (int d = e->dep_off[o]; d < e->dep_off[o + 1]; d++) {
         long x = e->dep_list[d];
         if (--e->rec[x].deps_left == 0) try_start(e, r, e->rec[x].stream);
     }
-    try_start(e, r, op->stream);
-    if (op->kind == EP_OP_HOST_SYNC && e->host_blocked[r]) {
-        e->host_blocked[r] = 0;
-        host_advance(e, r, e->now + e->c->host_sync_s);
+    try_start(e, r, rc->stream);
+    if (rc->sync && e->host[r].blocked) { /* the host goes on: streams may wait for its ops */
+        e->host[r].blocked = 0;
+        e->host[r].t = e->now + e->c->host_sync_s;
+        for (int st = 0; st < NS; st++)
+            try_start(e, r, st);
     }
 }
 
 static void coll_begin(engine *e, long id);
 
-static void start_op(engine *e, long o) {
+static void start_op(engine *e, long o, int r) {
     const ep_op *op = op_of(e, o);
-    int r = e->rank_of[o];
-    e->st_busy[(long)r * NS + op->stream] = 1;
     e->rec[o].state = ST_RUNNING;
     double launch_t = *launch_slot(e, o);
     e->rec[o].t.start = e->rec[o].t.xfer = e->now;
@@ -366,7 +394,7 @@ static void start_op(engine *e, long o) {
         if (e->c->op_event_s > 0)
             push(e, e->now + e->c->op_event_s, EV_FINISH, o, 0, r);
         else
-            complete(e, o);
+            complete(e, o, r);
         return;
     }
     if (ep_op_is_comm(op)) {
@@ -376,7 +404,8 @@ static void start_op(engine *e, long o) {
         }
         long id = e->rec[o].coll;
         if (id < 0) { /* not matched to any group: nothing to move */
-            complete(e, o);
+            if (op->sms > 0) e->gpu[r].comm_sms -= op->sms;
+            complete(e, o, r);
             return;
         }
         if (++e->coll[id].arrived == e->coll[id].n) coll_begin(e, id);
@@ -385,7 +414,7 @@ static void start_op(engine *e, long o) {
     sim_work w;
     sim_op_work(&e->cost, op, e->p->peak_flops[r], e->p->hbm_bw[r], &w);
     if (sim_work_alone(&w) <= 0) {
-        complete(e, o);
+        complete(e, o, r);
         return;
     }
     gpu_t *g = &e->gpu[r];
@@ -393,43 +422,38 @@ static void start_op(engine *e, long o) {
         fail(e, "more than 16 compute ops running on one GPU");
         return;
     }
-    int i = g->ncomp++;
-    g->comp[i] = (int)o;
-    g->work[i] = w;
-    g->progress[i] = 0;
-    g->rate[i] = 0;
-    g->sver[i] = 0;
-    g->last[i] = e->now;
+    comp_slot *c = &g->comp[g->ncomp++];
+    c->op = (int)o;
+    c->work = w;
+    c->progress = 0;
+    c->rate = 0;
+    c->ver = 0;
+    c->last = e->now;
     /* the last call (a grouped GEMM's last expert) still has its own share of work to do once
      * the host issued it */
     int calls = op->kind == EP_OP_GROUPED_GEMM && op->batch > 1 ? op->batch : 1;
-    g->min_end[i] = launch_t + sim_work_alone(&w) / calls;
+    c->min_end = launch_t + sim_work_alone(&w) / calls;
     gpu_update(e, r);
 }
 
-/* When the GPU takes op o up: a compute op as soon as the host began issuing it (its start event
- * is recorded before the launch calls, so a GPU that waits for the calls waits inside the op);
- * communication and host syncs once issued. */
-static double ready_t(const engine *e, long o) {
-    const ep_op *op = op_of(e, o);
-    double launch_t = *launch_slot(e, o);
-    if (ep_op_is_comm(op) || op->kind == EP_OP_HOST_SYNC) return launch_t;
-    return launch_t - (sim_op_host_s(e->c, op, 0) - e->c->op_overhead_s);
-}
-
+/* Starts the head op of stream st of rank r if it is issued, its deps are done and the stream is
+ * free (its running op is its head, not ST_LAUNCHED). */
 static void try_start(engine *e, int r, int st) {
-    long k = (long)r * NS + st;
-    if (e->st_busy[k] || e->st_head[k] == e->st_off[k + 1]) return;
-    long o = e->st_list[e->st_head[k]];
-    if (e->rec[o].state != ST_LAUNCHED || e->rec[o].deps_left > 0) return;
-    double t = ready_t(e, o);
-    if (e->st_free[k] > t) t = e->st_free[k];
+    const stream_t *s = &e->st[(long)r * NS + st];
+    if (s->head == s->end) return;
+    long o = e->st_list[s->head];
+    op_rec *rc = &e->rec[o];
+    if (rc->deps_left > 0) return;
+    if (rc->state == ST_PENDING) host_issue(e, r, o);
+    if (rc->state != ST_LAUNCHED) return;
+    double t = rc->t.start; /* ready time, until it starts */
+    if (s->free > t) t = s->free;
     if (t > e->now) {
-        e->rec[o].state = ST_WAKE;
+        rc->state = ST_WAKE;
         push(e, t, EV_LAUNCH, o, 0, r);
         return;
     }
-    start_op(e, o);
+    start_op(e, o, r);
 }
 
 /* ---------------------------------------------------------------- collectives */
@@ -478,9 +502,11 @@ static void coll_done(engine *e, long id) {
     for (int i = 0; i < c->n; i++) {
         long o = e->members[c->off + i];
         int r = e->rank_of[o];
+        const ep_op *op = op_of(e, o);
         e->gpu[r].nxfer--;
-        if (op_of(e, o)->sms <= 0) e->gpu[r].nxfer_nccl--;
-        complete(e, o);
+        if (op->sms <= 0) e->gpu[r].nxfer_nccl--;
+        else e->gpu[r].comm_sms -= op->sms;
+        complete(e, o, r);
         gpu_update(e, r);
     }
 }
@@ -524,30 +550,23 @@ static void handle(engine *e, const sim_event *ev) {
         int r = ev->rank;
         gpu_t *g = &e->gpu[r];
         int i = 0;
-        while (i < g->ncomp && g->comp[i] != o)
+        while (i < g->ncomp && g->comp[i].op != o)
             i++;
-        if (i == g->ncomp || g->sver[i] != ev->ver)
+        if (i == g->ncomp || g->comp[i].ver != ev->ver)
             break; /* re-rated since: a newer event stands for this op */
-        int l = --g->ncomp;
-        double min_end = g->min_end[i];
-        g->comp[i] = g->comp[l];
-        g->progress[i] = g->progress[l];
-        g->rate[i] = g->rate[l];
-        g->last[i] = g->last[l];
-        g->work[i] = g->work[l];
-        g->min_end[i] = g->min_end[l];
-        g->sver[i] = g->sver[l];
+        double min_end = g->comp[i].min_end;
+        g->comp[i] = g->comp[--g->ncomp];
         if (min_end > e->now) { /* its work is done, the host has not issued all of it yet */
             push(e, min_end, EV_FINISH, o, 0, r);
             gpu_update(e, r);
             break;
         }
-        complete(e, o);
+        complete(e, o, r);
         gpu_update(e, r);
         break;
     }
     case EV_FINISH:
-        complete(e, o);
+        complete(e, o, ev->rank);
         gpu_update(e, ev->rank);
         break;
     case EV_GO:
@@ -651,7 +670,8 @@ static void actor_main(int argc, char **argv) {
         return;
     }
     for (int r = 0; r < e->world; r++)
-        host_advance(e, r, 0.0);
+        for (int st = 0; st < NS; st++)
+            try_start(e, r, st);
     run_loop(e);
     if (e->res->nlate)
         XBT_WARN("%ld transfers finished before an own event already handled", e->res->nlate);
@@ -732,10 +752,9 @@ static int build_collectives(engine *e) {
 
 static int build_streams(engine *e) {
     int W = e->world;
-    e->st_off = calloc((size_t)W * NS + 1, sizeof *e->st_off);
-    e->st_head = calloc((size_t)W * NS, sizeof *e->st_head);
-    e->st_busy = calloc((size_t)W * NS, 1);
-    e->st_free = calloc((size_t)W * NS, sizeof *e->st_free);
+    if (e->nops >= INT_MAX) return -1;
+    /* a rank's streams in one cache line */
+    e->st = aligned_alloc(64, (sizeof *e->st * (size_t)W * NS + 63) / 64 * 64);
     e->st_list = malloc(sizeof(int) * (size_t)(e->nops + 1));
     e->dep_off = calloc((size_t)e->nops + 1, sizeof *e->dep_off);
     long ndeps = 0;
@@ -743,21 +762,18 @@ static int build_streams(engine *e) {
         ndeps += e->s->ranks[r].ndeps;
     if (ndeps >= INT_MAX) return -1;
     e->dep_list = malloc(sizeof(int) * (size_t)(ndeps + 1));
-    if (!e->st_off || !e->st_head || !e->st_busy || !e->st_free || !e->st_list || !e->dep_off ||
-        !e->dep_list)
-        return -1;
+    if (!e->st || !e->st_list || !e->dep_off || !e->dep_list) return -1;
+    memset(e->st, 0, sizeof *e->st * (size_t)W * NS);
     for (long o = 0; o < e->nops; o++)
-        e->st_off[(long)e->rank_of[o] * NS + op_of(e, o)->stream + 1]++;
-    for (long k = 0; k < (long)W * NS; k++)
-        e->st_off[k + 1] += e->st_off[k];
-    for (long k = 0; k < (long)W * NS; k++)
-        e->st_head[k] = e->st_off[k];
-    for (long o = 0; o < e->nops; o++) {
-        long k = (long)e->rank_of[o] * NS + op_of(e, o)->stream;
-        e->st_list[e->st_head[k]++] = (int)o;
+        e->st[(long)e->rank_of[o] * NS + e->rec[o].stream].end++;
+    int at = 0;
+    for (long k = 0; k < (long)W * NS; k++) {
+        e->st[k].head = at;
+        at += e->st[k].end;
+        e->st[k].end = e->st[k].head;
     }
-    for (long k = 0; k < (long)W * NS; k++)
-        e->st_head[k] = e->st_off[k];
+    for (long o = 0; o < e->nops; o++) /* end runs ahead as the fill pointer */
+        e->st_list[e->st[(long)e->rank_of[o] * NS + e->rec[o].stream].end++] = (int)o;
     /* dependents: CSR of dep -> ops waiting on it */
     for (int r = 0; r < W; r++) {
         const ep_rank_sched *rs = &e->s->ranks[r];
@@ -809,13 +825,9 @@ static void engine_free(engine *e) {
     free(e->rec);
     free(e->dep_off);
     free(e->dep_list);
-    free(e->st_off);
-    free(e->st_head);
+    free(e->st);
     free(e->st_list);
-    free(e->st_busy);
-    free(e->st_free);
-    free(e->host_next);
-    free(e->host_blocked);
+    free(e->host);
     free(e->gpu);
     free(e->coll);
     free(e->members);
@@ -860,22 +872,24 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     size_t n = (size_t)e.nops + 1;
     e.rank_of = malloc(sizeof(int) * n);
     e.rec = calloc(n, sizeof *e.rec);
-    e.host_next = calloc((size_t)s->world, sizeof(int));
-    e.host_blocked = calloc((size_t)s->world, 1);
-    e.gpu = calloc((size_t)s->world, sizeof(gpu_t));
+    e.host = calloc((size_t)s->world, sizeof *e.host);
+    e.gpu = aligned_alloc(_Alignof(gpu_t), sizeof(gpu_t) * (size_t)s->world);
     e.grp_lat = malloc(sizeof(double) * (size_t)(s->ngroups + 1));
     e.scratch_ops = malloc(sizeof(ep_op *) * (size_t)(p->ngpus + 1));
     e.scratch_ranks = malloc(sizeof(int) * (size_t)(p->ngpus + 1));
     int rc = -1;
-    if (!e.rank_of || !e.rec || !e.host_next || !e.host_blocked || !e.gpu || !e.grp_lat ||
+    if (!e.rank_of || !e.rec || !e.host || !e.gpu || !e.grp_lat ||
         !e.scratch_ops || !e.scratch_ranks || sim_flows_init(&e.flows, p, s->world)) {
         snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
         goto done;
     }
+    memset(e.gpu, 0, sizeof(gpu_t) * (size_t)s->world);
     for (int r = 0; r < s->world; r++)
         for (long o = e.off[r]; o < e.off[r + 1]; o++) {
+            const ep_op *op = &s->ranks[r].ops[o - e.off[r]];
             e.rank_of[o] = r;
-            e.rec[o].stream = (uint8_t)s->ranks[r].ops[o - e.off[r]].stream;
+            e.rec[o].stream = (uint8_t)op->stream & 7;
+            e.rec[o].sync = op->kind == EP_OP_HOST_SYNC;
         }
     for (int g = 0; g < s->ngroups; g++)
         e.grp_lat[g] = -1;
