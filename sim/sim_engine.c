@@ -78,12 +78,12 @@ typedef struct {
  * scheduled with: a re-rating that changes a slot's rate gives it a new version and a new end. */
 typedef struct {
     int ncomp;
-    uint32_t ver;               /* last version handed out */
-    int comm_sms;               /* SMs held by running communication kernels */
-    int nxfer;                  /* transfers in flight touching this GPU */
-    int nxfer_nccl;             /* ... of them NCCL ones (no SMs of their own in the schedule) */
-    double slow;                /* transfer slowdown this GPU imposes on its links now (1: none) */
-    int dirty;                  /* compute or transfers changed since its links were last set */
+    uint32_t ver;   /* last version handed out */
+    int comm_sms;   /* SMs held by running communication kernels */
+    int nxfer;      /* transfers in flight touching this GPU */
+    int nxfer_nccl; /* ... of them NCCL ones (no SMs of their own in the schedule) */
+    double slow;    /* transfer slowdown this GPU imposes on its links now (1: none) */
+    int dirty;      /* compute or transfers changed since its links were last set */
     _Alignas(64) comp_slot comp[MAX_RUNNING]; /* running compute ops */
 } gpu_t;
 
@@ -504,8 +504,10 @@ static void coll_done(engine *e, long id) {
         int r = e->rank_of[o];
         const ep_op *op = op_of(e, o);
         e->gpu[r].nxfer--;
-        if (op->sms <= 0) e->gpu[r].nxfer_nccl--;
-        else e->gpu[r].comm_sms -= op->sms;
+        if (op->sms <= 0)
+            e->gpu[r].nxfer_nccl--;
+        else
+            e->gpu[r].comm_sms -= op->sms;
         complete(e, o, r);
         gpu_update(e, r);
     }
@@ -878,8 +880,8 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     e.scratch_ops = malloc(sizeof(ep_op *) * (size_t)(p->ngpus + 1));
     e.scratch_ranks = malloc(sizeof(int) * (size_t)(p->ngpus + 1));
     int rc = -1;
-    if (!e.rank_of || !e.rec || !e.host || !e.gpu || !e.grp_lat ||
-        !e.scratch_ops || !e.scratch_ranks || sim_flows_init(&e.flows, p, s->world)) {
+    if (!e.rank_of || !e.rec || !e.host || !e.gpu || !e.grp_lat || !e.scratch_ops ||
+        !e.scratch_ranks || sim_flows_init(&e.flows, p, s->world)) {
         snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
         goto done;
     }
