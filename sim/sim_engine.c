@@ -667,7 +667,8 @@ static void actor_main(int argc, char **argv) {
     (void)argc;
     (void)argv;
     engine *e = E;
-    if (throttle_setup(e) != 0) { /* routes: the platform is sealed once the actor runs */
+    if (throttle_setup(e) != 0 || sim_flows_find_stars(&e->flows) != 0) {
+        /* routes: the platform is sealed once the actor runs */
         fail(e, "out of memory for the links of the GPUs");
         return;
     }

@@ -1,8 +1,11 @@
 /* Collective decomposition into parallel-task byte matrices (sim_net.h). */
 #include "sim_net.h"
 
+#include <simgrid/host.h>
+#include <simgrid/link.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xbt/dynar.h>
 #include <xbt/log.h>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_net, root, "epsim: collective decomposition");
@@ -27,7 +30,73 @@ int sim_flows_init(sim_flows *f, const sim_platform *p, int world) {
     return 0;
 }
 
+int sim_flows_find_stars(sim_flows *f) {
+    const sim_platform *p = f->p;
+    int g = f->gpn;
+    f->star = calloc((size_t)f->nnodes, 1);
+    f->touched = calloc((size_t)f->nnodes, 1);
+    f->tlist = malloc(sizeof(int) * (size_t)f->nnodes);
+    f->sent = malloc(sizeof(double) * (size_t)f->nnodes * (size_t)g);
+    f->received = malloc(sizeof(double) * (size_t)f->nnodes * (size_t)g);
+    f->rsrc = malloc(sizeof(int) * (size_t)f->nnodes * (size_t)(2 * g));
+    f->rdst = malloc(sizeof(int) * (size_t)f->nnodes * (size_t)(2 * g));
+    f->rbytes = malloc(sizeof(double) * (size_t)f->nnodes * (size_t)(2 * g));
+    sg_link_t *out = calloc((size_t)g, sizeof *out), *in = calloc((size_t)g, sizeof *in);
+    xbt_dynar_t d = xbt_dynar_new(sizeof(sg_link_t), NULL);
+    int rc = -1;
+    if (!f->star || !f->touched || !f->tlist || !f->sent || !f->received || !f->rsrc || !f->rdst ||
+        !f->rbytes || !out || !in)
+        goto done;
+    for (int nd = 0; nd < f->nnodes; nd++) {
+        int ok = 1, members = 0;
+        double lat = -1;
+        for (int la = 0; la < g; la++) {
+            out[la] = in[la] = NULL;
+            members += f->node_local[nd * g + la] >= 0;
+        }
+        for (int la = 0; la < g && ok; la++) {
+            int a = f->node_local[nd * g + la];
+            for (int lb = 0; lb < g && ok && a >= 0; lb++) {
+                int b = f->node_local[nd * g + lb];
+                if (b < 0 || b == a) continue;
+                xbt_dynar_reset(d);
+                sg_host_get_route(p->host[a], p->host[b], d);
+                double l = sg_host_get_route_latency(p->host[a], p->host[b]);
+                if (xbt_dynar_length(d) != 2 || (lat >= 0 && l != lat)) {
+                    ok = 0;
+                    break;
+                }
+                lat = l;
+                sg_link_t l0 = xbt_dynar_get_as(d, 0, sg_link_t);
+                sg_link_t l1 = xbt_dynar_get_as(d, 1, sg_link_t);
+                if (!out[la]) out[la] = l0;
+                if (!in[lb]) in[lb] = l1;
+                ok = out[la] == l0 && in[lb] == l1;
+            }
+        }
+        for (int i = 0; i < g && ok; i++) /* own links: no GPU's link is another's */
+            for (int j = 0; j < g && ok; j++)
+                ok = !out[i] ||
+                     ((i == j || (out[i] != out[j] && in[i] != in[j])) && out[i] != in[j]);
+        f->star[nd] = (uint8_t)(ok && members >= 3);
+    }
+    rc = 0;
+done:
+    xbt_dynar_free(&d);
+    free(out);
+    free(in);
+    return rc;
+}
+
 void sim_flows_free(sim_flows *f) {
+    free(f->star);
+    free(f->touched);
+    free(f->tlist);
+    free(f->sent);
+    free(f->received);
+    free(f->rsrc);
+    free(f->rdst);
+    free(f->rbytes);
     free(f->fsrc);
     free(f->fdst);
     free(f->fbytes);
@@ -38,13 +107,7 @@ void sim_flows_free(sim_flows *f) {
     memset(f, 0, sizeof *f);
 }
 
-static void put(sim_flows *f, int a, int b, double bytes) {
-    if (bytes <= 0 || a == b) return;
-    if (f->reverse) {
-        int t = a;
-        a = b;
-        b = t;
-    }
+static void append(sim_flows *f, int a, int b, double bytes) {
     if (f->nflows == f->flowcap) {
         long cap = f->flowcap ? 2 * f->flowcap : 1024;
         int *s = realloc(f->fsrc, sizeof(int) * (size_t)cap);
@@ -61,6 +124,14 @@ static void put(sim_flows *f, int a, int b, double bytes) {
     f->fdst[f->nflows] = b;
     f->fbytes[f->nflows] = bytes;
     f->nflows++;
+}
+
+static void put(sim_flows *f, int a, int b, double bytes) {
+    if (bytes <= 0 || a == b) return;
+    if (f->reverse)
+        append(f, b, a, bytes);
+    else
+        append(f, a, b, bytes);
 }
 
 /* Efficiency of an NVLink flow of `bytes`: by the measured curve where there is one. */
@@ -87,7 +158,91 @@ static void flow(sim_flows *f, int a, int b, double bytes) {
     }
 }
 
+/* Flows of star node nd with the totals of f->sent and f->received, at most 2g-1 of them and none
+ * from a GPU to itself: the north-west corner rule of the transportation problem, over the
+ * receivers taken in turn from each starting point until one gives no GPU-to-itself flow (an
+ * even all-to-all gives the ring i -> i+1 at the first). Appends to f->rsrc/rdst/rbytes;
+ * returns 0 when no starting point works (the node's flows are then left as they are). */
+static int regroup_node(sim_flows *f, int nd) {
+    int g = f->gpn, src[g], dst[g], ns = 0, nr = 0;
+    const double *out = &f->sent[nd * g], *in = &f->received[nd * g];
+    double total = 0;
+    for (int l = 0; l < g; l++) {
+        if (out[l] > 0) src[ns++] = l;
+        if (in[l] > 0) dst[nr++] = l;
+        total += out[l];
+    }
+    double tiny = 1e-12 * total; /* rounding left over between the two sums */
+    for (int rot = 0; rot < nr; rot++) {
+        long start = f->nre;
+        int p = 0, q = 0, ok = 1;
+        double ro = out[src[0]], ri = in[dst[rot]];
+        while (p < ns && q < nr) {
+            int ls = src[p], ld = dst[(q + rot) % nr];
+            int last = p == ns - 1 && q == nr - 1;
+            double amt = last || ro < ri ? ro : ri;
+            if (amt > tiny) {
+                if (ls == ld) {
+                    ok = 0;
+                    break;
+                }
+                f->rsrc[f->nre] = f->node_local[nd * g + ls];
+                f->rdst[f->nre] = f->node_local[nd * g + ld];
+                f->rbytes[f->nre++] = amt;
+            }
+            if (last) break;
+            if (ro <= ri) {
+                ri -= ro;
+                ro = ++p < ns ? out[src[p]] : 0;
+            } else {
+                ro -= ri;
+                ri = ++q < nr ? in[dst[(q + rot) % nr]] : 0;
+            }
+        }
+        if (ok) return 1;
+        f->nre = start;
+    }
+    return 0;
+}
+
+/* Replaces the flows inside star nodes (sim_flows_find_stars) by regrouped ones. */
+static void regroup(sim_flows *f) {
+    if (!f->star) return;
+    const sim_platform *p = f->p;
+    int g = f->gpn, nt = 0;
+    for (long i = 0; i < f->nflows; i++) {
+        int a = f->fsrc[i], b = f->fdst[i], nd = p->node[a];
+        if (p->node[b] != nd || !f->star[nd]) continue;
+        if (!f->touched[nd]) {
+            f->touched[nd] = 1;
+            f->tlist[nt++] = nd;
+            memset(&f->sent[nd * g], 0, sizeof(double) * (size_t)g);
+            memset(&f->received[nd * g], 0, sizeof(double) * (size_t)g);
+        }
+        f->sent[nd * g + p->local[a]] += f->fbytes[i];
+        f->received[nd * g + p->local[b]] += f->fbytes[i];
+    }
+    if (nt == 0) return;
+    f->nre = 0;
+    for (int t = 0; t < nt; t++)
+        if (!regroup_node(f, f->tlist[t])) f->touched[f->tlist[t]] = 2;
+    long w = 0;
+    for (long i = 0; i < f->nflows; i++) {
+        int nd = p->node[f->fsrc[i]];
+        if (p->node[f->fdst[i]] == nd && f->touched[nd] == 1) continue;
+        f->fsrc[w] = f->fsrc[i];
+        f->fdst[w] = f->fdst[i];
+        f->fbytes[w++] = f->fbytes[i];
+    }
+    f->nflows = w;
+    for (long i = 0; i < f->nre; i++)
+        append(f, f->rsrc[i], f->rdst[i], f->rbytes[i]);
+    for (int t = 0; t < nt; t++)
+        f->touched[f->tlist[t]] = 0;
+}
+
 static void finish(sim_flows *f) {
+    regroup(f);
     f->nhosts = 0;
     for (long i = 0; i < f->nflows; i++) {
         int ends[2] = {f->fsrc[i], f->fdst[i]};

@@ -13,6 +13,8 @@
 #ifndef SIM_NET_H
 #define SIM_NET_H
 
+#include <stdint.h>
+
 #include "ep_sched.h"
 #include "sim_calib.h"
 #include "sim_platform.h"
@@ -33,9 +35,24 @@ typedef struct {
     double eff_nvl, eff_net;      /* efficiencies of the algorithm being built */
     const sim_table *nvl_by_flow; /* NVLink efficiency by each flow's bytes (a2a curve) or NULL */
     int reverse;                  /* combine direction: every flow reversed */
+    /* regrouping of flows inside a node (sim_flows_find_stars); NULL/0 until then */
+    uint8_t *star;           /* [nnodes] the node's GPU-to-GPU routes are [own out, own in] */
+    uint8_t *touched;        /* [nnodes] scratch: 1 regrouped in this task, 2 left as is */
+    int *tlist;              /* [nnodes] scratch: touched nodes */
+    double *sent, *received; /* [nnodes*gpn] scratch: bytes per GPU inside its node */
+    long nre;                /* scratch: regrouped flows in rsrc/rdst/rbytes */
+    int *rsrc, *rdst;
+    double *rbytes;
 } sim_flows;
 
 int sim_flows_init(sim_flows *f, const sim_platform *p, int world);
+/* Finds the nodes whose flows sim_net_build may regroup: every route between two of its GPUs is
+ * two links, the sender's own link out and the receiver's own link in (one switch), all of one
+ * latency. The link loads of a task's flows inside such a node then depend only on what each GPU
+ * sends and receives in total, and the task is built with at most 2g-1 flows there instead of up
+ * to g(g-1) (an all-to-all of 8 GPUs: 15 instead of 56), each flow one route that SimGrid looks up
+ * when the task starts. Needs routes (the platform sealed). Returns 0, or -1 out of memory. */
+int sim_flows_find_stars(sim_flows *f);
 void sim_flows_free(sim_flows *f);
 
 /* Fills f for the instance whose member ops are ops[0..n) on ranks[0..n) (group order).

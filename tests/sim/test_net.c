@@ -1,0 +1,112 @@
+/* sim_net: flows inside an NVSwitch node are regrouped with the same bytes per GPU (sim_net.h,
+ * sim_flows_find_stars). SimGrid allows one platform per process: each case runs in a child. */
+#include <CUnit/CUnit.h>
+#include <math.h>
+
+#include "sim_net.h"
+#include "sim_test_util.h"
+
+/* Loads topo in a child, runs check(platform) there and returns its exit status (0: all held). */
+static int in_child(const char *topo, int (*check)(const sim_platform *)) {
+    fflush(NULL);
+    pid_t p = fork();
+    if (p == 0) {
+        int argc = 1;
+        char *argv[] = {"epsim-test", NULL};
+        xbt_log_control_set("root.thres:critical");
+        simgrid_init(&argc, argv);
+        sg_cfg_set_string("host/model", "ptask_L07");
+        sim_platform pl;
+        char err[EP_ERRLEN];
+        if (sim_platform_load(&pl, topo, err) != 0) _exit(90);
+        sim_platform_seal();
+        _exit(check(&pl));
+    }
+    int st;
+    waitpid(p, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+}
+
+static int stars_found(const sim_platform *p) {
+    sim_flows f;
+    if (sim_flows_init(&f, p, p->ngpus) || sim_flows_find_stars(&f)) return 80;
+    int rc = 0;
+    for (int nd = 0; nd < f.nnodes; nd++)
+        if (f.star[nd] != (p->ngpus > 2)) rc = 1; /* the pair of h200x2 shares one direct link */
+    sim_flows_free(&f);
+    return rc;
+}
+
+static void test_stars(void) {
+    CU_ASSERT_EQUAL(in_child("dgx16", stars_found), 0);
+    CU_ASSERT_EQUAL(in_child("h200x4", stars_found), 0);
+    CU_ASSERT_EQUAL(in_child("h200x2", stars_found), 0);
+}
+
+/* An uneven token all-to-all among the 8 GPUs of node 0 of dgx16: the task has at most 15 flows,
+ * none from a GPU to itself, and every GPU sends and receives what the 56 direct flows add up to.
+ */
+static int uneven_a2a_regrouped(const sim_platform *p) {
+    hand_sched h;
+    hand_init(&h, 8);
+    int ranks[8];
+    for (int i = 0; i < 8; i++)
+        ranks[i] = i;
+    int g = hand_group(&h, 8, ranks);
+    ep_traffic *t = &h.traffic[h.s.ntraffic++];
+    t->group = g;
+    t->n = 8;
+    t->nnodes = 1;
+    t->node_of = h.tnode_of[0];
+    t->bytes = h.tbytes[0];
+    double sent[8] = {0}, recv[8] = {0};
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++)
+            if (i != j) {
+                t->bytes[i * 8 + j] = (int64_t)(1 + (i * 7 + j * 13) % 11) << 20;
+                sent[i] += (double)t->bytes[i * 8 + j];
+                recv[j] += (double)t->bytes[i * 8 + j];
+            }
+    const ep_op *ops[8];
+    for (int r = 0; r < 8; r++) {
+        ep_op op = hand_op(EP_OP_A2A_DISPATCH, EP_STREAM_COMM);
+        op.group = g;
+        op.traffic = 0;
+        h.ops[r][0] = op;
+        ops[r] = &h.ops[r][0];
+    }
+    sim_calib c;
+    sim_calib_default(&c);
+    sim_flows f;
+    if (sim_flows_init(&f, p, p->ngpus) || sim_flows_find_stars(&f)) return 80;
+    double fixed;
+    sim_net_build(&f, &h.s, &c, ops, ranks, 8, 0, &fixed);
+    int nonzero = 0, rc = 0;
+    double got_out[8] = {0}, got_in[8] = {0};
+    for (int a = 0; a < f.nhosts; a++)
+        for (int b = 0; b < f.nhosts; b++) {
+            double x = f.matrix[a * f.nhosts + b];
+            if (x == 0) continue;
+            nonzero++;
+            if (a == b) rc |= 2;
+            got_out[f.rank[a]] += x * c.nccl_nvlink_efficiency;
+            got_in[f.rank[b]] += x * c.nccl_nvlink_efficiency;
+        }
+    if (nonzero > 15 || f.nhosts != 8) rc |= 4;
+    for (int r = 0; r < 8; r++)
+        if (fabs(got_out[r] - sent[r]) > 1e-9 * sent[r] ||
+            fabs(got_in[r] - recv[r]) > 1e-9 * recv[r])
+            rc |= 8;
+    sim_flows_free(&f);
+    return rc;
+}
+
+static void test_regrouped_a2a(void) {
+    CU_ASSERT_EQUAL(in_child("dgx16", uneven_a2a_regrouped), 0);
+}
+
+void ep_suite_net(void) {
+    CU_pSuite s = CU_add_suite("sim_net", NULL, NULL);
+    CU_add_test(s, "NVSwitch nodes found, a direct pair not", test_stars);
+    CU_add_test(s, "uneven all-to-all in a node: 15 flows, same bytes per GPU", test_regrouped_a2a);
+}
