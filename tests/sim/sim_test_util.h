@@ -118,6 +118,15 @@ typedef struct {
         end[HAND_MAX_RANKS][HAND_MAX_OPS];
 } hand_result;
 
+/* In a forked child: SimGrid started quiet with the ptask model, as epsim does. */
+static inline void sim_child_init(void) {
+    int argc = 1;
+    char *argv[] = {"epsim-test", NULL};
+    xbt_log_control_set("root.thres:critical");
+    simgrid_init(&argc, argv);
+    sg_cfg_set_string("host/model", "ptask_L07");
+}
+
 /* Simulates h on topology `topo` with calibration c in a forked child. */
 static inline void hand_run(const hand_sched *h, const char *topo, const sim_calib *c,
                             hand_result *out) {
@@ -132,11 +141,7 @@ static inline void hand_run(const hand_sched *h, const char *topo, const sim_cal
     if (p == 0) {
         close(fd[0]);
         hand_result *o = calloc(1, sizeof *o);
-        int argc = 1;
-        char *argv[] = {"epsim-test", NULL};
-        xbt_log_control_set("root.thres:critical");
-        simgrid_init(&argc, argv);
-        sg_cfg_set_string("host/model", "ptask_L07");
+        sim_child_init();
         sim_platform pl;
         char err[EP_ERRLEN];
         if (sim_platform_load(&pl, topo, err) != 0) {

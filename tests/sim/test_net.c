@@ -11,11 +11,7 @@ static int in_child(const char *topo, int (*check)(const sim_platform *)) {
     fflush(NULL);
     pid_t p = fork();
     if (p == 0) {
-        int argc = 1;
-        char *argv[] = {"epsim-test", NULL};
-        xbt_log_control_set("root.thres:critical");
-        simgrid_init(&argc, argv);
-        sg_cfg_set_string("host/model", "ptask_L07");
+        sim_child_init();
         sim_platform pl;
         char err[EP_ERRLEN];
         if (sim_platform_load(&pl, topo, err) != 0) _exit(90);
