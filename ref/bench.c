@@ -1,8 +1,10 @@
 /* bench: harness of `epref bench` (see bench.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "bench.h"
@@ -261,7 +263,7 @@ static void usage(FILE *f) {
         "  --out DIR            directory of compute/comm/host/interference.json (required)\n"
         "  --models FILE[,FILE] lines 'name flags...': also time every distinct compute op\n"
         "                       of any rank of each model's schedule\n"
-        "  --parts LIST         of host,compute,comm,interference (default all)\n"
+        "  --parts LIST         of host,compute,comm,interference,corun (default all)\n"
         "  --l2-flush MIB       stream MIB through HBM before each compute timing (default 0)\n"
         "  model flags: Megatron names, e.g. --hidden-size 7168 --num-experts 256\n"
         "  --moe-router-topk 8 --moe-ffn-hidden-size 2048 (see epsim --help)\n");
@@ -289,7 +291,7 @@ int bench_main(ref_ctx *ctx, int argc, char **argv) {
     memset(&pos, 0, sizeof pos);
     memset(&rest, 0, sizeof rest);
     char err[EP_ERRLEN];
-    const char *out_dir = NULL, *models = NULL, *parts = "host,compute,comm,interference";
+    const char *out_dir = NULL, *models = NULL, *parts = "host,compute,comm,interference,corun";
     if (ep_config_parse(&b.cfg, argc, argv, &pos, &rest, err)) {
         fprintf(stderr, "epref: %s\n", err);
         return 2;
@@ -341,6 +343,17 @@ int bench_main(ref_ctx *ctx, int argc, char **argv) {
     if (!strcmp(b.name, "calib")) { /* its models come from --models, not the flags */
         if (!out_dir) {
             fprintf(stderr, "epref: bench calib needs --out DIR\n");
+            return 2;
+        }
+        /* before any timing: a missing folder is made, anything else in the way is an error */
+        struct stat sb;
+        if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "epref: bench calib: cannot make --out %s: %s\n", out_dir,
+                    strerror(errno));
+            return 2;
+        }
+        if (stat(out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            fprintf(stderr, "epref: bench calib: --out %s is not a folder\n", out_dir);
             return 2;
         }
         int rc = bench_calib(&b, out_dir, models, parts);

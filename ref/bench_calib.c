@@ -374,9 +374,11 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
     static ep_nvl bar; /* its barrier aligns the ranks before every timed iteration */
     CUDA_CHECK(ep_nvl_create(&bar, W, me, 8, 1, W, 1, 1, 0, ref_allgather_cb, &b->ctx->w));
     b->barrier = &bar;
-    calib_list lists[4];
+    enum { NFILES = 5 };
+    calib_list lists[NFILES];
     memset(lists, 0, sizeof lists);
-    static const char *files[4] = {"compute.json", "comm.json", "host.json", "interference.json"};
+    static const char *files[NFILES] = {"compute.json", "comm.json", "host.json",
+                                        "interference.json", "corun.json"};
     int rc = 0;
     if (me == 0) {
         printf("# epref bench calib: %d ranks, iterations=%d warmup=%d, parts %s -> %s\n", W,
@@ -398,9 +400,10 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
         time_nvl(b, &lists[1]);
     }
     if (!rc && W >= 2 && strstr(parts, "interference")) calib_interference(b, &lists[3]);
-    for (int i = 0; i < 4 && !rc; i++)
+    if (!rc && strstr(parts, "corun")) calib_corun(b, &lists[4]);
+    for (int i = 0; i < NFILES && !rc; i++)
         if (me == 0 && lists[i].n && write_list(b, out_dir, files[i], &lists[i])) rc = 1;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < NFILES; i++)
         free(lists[i].text);
     ep_nvl_destroy(&bar);
     return rc;

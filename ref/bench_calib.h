@@ -3,6 +3,7 @@
  *   comm.json         NCCL operations over all launched ranks, the executor's calls
  *   host.json         launch, NCCL launch, host sync and per-kernel GPU overhead
  *   interference.json a GEMM beside an NCCL all-to-all or an NVLink store kernel, and back
+ *   corun.json        a GEMM and a memory kernel beside each other on two streams of one GPU
  * Records are JSON objects kept as text until rank 0 writes the files (one meta record first). */
 #ifndef BENCH_CALIB_H
 #define BENCH_CALIB_H
@@ -37,5 +38,6 @@ void calib_add(calib_list *l, const char *fmt, ...) __attribute__((format(printf
 /* Host costs (host.json) and interference (interference.json); need b->barrier. */
 void calib_host(bench *b, calib_list *out);
 void calib_interference(bench *b, calib_list *out);
+void calib_corun(bench *b, calib_list *out);
 
 #endif

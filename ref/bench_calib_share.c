@@ -1,5 +1,5 @@
 /* bench_calib_share: host costs and interference records of `epref bench calib`
- * (docs/calibration.md, host.json and interference.json). */
+ * (docs/calibration.md, host.json, interference.json and corun.json). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -303,6 +303,58 @@ void calib_interference(bench *b, calib_list *out) {
     ep_nvl_destroy(&nvl);
     exec_gpu_destroy(ag);
     exec_gpu_destroy(cg);
+    CUDA_CHECK(cudaStreamDestroy(s1));
+    CUDA_CHECK(cudaStreamDestroy(s2));
+}
+
+/* ---- compute beside compute ---------------------------------------------------------------- */
+
+/* Two compute ops of the executor on two streams of one GPU, as an overlapped schedule runs them
+ * (permute, unpermute and norms on the communication stream beside GEMMs and attention): each
+ * kind's time beside a continuous stream of each other kind, against its time alone. Kinds: a
+ * compute-bound dense GEMM (DeepSeek-V3 widths) and a memory-bound kernel of 64 MiB (a norm or
+ * permute of the runs' size). */
+void calib_corun(bench *b, calib_list *out) {
+    int me = b->ctx->w.rank, nv = 8;
+    cudaStream_t s1, s2;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    ep_config cfg;
+    ep_config_defaults(&cfg);
+    static ep_op ops[4];
+    int n = 0;
+    ep_op *gm = calib_synth_op(ops, &n, 4, EP_OP_GEMM, EP_PHASE_FWD);
+    gm->m = 4096, gm->n = 7168, gm->k = 2048, gm->flops = 2.0 * 4096 * 7168 * 2048;
+    ep_op *mm = calib_synth_op(ops, &n, 4, EP_OP_ELEMENTWISE, EP_PHASE_FWD);
+    mm->bytes = 64.0 * (1 << 20);
+    /* the same two again for the second stream (the executor's ops share its buffers, in runs
+     * as here) */
+    ops[n++] = *gm;
+    ops[n++] = *mm;
+    calib_synth y;
+    calib_synth_init(&y, &cfg, 1);
+    y.rk[0].ops = ops, y.rk[0].nops = n;
+    exec_gpu *g = exec_gpu_create_rank(b->ctx, &y.s, 0, 0);
+    static const char *kind[2] = {"compute", "memory"};
+    op_ref v[2] = {{g, 0}, {g, 1}}, a[2] = {{g, 2}, {g, 3}};
+    double alone[2];
+    for (int i = 0; i < 2; i++)
+        alone[i] = victim_us(b, s1, s2, run_op, &v[i], nv, NULL, NULL, 0);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            double sh = victim_us(b, s1, s2, run_op, &v[i], nv, run_op, &a[j],
+                                  cover(alone[i], nv, alone[j]));
+            calib_add(out,
+                      "{\"victim\":\"%s\",\"victim_op\":\"%s\",\"beside\":\"%s\","
+                      "\"alone_us\":%.3f,\"shared_us\":%.3f,\"slowdown\":%.4f}",
+                      kind[i], i ? "elementwise 64 MiB" : "gemm 4096x7168x2048", kind[j], alone[i],
+                      sh, sh / alone[i]);
+            if (me == 0)
+                printf("  corun: %s %.1f us alone, %.1f us beside %s (x%.2f)\n", kind[i], alone[i],
+                       sh, kind[j], sh / alone[i]);
+        }
+    fflush(stdout);
+    exec_gpu_destroy(g);
     CUDA_CHECK(cudaStreamDestroy(s1));
     CUDA_CHECK(cudaStreamDestroy(s2));
 }

@@ -6,7 +6,7 @@
 #   MODELS          h200x2 (2 x H200) or h100 (one H100: compute and host parts only), or a
 #                   comma-separated list of such names (their model lines in turn)
 #   CALIB_FLAGS     extra flags, default "--iters 10 --warmup 3 --l2-flush 256"
-#   PARTS           default host,compute,comm,interference
+#   PARTS           default host,compute,comm,interference,corun
 #   EP_GIT_REVISION the revision recorded when the tree has no .git
 set -u -o pipefail
 export NCCL_NVLS_ENABLE=0
@@ -26,7 +26,7 @@ fi
     > "$OUT/calib/machine.txt" 2>&1
 t0=$(date +%s)
 timeout 540 "$EPREF" --nproc "$NPROC" bench calib --out "$OUT/calib" \
-    --models "$(echo "$MODELS" | sed 's#[^,]*#configs/calib/&.models#g')" --parts "${PARTS:-host,compute,comm,interference}" \
+    --models "$(echo "$MODELS" | sed 's#[^,]*#configs/calib/&.models#g')" --parts "${PARTS:-host,compute,comm,interference,corun}" \
     ${CALIB_FLAGS:---iters 10 --warmup 3 --l2-flush 256} > "$OUT/calib/calib.log" 2>&1
 rc=$?
 echo "bench calib rc=$rc in $(($(date +%s) - t0)) s"

@@ -46,6 +46,9 @@ void sim_calib_default(sim_calib *c) {
     c->comm_flops_slowdown = 1.0;
     c->nccl_compute_slowdown = 1.0;
     c->ep_compute_slowdown = 1.0;
+    /* ops on two streams split the SMs and HBM evenly until measured */
+    c->corun_compute_compute = c->corun_compute_memory = 2.0;
+    c->corun_memory_compute = c->corun_memory_memory = 2.0;
     /* h200x2.md, NCCL 2 ranks: 64 KiB alltoall 24.8 us, allreduce 38.7 us (2 ring steps) */
     c->nccl_base_s = 20e-6;
     c->nccl_step_s = 5e-6;
@@ -132,6 +135,10 @@ static const field FIELDS[] = {
     F(comm_flops_slowdown),
     F(nccl_compute_slowdown),
     F(ep_compute_slowdown),
+    F(corun_compute_compute),
+    F(corun_compute_memory),
+    F(corun_memory_compute),
+    F(corun_memory_memory),
     F(nccl_base_s),
     F(nccl_step_s),
     F(ep_kernel_base_s),

@@ -54,7 +54,7 @@ typedef struct {
     double host_sync_s;        /* host wake-up after a stream/event synchronisation */
     /* GPU compute */
     double kernel_overhead_s; /* fixed GPU time per kernel (launch gap, tail) */
-    double op_gap_s; /* GPU time from one op's end to the next op's start on a stream (events) */
+    double op_gap_s;   /* GPU time from one op's end to the next op's start on a stream (events) */
     double op_event_s; /* GPU time of an op that runs nothing (host sync, a group of one): its
                           start and end events */
     sim_table gemm_efficiency;  /* fraction of peak flop/s by GEMM flops (log-interpolated) */
@@ -72,6 +72,10 @@ typedef struct {
     double comm_flops_slowdown;   /* compute flop rate divided by this while a transfer runs */
     double nccl_compute_slowdown; /* NCCL transfer rate divided by this while compute runs */
     double ep_compute_slowdown;   /* the same for SM-driven (deepep / hybridep) transfers */
+    /* compute ops beside compute ops on other streams (corun.json): how much longer an op of one
+     * class takes beside a continuous op of the other (compute-bound: flop time >= memory time);
+     * 2 each splits the GPU evenly */
+    double corun_compute_compute, corun_compute_memory, corun_memory_compute, corun_memory_memory;
     /* communication */
     double nccl_base_s;            /* fixed time of one NCCL collective (launch, handshake) */
     double nccl_step_s;            /* extra time per ring step beyond the first */

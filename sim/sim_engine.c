@@ -189,14 +189,26 @@ static void gpu_update(engine *e, int r) {
      * blocks): the larger of the two effects applies */
     if (g->nxfer > 0 && e->c->comm_flops_slowdown > 1 && 1.0 / e->c->comm_flops_slowdown < fsm)
         fsm = 1.0 / e->c->comm_flops_slowdown;
-    fsm /= g->ncomp;
     double fh = 1.0 - e->c->comm_hbm_fraction * g->nxfer;
     if (fh < 0.1) fh = 0.1;
-    fh /= g->ncomp;
+    /* ops on other streams: each adds its calibrated slowdown for this op's class beside its own
+     * (docs/epsim.md, "Compute"); 2 each is an even split of SMs and HBM */
+    const sim_calib *cal = e->c;
+    int nmem = 0;
+    for (int i = 0; i < g->ncomp; i++)
+        nmem += g->comp[i].work.t_mem > g->comp[i].work.t_flop;
     for (int i = 0; i < g->ncomp; i++) {
         comp_slot *c = &g->comp[i];
         double a = c->work.t_flop / fsm, b = c->work.t_mem / fh;
-        double dur = c->work.t0 + (a > b ? a : b);
+        double share = 1.0;
+        if (g->ncomp > 1) {
+            int mem = c->work.t_mem > c->work.t_flop;
+            int om = nmem - mem, oc = g->ncomp - 1 - om; /* the others, by class */
+            double sc = mem ? cal->corun_memory_compute : cal->corun_compute_compute;
+            double sm = mem ? cal->corun_memory_memory : cal->corun_compute_memory;
+            share = 1.0 + oc * (sc - 1.0) + om * (sm - 1.0);
+        }
+        double dur = c->work.t0 + (a > b ? a : b) * share;
         if (c->ver && c->rate == 1.0 / dur) continue; /* its pending end still holds */
         if (c->rate > 0) c->progress += (e->now - c->last) * c->rate;
         if (c->progress > 1) c->progress = 1;

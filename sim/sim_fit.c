@@ -23,9 +23,10 @@
 
 #define MAX_DIRS 8
 
-enum { F_COMPUTE, F_COMM, F_HOST, F_INTERFERENCE, F_DISPATCH, F_COMBINE, F_NUM };
+enum { F_COMPUTE, F_COMM, F_HOST, F_INTERFERENCE, F_DISPATCH, F_COMBINE, F_CORUN, F_NUM };
 static const char *FILES[F_NUM] = {"compute.json",      "comm.json",     "host.json",
-                                   "interference.json", "dispatch.json", "combine.json"};
+                                   "interference.json", "dispatch.json", "combine.json",
+                                   "corun.json"};
 
 typedef struct {
     json_t *root[F_NUM]; /* the file's array, or NULL where no DIR has it */
@@ -328,6 +329,23 @@ static void fit_interference(fit *x) {
             best_sms = fabs(sms - 16);
             x->c.ep_compute_slowdown = s;
         }
+    }
+}
+
+/* Compute beside compute (corun.json): each victim class's slowdown beside each other class. */
+static void fit_corun(fit *x) {
+    json_t *r;
+    FOR_RECORDS(x, F_CORUN, i, r) {
+        const char *v = str(r, "victim"), *b = str(r, "beside");
+        double s = num(r, "slowdown");
+        if (!(s > 0)) continue;
+        if (s < 1) s = 1; /* noise: sharing never speeds an op up */
+        int vc = !strcmp(v, "compute"), vm = !strcmp(v, "memory");
+        int bc = !strcmp(b, "compute"), bm = !strcmp(b, "memory");
+        if (vc && bc) x->c.corun_compute_compute = s;
+        if (vc && bm) x->c.corun_compute_memory = s;
+        if (vm && bc) x->c.corun_memory_compute = s;
+        if (vm && bm) x->c.corun_memory_memory = s;
     }
 }
 
@@ -671,6 +689,7 @@ int sim_fit_main(int argc, char **argv) {
         goto done;
     }
     fit_interference(&x);
+    fit_corun(&x);
     if (fit_comm(&x) != 0) goto done;
     fit_ep_kernels(&x);
     if (write_out(&x, out, machine) != 0) goto done;
@@ -709,6 +728,11 @@ int sim_fit_main(int argc, char **argv) {
                "NCCL x%.3f beside compute, SM-driven transfers x%.3f\n",
                x.c.comm_flops_slowdown, x.c.comm_hbm_fraction, x.c.nccl_compute_slowdown,
                x.c.ep_compute_slowdown);
+    if (x.root[F_CORUN])
+        printf("  compute beside compute: GEMM x%.3f beside a GEMM, x%.3f beside a memory kernel; "
+               "memory kernel x%.3f beside a GEMM, x%.3f beside a memory kernel\n",
+               x.c.corun_compute_compute, x.c.corun_compute_memory, x.c.corun_memory_compute,
+               x.c.corun_memory_memory);
     rc = 0;
 done:
     if (rc) fail2(x.err);

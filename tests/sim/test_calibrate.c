@@ -118,6 +118,20 @@ static void test_fit_reproduces_records(void) {
     }
     CU_ASSERT_EQUAL(checked, 3);
     json_decref(comm);
+    /* corun.json: each class beside each, as measured */
+    json_t *co = json_load_file(EP_SOURCE_DIR "/traces/h200/calib/corun.json", 0, &je);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(co);
+    CU_ASSERT_EQUAL(json_array_size(co), 5);
+    for (size_t i = 1; i < json_array_size(co); i++) {
+        json_t *r = json_array_get(co, i);
+        int vm = !strcmp(json_string_value(json_object_get(r, "victim")), "memory");
+        int bm = !strcmp(json_string_value(json_object_get(r, "beside")), "memory");
+        double want = json_number_value(json_object_get(r, "slowdown"));
+        double got = vm ? (bm ? c.corun_memory_memory : c.corun_memory_compute)
+                        : (bm ? c.corun_compute_memory : c.corun_compute_compute);
+        CU_ASSERT(near(got, want < 1 ? 1 : want, 1e-9));
+    }
+    json_decref(co);
     /* a compute record measured once: given back exactly by the shape table */
     ep_op g = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
     g.phase = EP_PHASE_FWD;

@@ -186,6 +186,38 @@ static void test_sm_contention(void) {
     CU_ASSERT(res.end[0][0] > L + G + 1e-7);
 }
 
+/* A memory-bound kernel on a second stream while a long GEMM runs: each is slowed by the corun
+ * factor of its class beside the other's (docs/epsim.md, "Compute"), the GEMM only while both
+ * run. */
+static void test_compute_beside_compute(void) {
+    hand_sched h;
+    hand_init(&h, 1);
+    ep_op gemm = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
+    gemm.flops = 2.0 * 8192 * 8192 * 8192;
+    gemm.bytes = 3.0 * 8192 * 8192 * 2;
+    hand_add(&h, 0, gemm, 0, NULL);
+    ep_op mem = hand_op(EP_OP_ELEMENTWISE, EP_STREAM_COMM);
+    mem.bytes = 4e9;
+    hand_add(&h, 0, mem, 0, NULL);
+    sim_calib c;
+    sim_calib_default(&c);
+    c.corun_compute_memory = 1.3;
+    c.corun_memory_compute = 1.1;
+    hand_result res;
+    hand_run(&h, "h200x2", &c, &res);
+    CU_ASSERT_EQUAL_FATAL(res.rc, 0);
+    sim_work wg, wm;
+    op_work(&c, &gemm, &wg);
+    op_work(&c, &mem, &wm);
+    CU_ASSERT_FATAL(wm.t_mem > wm.t_flop && wg.t_flop > wg.t_mem); /* the two classes */
+    double g0 = res.start[0][0], m0 = res.start[0][1], m1 = res.end[0][1];
+    CU_ASSERT(REL(m1 - m0, wm.t0 + wm.t_mem * 1.1)); /* inside the GEMM all along */
+    double G = sim_work_alone(&wg), Gs = wg.t0 + wg.t_flop * 1.3;
+    double done = (m0 - g0) / G + (m1 - m0) / Gs;
+    CU_ASSERT_FATAL(done < 1);
+    CU_ASSERT(REL(res.end[0][0], m1 + (1 - done) * G));
+}
+
 /* Two transfers sharing the h200x2 link while GEMMs run: the second starts when rank 0's sixth GEMM
  * ends; they then split the link evenly until the first ends, and the second finishes alone. Own
  * events during transfers (GEMM ends) are handled from the predicted next transfer completion
@@ -332,6 +364,7 @@ void ep_suite_engine(void) {
     CU_add_test(s, "host sync blocks launching", test_host_sync_blocks_launch);
     CU_add_test(s, "comm SMs slow a concurrent GEMM", test_sm_contention);
     CU_add_test(s, "deepep hierarchical dispatch on dgx16", test_hierarchical_dispatch_dgx16);
+    CU_add_test(s, "compute beside compute follows the corun factors", test_compute_beside_compute);
     CU_add_test(s, "two transfers share a link under running GEMMs", test_shared_link_with_compute);
     CU_add_test(s, "missing collective member reported as deadlock", test_deadlock_reported);
     CU_add_test(s, "world larger than the platform refused", test_world_too_large);
