@@ -207,6 +207,17 @@ static int cover(double victim_alone, int nv, double aggr_alone) {
     return n < 2 ? 2 : n;
 }
 
+/* The two victims of both parts into ops[0..2): a dense GEMM of the DeepSeek-V3 widths
+ * (compute-bound) and a memory-bound kernel of mem_bytes. Returns 2. */
+static int victim_ops(ep_op *ops, int cap, double mem_bytes) {
+    int n = 0;
+    ep_op *gm = calib_synth_op(ops, &n, cap, EP_OP_GEMM, EP_PHASE_FWD);
+    gm->m = 4096, gm->n = 7168, gm->k = 2048, gm->flops = 2.0 * 4096 * 7168 * 2048;
+    ep_op *mm = calib_synth_op(ops, &n, cap, EP_OP_ELEMENTWISE, EP_PHASE_FWD);
+    mm->bytes = mem_bytes;
+    return n;
+}
+
 void calib_interference(bench *b, calib_list *out) {
     int W = b->ctx->w.size, me = b->ctx->w.rank, nv = 8;
     cudaStream_t s1, s2;
@@ -214,13 +225,8 @@ void calib_interference(bench *b, calib_list *out) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
     ep_config cfg;
     ep_config_defaults(&cfg);
-    /* victims: a dense GEMM of the DeepSeek-V3 widths and a memory-bound kernel */
     static ep_op cops[4];
-    int nc = 0;
-    ep_op *gm = calib_synth_op(cops, &nc, 4, EP_OP_GEMM, EP_PHASE_FWD);
-    gm->m = 4096, gm->n = 7168, gm->k = 2048, gm->flops = 2.0 * 4096 * 7168 * 2048;
-    ep_op *mm = calib_synth_op(cops, &nc, 4, EP_OP_ELEMENTWISE, EP_PHASE_FWD);
-    mm->bytes = 512.0 * (1 << 20);
+    int nc = victim_ops(cops, 4, 512.0 * (1 << 20));
     calib_synth cy;
     calib_synth_init(&cy, &cfg, 1);
     cy.rk[0].ops = cops, cy.rk[0].nops = nc;
@@ -322,15 +328,11 @@ void calib_corun(bench *b, calib_list *out) {
     ep_config cfg;
     ep_config_defaults(&cfg);
     static ep_op ops[4];
-    int n = 0;
-    ep_op *gm = calib_synth_op(ops, &n, 4, EP_OP_GEMM, EP_PHASE_FWD);
-    gm->m = 4096, gm->n = 7168, gm->k = 2048, gm->flops = 2.0 * 4096 * 7168 * 2048;
-    ep_op *mm = calib_synth_op(ops, &n, 4, EP_OP_ELEMENTWISE, EP_PHASE_FWD);
-    mm->bytes = 64.0 * (1 << 20);
+    int n = victim_ops(ops, 4, 64.0 * (1 << 20));
     /* the same two again for the second stream (the executor's ops share its buffers, in runs
      * as here) */
-    ops[n++] = *gm;
-    ops[n++] = *mm;
+    ops[n++] = ops[0];
+    ops[n++] = ops[1];
     calib_synth y;
     calib_synth_init(&y, &cfg, 1);
     y.rk[0].ops = ops, y.rk[0].nops = n;
