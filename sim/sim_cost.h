@@ -38,4 +38,10 @@ double sim_op_host_s(const sim_calib *c, const ep_op *op, int group_size);
 /* Alone on the GPU: t0 + max(t_flop, t_mem). */
 double sim_work_alone(const sim_work *w);
 
+/* Memory-bound: its memory time alone exceeds its flop time (compute-bound otherwise); the class
+ * the corun_* factors of sim_calib.h are measured by. */
+static inline int sim_work_memory_bound(const sim_work *w) {
+    return w->t_mem > w->t_flop;
+}
+
 #endif

@@ -195,14 +195,14 @@ static void gpu_update(engine *e, int r) {
      * (docs/epsim.md, "Compute"); 2 each is an even split of SMs and HBM */
     const sim_calib *cal = e->c;
     int nmem = 0;
-    for (int i = 0; i < g->ncomp; i++)
-        nmem += g->comp[i].work.t_mem > g->comp[i].work.t_flop;
+    for (int i = 0; i < g->ncomp && g->ncomp > 1; i++)
+        nmem += sim_work_memory_bound(&g->comp[i].work);
     for (int i = 0; i < g->ncomp; i++) {
         comp_slot *c = &g->comp[i];
         double a = c->work.t_flop / fsm, b = c->work.t_mem / fh;
         double share = 1.0;
         if (g->ncomp > 1) {
-            int mem = c->work.t_mem > c->work.t_flop;
+            int mem = sim_work_memory_bound(&c->work);
             int om = nmem - mem, oc = g->ncomp - 1 - om; /* the others, by class */
             double sc = mem ? cal->corun_memory_compute : cal->corun_compute_compute;
             double sm = mem ? cal->corun_memory_memory : cal->corun_compute_memory;

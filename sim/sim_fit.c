@@ -310,14 +310,19 @@ static int fit_host_calls(fit *x, int *ngemm, int *nattn) {
     return 0;
 }
 
+/* A record's "slowdown", at least 1 (noise: sharing never speeds an op up); NAN without one. */
+static double slowdown_of(json_t *r) {
+    double s = num(r, "slowdown");
+    return !(s > 0) ? NAN : s < 1 ? 1 : s;
+}
+
 static void fit_interference(fit *x) {
     json_t *r;
     double best_sms = 1e9;
     FOR_RECORDS(x, F_INTERFERENCE, i, r) {
         const char *v = str(r, "victim"), *a = str(r, "aggressor");
-        double s = num(r, "slowdown");
-        if (!(s > 0)) continue;
-        if (s < 1) s = 1; /* noise: sharing never speeds an op up */
+        double s = slowdown_of(r);
+        if (isnan(s)) continue;
         if (strcmp(v, "gemm") == 0 && strcmp(a, "nccl_alltoall") == 0) x->c.comm_flops_slowdown = s;
         if (strcmp(v, "elementwise") == 0 && strcmp(a, "nccl_alltoall") == 0)
             x->c.comm_hbm_fraction = 1.0 - 1.0 / s;
@@ -337,9 +342,8 @@ static void fit_corun(fit *x) {
     json_t *r;
     FOR_RECORDS(x, F_CORUN, i, r) {
         const char *v = str(r, "victim"), *b = str(r, "beside");
-        double s = num(r, "slowdown");
-        if (!(s > 0)) continue;
-        if (s < 1) s = 1; /* noise: sharing never speeds an op up */
+        double s = slowdown_of(r);
+        if (isnan(s)) continue;
         int vc = !strcmp(v, "compute"), vm = !strcmp(v, "memory");
         int bc = !strcmp(b, "compute"), bm = !strcmp(b, "memory");
         if (vc && bc) x->c.corun_compute_compute = s;

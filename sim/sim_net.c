@@ -19,8 +19,19 @@ int sim_flows_init(sim_flows *f, const sim_platform *p, int world) {
         if (p->node[r] + 1 > f->nnodes) f->nnodes = p->node[r] + 1;
     f->rank = malloc(sizeof(int) * (size_t)p->ngpus);
     f->idx_of = malloc(sizeof(int) * (size_t)p->ngpus);
-    f->node_local = malloc(sizeof(int) * (size_t)f->nnodes * (size_t)f->gpn);
-    if (!f->rank || !f->idx_of || !f->node_local) return -1;
+    size_t slots = (size_t)f->nnodes * (size_t)f->gpn;
+    f->node_local = malloc(sizeof(int) * slots);
+    f->star = calloc((size_t)f->nnodes, 1);
+    f->touched = calloc((size_t)f->nnodes, 1);
+    f->tlist = malloc(sizeof(int) * (size_t)f->nnodes);
+    f->sent = malloc(sizeof(double) * slots);
+    f->received = malloc(sizeof(double) * slots);
+    f->rsrc = malloc(sizeof(int) * 2 * slots);
+    f->rdst = malloc(sizeof(int) * 2 * slots);
+    f->rbytes = malloc(sizeof(double) * 2 * slots);
+    if (!f->rank || !f->idx_of || !f->node_local || !f->star || !f->touched || !f->tlist ||
+        !f->sent || !f->received || !f->rsrc || !f->rdst || !f->rbytes)
+        return -1;
     for (int r = 0; r < p->ngpus; r++)
         f->idx_of[r] = -1;
     for (long i = 0; i < (long)f->nnodes * f->gpn; i++)
@@ -33,20 +44,11 @@ int sim_flows_init(sim_flows *f, const sim_platform *p, int world) {
 int sim_flows_find_stars(sim_flows *f) {
     const sim_platform *p = f->p;
     int g = f->gpn;
-    f->star = calloc((size_t)f->nnodes, 1);
-    f->touched = calloc((size_t)f->nnodes, 1);
-    f->tlist = malloc(sizeof(int) * (size_t)f->nnodes);
-    f->sent = malloc(sizeof(double) * (size_t)f->nnodes * (size_t)g);
-    f->received = malloc(sizeof(double) * (size_t)f->nnodes * (size_t)g);
-    f->rsrc = malloc(sizeof(int) * (size_t)f->nnodes * (size_t)(2 * g));
-    f->rdst = malloc(sizeof(int) * (size_t)f->nnodes * (size_t)(2 * g));
-    f->rbytes = malloc(sizeof(double) * (size_t)f->nnodes * (size_t)(2 * g));
     sg_link_t *out = calloc((size_t)g, sizeof *out), *in = calloc((size_t)g, sizeof *in);
     xbt_dynar_t d = xbt_dynar_new(sizeof(sg_link_t), NULL);
     int rc = -1;
-    if (!f->star || !f->touched || !f->tlist || !f->sent || !f->received || !f->rsrc || !f->rdst ||
-        !f->rbytes || !out || !in)
-        goto done;
+    f->nstars = 0;
+    if (!out || !in) goto done;
     for (int nd = 0; nd < f->nnodes; nd++) {
         int ok = 1, members = 0;
         double lat = -1;
@@ -79,6 +81,7 @@ int sim_flows_find_stars(sim_flows *f) {
                 ok = !out[i] ||
                      ((i == j || (out[i] != out[j] && in[i] != in[j])) && out[i] != in[j]);
         f->star[nd] = (uint8_t)(ok && members >= 3);
+        f->nstars += f->star[nd];
     }
     rc = 0;
 done:
@@ -207,7 +210,7 @@ static int regroup_node(sim_flows *f, int nd) {
 
 /* Replaces the flows inside star nodes (sim_flows_find_stars) by regrouped ones. */
 static void regroup(sim_flows *f) {
-    if (!f->star) return;
+    if (f->nstars == 0) return;
     const sim_platform *p = f->p;
     int g = f->gpn, nt = 0;
     for (long i = 0; i < f->nflows; i++) {

@@ -35,12 +35,14 @@ typedef struct {
     double eff_nvl, eff_net;      /* efficiencies of the algorithm being built */
     const sim_table *nvl_by_flow; /* NVLink efficiency by each flow's bytes (a2a curve) or NULL */
     int reverse;                  /* combine direction: every flow reversed */
-    /* regrouping of flows inside a node (sim_flows_find_stars); NULL/0 until then */
+    /* regrouping of flows inside a node: star and nstars set by sim_flows_find_stars (none
+     * before), the rest scratch */
     uint8_t *star;           /* [nnodes] the node's GPU-to-GPU routes are [own out, own in] */
+    int nstars;              /* nodes with star set */
     uint8_t *touched;        /* [nnodes] scratch: 1 regrouped in this task, 2 left as is */
     int *tlist;              /* [nnodes] scratch: touched nodes */
-    double *sent, *received; /* [nnodes*gpn] scratch: bytes per GPU inside its node */
-    long nre;                /* scratch: regrouped flows in rsrc/rdst/rbytes */
+    double *sent, *received; /* [nnodes*gpn] bytes per GPU inside its node */
+    long nre;                /* regrouped flows in rsrc/rdst/rbytes [2*nnodes*gpn] */
     int *rsrc, *rdst;
     double *rbytes;
 } sim_flows;
