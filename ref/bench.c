@@ -18,7 +18,7 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static double now_us(void) {
+double bench_now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
@@ -59,15 +59,15 @@ static double time_op(bench *b, bench_op op, void *arg, int ahead, double *host_
         }
         if (ahead) CUDA_CHECK(exec_delay(delay, st));
         CUDA_CHECK(cudaEventRecord(e0, st));
-        double t0 = now_us();
+        double t0 = bench_now_us();
         op(arg, st);
-        double th = now_us() - t0;
+        double th = bench_now_us() - t0;
         CUDA_CHECK(cudaEventRecord(e1, st));
         double th2 = 0;
         if (host_us) {
-            double t1 = now_us();
+            double t1 = bench_now_us();
             op(arg, st);
-            th2 = now_us() - t1;
+            th2 = bench_now_us() - t1;
         }
         CUDA_CHECK(cudaEventSynchronize(e1));
         if (ep_nvl_failed(b->barrier))

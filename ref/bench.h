@@ -40,6 +40,8 @@ typedef struct {
 
 typedef void (*bench_op)(void *arg, cudaStream_t st);
 
+/* Host clock (CLOCK_MONOTONIC) in microseconds: host costs of launches. */
+double bench_now_us(void);
 /* Median over iterations of the slowest rank's time of op, in microseconds. */
 double bench_time(bench *b, bench_op op, void *arg);
 /* The same with the host ahead of the GPU: the op's GPU time alone, without the gaps of a GPU

@@ -2,7 +2,6 @@
  * (docs/calibration.md, host.json, interference.json and corun.json). */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench_calib.h"
 #include "exec_gpu.h"
@@ -10,12 +9,6 @@
 #include "ref_check.h"
 
 #define HOST_REPS 200
-
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
-}
 
 void calib_host(bench *b, calib_list *out) {
     cudaStream_t st = b->ctx->stream;
@@ -29,10 +22,10 @@ void calib_host(bench *b, calib_list *out) {
     double launch[HOST_REPS], gpu[HOST_REPS], trip[HOST_REPS], nccl[HOST_REPS], exop[HOST_REPS];
     /* host launch cost of a tiny kernel, back to back (20 at a time, queue never full) */
     for (int r = 0; r < HOST_REPS; r++) {
-        double t0 = now_us();
+        double t0 = bench_now_us();
         for (int i = 0; i < 20; i++)
             CUDA_CHECK(exec_mem_rw(src, dst, 256, 256.0, st));
-        launch[r] = (now_us() - t0) / 20;
+        launch[r] = (bench_now_us() - t0) / 20;
         CUDA_CHECK(cudaStreamSynchronize(st));
     }
     /* host time of one op as the executor issues it: a tiny kernel between its two events */
@@ -40,13 +33,13 @@ void calib_host(bench *b, calib_list *out) {
     for (int i = 0; i < 40; i++)
         CUDA_CHECK(cudaEventCreate(&ev[i]));
     for (int r = 0; r < HOST_REPS; r++) {
-        double t0 = now_us();
+        double t0 = bench_now_us();
         for (int i = 0; i < 20; i++) {
             CUDA_CHECK(cudaEventRecord(ev[2 * i], st));
             CUDA_CHECK(exec_mem_rw(src, dst, 256, 256.0, st));
             CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], st));
         }
-        exop[r] = (now_us() - t0) / 20;
+        exop[r] = (bench_now_us() - t0) / 20;
         CUDA_CHECK(cudaStreamSynchronize(st));
     }
     /* the same on the GPU, queued behind a long kernel: an op's duration between its events and
@@ -91,23 +84,23 @@ void calib_host(bench *b, calib_list *out) {
     }
     /* round trip of a host sync: launch, record, wait */
     for (int r = 0; r < HOST_REPS; r++) {
-        double t0 = now_us();
+        double t0 = bench_now_us();
         CUDA_CHECK(exec_mem_rw(src, dst, 256, 256.0, st));
         CUDA_CHECK(cudaEventRecord(e1, st));
         CUDA_CHECK(cudaEventSynchronize(e1));
-        trip[r] = now_us() - t0;
+        trip[r] = bench_now_us() - t0;
     }
     double l = bench_median(launch, HOST_REPS), k = bench_median(gpu, 20);
     double t = bench_median(trip, HOST_REPS), x = bench_median(exop, HOST_REPS);
     int W = b->ctx->w.size, me = b->ctx->w.rank, peer = me ^ 1, nn = 0;
     if (W >= 2 && W % 2 == 0) { /* host time of a grouped 4-byte send/recv with the partner */
         for (int r = 0; r < HOST_REPS; r++, nn++) {
-            double t0 = now_us();
+            double t0 = bench_now_us();
             NCCL_CHECK(ncclGroupStart());
             NCCL_CHECK(ncclSend(src, 4, ncclUint8, peer, b->ctx->nccl, st));
             NCCL_CHECK(ncclRecv(dst, 4, ncclUint8, peer, b->ctx->nccl, st));
             NCCL_CHECK(ncclGroupEnd());
-            nccl[r] = now_us() - t0;
+            nccl[r] = bench_now_us() - t0;
             CUDA_CHECK(cudaStreamSynchronize(st));
         }
     }
