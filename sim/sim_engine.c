@@ -13,6 +13,7 @@
 #include <string.h>
 #include <xbt/log.h>
 
+#include "sim_bigmem.h"
 #include "sim_cost.h"
 #include "sim_heap.h"
 #include "sim_net.h"
@@ -25,7 +26,10 @@ enum { EV_LAUNCH, EV_END, EV_GO, EV_DONE, EV_FINISH };
 enum { ST_PENDING, ST_LAUNCHED, ST_WAKE, ST_RUNNING, ST_DONE };
 #define NS          EP_NUM_STREAMS
 #define MAX_RUNNING 16
-#define OWN_MAX     4 /* a GPU's own links: NVLink out and in, NIC out and in */
+/* How many ops ahead of the one it issues a rank's host prefetches records: a rank's next events
+ * come a whole round of the other ranks' events later, when the lines have long arrived. */
+#define ISSUE_PREFETCH 8
+#define OWN_MAX        4 /* a GPU's own links: NVLink out and in, NIC out and in */
 
 typedef struct {
     int n, arrived;
@@ -364,6 +368,14 @@ static void host_issue(engine *e, int r, long o) {
     host_t *h = &e->host[r];
     while (!h->blocked && e->off[r] + h->next <= o) {
         int i = h->next++;
+        if (i + ISSUE_PREFETCH < rs->nops) { /* an op spans two lines */
+            long ahead = e->off[r] + i + ISSUE_PREFETCH;
+            __builtin_prefetch(&rs->ops[i + ISSUE_PREFETCH]);
+            __builtin_prefetch((const char *)&rs->ops[i + ISSUE_PREFETCH] + 64);
+            __builtin_prefetch(&e->rec[ahead], 1);
+            __builtin_prefetch(&e->rank_of[ahead]);
+            __builtin_prefetch(&e->dep_off[ahead]);
+        }
         const ep_op *op = &rs->ops[i];
         op_rec *rc = &e->rec[e->off[r] + i];
         h->t += sim_op_host_s(e->c, op, op->group >= 0 ? e->s->groups[op->group].size : 0);
@@ -770,13 +782,13 @@ static int build_streams(engine *e) {
     if (e->nops >= INT_MAX) return -1;
     /* a rank's streams in one cache line */
     e->st = aligned_alloc(64, (sizeof *e->st * (size_t)W * NS + 63) / 64 * 64);
-    e->st_list = malloc(sizeof(int) * (size_t)(e->nops + 1));
-    e->dep_off = calloc((size_t)e->nops + 1, sizeof *e->dep_off);
+    e->st_list = sim_big_malloc(sizeof(int) * (size_t)(e->nops + 1));
+    e->dep_off = sim_big_calloc((size_t)e->nops + 1, sizeof *e->dep_off);
     long ndeps = 0;
     for (int r = 0; r < W; r++)
         ndeps += e->s->ranks[r].ndeps;
     if (ndeps >= INT_MAX) return -1;
-    e->dep_list = malloc(sizeof(int) * (size_t)(ndeps + 1));
+    e->dep_list = sim_big_malloc(sizeof(int) * (size_t)(ndeps + 1));
     if (!e->st || !e->st_list || !e->dep_off || !e->dep_list) return -1;
     memset(e->st, 0, sizeof *e->st * (size_t)W * NS);
     for (long o = 0; o < e->nops; o++)
@@ -885,8 +897,8 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     e.off = out->off;
     e.nops = out->nops = out->off[s->world];
     size_t n = (size_t)e.nops + 1;
-    e.rank_of = malloc(sizeof(int) * n);
-    e.rec = calloc(n, sizeof *e.rec);
+    e.rank_of = sim_big_malloc(sizeof(int) * n);
+    e.rec = sim_big_calloc(n, sizeof *e.rec);
     e.host = calloc((size_t)s->world, sizeof *e.host);
     e.gpu = aligned_alloc(_Alignof(gpu_t), sizeof(gpu_t) * (size_t)s->world);
     e.grp_lat = malloc(sizeof(double) * (size_t)(s->ngroups + 1));
