@@ -74,13 +74,28 @@ static inline int hand_add(hand_sched *h, int r, ep_op op, int ndeps, const int 
     return rs->nops++;
 }
 
-static inline int hand_group(hand_sched *h, int n, const int *ranks) {
+/* The group of ranks 0..n-1 (every hand-built collective's). */
+static inline int hand_group(hand_sched *h, int n) {
     int g = h->s.ngroups++;
-    memcpy(h->granks[g], ranks, sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        h->granks[g][i] = i;
     h->groups[g].kind = EP_GROUP_EP;
     h->groups[g].size = n;
     h->groups[g].ranks = h->granks[g];
     return g;
+}
+
+/* The next token all-to-all instance of group g (n members on nnodes nodes), its per-pair bytes
+ * and node indexes zero for the caller to fill. */
+static inline ep_traffic *hand_traffic(hand_sched *h, int g, int n, int nnodes) {
+    int k = h->s.ntraffic++;
+    ep_traffic *t = &h->traffic[k];
+    t->group = g;
+    t->n = n;
+    t->nnodes = nnodes;
+    t->node_of = h->tnode_of[k];
+    t->bytes = h->tbytes[k];
+    return t;
 }
 
 /* One collective of `kind` on `stream`: sequence 0 of `group`, `bytes` on each of ranks 0..n-1. */

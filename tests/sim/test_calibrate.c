@@ -77,8 +77,7 @@ static double number_after(const char *path, const char *key) {
 static double one_alltoall(const sim_calib *c, double bytes) {
     hand_sched h;
     hand_init(&h, 2);
-    int ranks[2] = {0, 1};
-    int g = hand_group(&h, 2, ranks);
+    int g = hand_group(&h, 2);
     hand_collective(&h, 2, EP_OP_ALLTOALL, EP_STREAM_COMM, g, bytes);
     hand_result res;
     hand_run(&h, "h200x2", c, &res);

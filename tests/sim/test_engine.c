@@ -20,8 +20,7 @@ static void op_work(const sim_calib *c, const ep_op *op, sim_work *w) {
 static void test_a2a_h200x2(void) {
     hand_sched h;
     hand_init(&h, 2);
-    int ranks[2] = {0, 1};
-    int g = hand_group(&h, 2, ranks);
+    int g = hand_group(&h, 2);
     const int64_t B = 256ll << 20;
     hand_traffic_pair(&h, g, B);
     for (int r = 0; r < 2; r++) {
@@ -48,10 +47,7 @@ static void test_a2a_h200x2(void) {
 static void test_ring_allreduce_dgx8(void) {
     hand_sched h;
     hand_init(&h, 8);
-    int ranks[8];
-    for (int i = 0; i < 8; i++)
-        ranks[i] = i;
-    int g = hand_group(&h, 8, ranks);
+    int g = hand_group(&h, 8);
     const double S = 4.0 * 1024 * 1024 * 1024;
     hand_collective(&h, 8, EP_OP_ALL_REDUCE, EP_STREAM_DP, g, S);
     sim_calib c;
@@ -74,8 +70,7 @@ static void test_ring_allreduce_dgx8(void) {
 static void test_two_microbatch_overlap(void) {
     hand_sched h;
     hand_init(&h, 2);
-    int ranks[2] = {0, 1};
-    int g = hand_group(&h, 2, ranks);
+    int g = hand_group(&h, 2);
     const int64_t B = 64ll << 20;
     hand_traffic_pair(&h, g, B);
     ep_op gemm = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
@@ -151,8 +146,7 @@ static void test_host_sync_blocks_launch(void) {
 static void test_sm_contention(void) {
     hand_sched h;
     hand_init(&h, 2);
-    int ranks[2] = {0, 1};
-    int g = hand_group(&h, 2, ranks);
+    int g = hand_group(&h, 2);
     ep_op gemm = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
     gemm.flops = 2.0 * 8192 * 8192 * 8192;
     gemm.bytes = 3.0 * 8192 * 8192 * 2;
@@ -225,8 +219,7 @@ static void test_compute_beside_compute(void) {
 static void test_shared_link_with_compute(void) {
     hand_sched h;
     hand_init(&h, 2);
-    int ranks[2] = {0, 1};
-    int g0 = hand_group(&h, 2, ranks), g1 = hand_group(&h, 2, ranks);
+    int g0 = hand_group(&h, 2), g1 = hand_group(&h, 2);
     const int64_t S = 1000000000;
     hand_traffic_pair(&h, g0, S);
     ep_op gemm = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
@@ -286,17 +279,9 @@ static void test_hierarchical_dispatch_dgx16(void) {
     hand_init(&h, 16);
     h.s.cfg.moe_token_dispatcher_type = EP_DISPATCHER_FLEX;
     h.s.cfg.moe_flex_dispatcher_backend = EP_FLEX_DEEPEP;
-    int ranks[16];
-    for (int i = 0; i < 16; i++)
-        ranks[i] = i;
-    int g = hand_group(&h, 16, ranks);
+    int g = hand_group(&h, 16);
     const int64_t B = 32ll << 20;
-    ep_traffic *t = &h.traffic[h.s.ntraffic++];
-    t->group = g;
-    t->n = 16;
-    t->nnodes = 2;
-    t->node_of = h.tnode_of[0];
-    t->bytes = h.tbytes[0];
+    ep_traffic *t = hand_traffic(&h, g, 16, 2);
     t->node_bytes = h.tnode[0];
     for (int i = 0; i < 16; i++)
         t->node_of[i] = i / 8;
@@ -327,8 +312,7 @@ static void test_hierarchical_dispatch_dgx16(void) {
 static void test_deadlock_reported(void) {
     hand_sched h;
     hand_init(&h, 2);
-    int ranks[2] = {0, 1};
-    int g = hand_group(&h, 2, ranks);
+    int g = hand_group(&h, 2);
     ep_op ar = hand_op(EP_OP_ALL_REDUCE, EP_STREAM_COMM);
     ar.group = g;
     ar.seq = 0;

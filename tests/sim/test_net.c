@@ -45,16 +45,8 @@ static void test_stars(void) {
 static int uneven_a2a_regrouped(const sim_platform *p) {
     hand_sched h;
     hand_init(&h, 8);
-    int ranks[8];
-    for (int i = 0; i < 8; i++)
-        ranks[i] = i;
-    int g = hand_group(&h, 8, ranks);
-    ep_traffic *t = &h.traffic[h.s.ntraffic++];
-    t->group = g;
-    t->n = 8;
-    t->nnodes = 1;
-    t->node_of = h.tnode_of[0];
-    t->bytes = h.tbytes[0];
+    int g = hand_group(&h, 8);
+    ep_traffic *t = hand_traffic(&h, g, 8, 1);
     double sent[8] = {0}, recv[8] = {0};
     for (int i = 0; i < 8; i++)
         for (int j = 0; j < 8; j++)
@@ -76,7 +68,7 @@ static int uneven_a2a_regrouped(const sim_platform *p) {
     sim_flows f;
     if (sim_flows_init(&f, p, p->ngpus) || sim_flows_find_stars(&f)) return 80;
     double fixed;
-    sim_net_build(&f, &h.s, &c, ops, ranks, 8, 0, &fixed);
+    sim_net_build(&f, &h.s, &c, ops, h.groups[g].ranks, 8, 0, &fixed);
     int nonzero = 0, rc = 0;
     double got_out[8] = {0}, got_in[8] = {0};
     for (int a = 0; a < f.nhosts; a++)
