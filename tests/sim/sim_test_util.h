@@ -4,6 +4,7 @@
 #ifndef SIM_TEST_UTIL_H
 #define SIM_TEST_UTIL_H
 
+#include <CUnit/CUnit.h>
 #include <jansson.h>
 #include <math.h>
 #include <simgrid/engine.h>
@@ -250,6 +251,20 @@ static inline const char *tmp_path(char *buf, size_t len, const char *name) {
 
 static inline int file_exists(const char *p) {
     return access(p, F_OK) == 0;
+}
+
+/* Bad input: epsim `args` exits 2 with one line on stderr, nothing on stdout, and leaves no file
+ * at `absent` (when given). */
+static inline void expect_exit2(const char *args, const char *absent) {
+    char out[512], err[512];
+    tmp_path(out, sizeof out, "exit2.out");
+    tmp_path(err, sizeof err, "exit2.err");
+    CU_ASSERT_EQUAL(epsim_exec(args, out, err), 2);
+    CU_ASSERT_EQUAL(lines_of(err), 1);
+    CU_ASSERT_EQUAL(lines_of(out), 0);
+    if (absent) CU_ASSERT_FALSE(file_exists(absent));
+    remove(out);
+    remove(err);
 }
 
 #endif

@@ -177,17 +177,6 @@ static void test_fit_deterministic(void) {
     remove(b);
 }
 
-static void expect_fit_error(const char *args, const char *out) {
-    char o[512], e[512];
-    tmp_path(o, sizeof o, "fite.out");
-    tmp_path(e, sizeof e, "fite.err");
-    CU_ASSERT_EQUAL(epsim_exec(args, o, e), 2);
-    CU_ASSERT_EQUAL(lines_of(e), 1);
-    if (out) CU_ASSERT_NOT_EQUAL(access(out, F_OK), 0);
-    remove(o);
-    remove(e);
-}
-
 static void test_fit_errors(void) {
     char dir[512], out[512], args[2048];
     tmp_path(dir, sizeof dir, "rawbad");
@@ -195,14 +184,14 @@ static void test_fit_errors(void) {
     snprintf(args, sizeof args,
              "mkdir -p %s && printf '[{\"meta\":{}},{\"kind\":' > %s/compute.json", dir, dir);
     CU_ASSERT_EQUAL_FATAL(system(args), 0);
-    expect_fit_error("calibrate", NULL);
+    expect_exit2("calibrate", NULL);
     snprintf(args, sizeof args, "calibrate /nonexistent/calib --topo h200x2 --out %s", out);
-    expect_fit_error(args, out);
+    expect_exit2(args, out);
     snprintf(args, sizeof args, "calibrate %s --topo h200x2 --out %s", dir, out);
-    expect_fit_error(args, out);
+    expect_exit2(args, out);
     snprintf(args, sizeof args,
              "calibrate " EP_SOURCE_DIR "/traces/h200/calib --topo nosuch --out %s", out);
-    expect_fit_error(args, out);
+    expect_exit2(args, out);
     snprintf(args, sizeof args, "rm -rf %s", dir);
     CU_ASSERT_EQUAL(system(args), 0);
 }
