@@ -286,13 +286,13 @@ static int throttle_setup(engine *e) {
     t->own_n = calloc((size_t)W + 1, sizeof *t->own_n);
     t->own = calloc((size_t)W * OWN_MAX + 1, sizeof *t->own);
     t->dirty_list = calloc((size_t)W + 1, sizeof *t->dirty_list);
-    xbt_dynar_t d = xbt_dynar_new(sizeof(sg_link_t), NULL);
     if (!t->link || !t->nominal || !t->applied || !t->own_n || !t->own || !t->dirty_list) return -1;
+    xbt_dynar_t d = xbt_dynar_new(sizeof(sg_link_t), NULL);
     for (int r = 0; r < W; r++) {
         /* one peer in the node and one on the same rail elsewhere: their routes start and end
          * with every link that is this GPU's own */
         int peers[2] = {-1, -1};
-        for (int q = 0; q < p->ngpus; q++) {
+        for (int q = 0; q < p->ngpus && (peers[0] < 0 || peers[1] < 0); q++) {
             if (q == r) continue;
             if (peers[0] < 0 && p->node[q] == p->node[r]) peers[0] = q;
             if (peers[1] < 0 && p->node[q] != p->node[r] && p->local[q] == p->local[r])
