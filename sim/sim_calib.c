@@ -86,6 +86,32 @@ const char *sim_coll_name(sim_coll k) {
     return k >= 0 && k < SIM_COLL_NUM ? names[k] : "?";
 }
 
+sim_coll sim_coll_of(ep_op_kind k) {
+    switch (k) {
+    case EP_OP_A2A_DISPATCH:
+    case EP_OP_A2A_COMBINE:
+    case EP_OP_ALLTOALL:
+        return SIM_COLL_ALLTOALL;
+    case EP_OP_ALL_GATHER:
+        return SIM_COLL_ALL_GATHER;
+    case EP_OP_REDUCE_SCATTER:
+        return SIM_COLL_REDUCE_SCATTER;
+    case EP_OP_ALL_REDUCE:
+        return SIM_COLL_ALL_REDUCE;
+    case EP_OP_SEND:
+    case EP_OP_RECV:
+        return SIM_COLL_SEND;
+    default:
+        return SIM_COLL_NUM;
+    }
+}
+
+ep_op_kind sim_coll_kind(sim_coll k) {
+    static const ep_op_kind kinds[SIM_COLL_NUM] = {
+        EP_OP_ALLTOALL, EP_OP_ALL_GATHER, EP_OP_REDUCE_SCATTER, EP_OP_ALL_REDUCE, EP_OP_SEND};
+    return kinds[k];
+}
+
 void sim_gemm_features(int wgrad, double m, double n, double k, double batch,
                        double x[SIM_SHAPE_DIMS]) {
     x[0] = wgrad ? k : m;

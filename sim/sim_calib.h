@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "ep_config.h"
+#include "ep_sched.h"
 #include "sim_shape.h"
 
 #define SIM_CALIB_MAX_POINTS 32
@@ -37,6 +38,11 @@ typedef enum {
     SIM_COLL_SEND,
     SIM_COLL_NUM
 } sim_coll;
+
+/* The operation whose curve times an op kind (dispatch and combine: alltoall, recv: send),
+ * SIM_COLL_NUM for none; and the op kind each operation is measured as. */
+sim_coll sim_coll_of(ep_op_kind k);
+ep_op_kind sim_coll_kind(sim_coll k);
 
 /* time alone = base_s (+ ring steps) + route latency + link bytes / (bandwidth x efficiency) */
 typedef struct {

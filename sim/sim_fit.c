@@ -359,16 +359,10 @@ typedef struct {
     double bytes, t; /* op size as the record keys it, measured seconds */
 } comm_pt;
 
-static ep_op_kind coll_kind(sim_coll k) {
-    static const ep_op_kind kinds[SIM_COLL_NUM] = {
-        EP_OP_ALLTOALL, EP_OP_ALL_GATHER, EP_OP_REDUCE_SCATTER, EP_OP_ALL_REDUCE, EP_OP_SEND};
-    return kinds[k];
-}
-
 /* Time the engine gives an NCCL operation alone besides link bytes / (bandwidth x efficiency):
  * base, extra ring steps, route latency (sim_net_build, coll_begin). */
 static double fixed_part(const fit *x, sim_coll k, int n, double base) {
-    int steps = sim_net_ring_steps(coll_kind(k), n);
+    int steps = sim_net_ring_steps(sim_coll_kind(k), n);
     double extra = steps > 1 ? (steps - 1) * (x->c.nccl_step_s + x->lat) : 0;
     return base + extra + x->lat;
 }
@@ -378,7 +372,7 @@ static double fixed_part(const fit *x, sim_coll k, int n, double base) {
  * the largest message reaches; every point then gets the efficiency that reproduces it exactly. */
 static int fit_curve(fit *x, sim_coll k, int n, comm_pt *p, int np, sim_coll_curve *out) {
     double fx = fixed_part(x, k, n, 0);
-    ep_op_kind ok = coll_kind(k);
+    ep_op_kind ok = sim_coll_kind(k);
     int fast = 0;
     for (int i = 0; i < np; i++) {
         if (!(p[i].t > fx)) return -1;

@@ -346,29 +346,8 @@ static double build_a2a(sim_flows *f, const ep_sched *s, const ep_traffic *t, co
 
 /* The measured NCCL curve of an op kind, or NULL where the calibration has none. */
 static const sim_coll_curve *nccl_curve(const sim_calib *c, ep_op_kind k) {
-    sim_coll i;
-    switch (k) {
-    case EP_OP_A2A_DISPATCH:
-    case EP_OP_A2A_COMBINE:
-    case EP_OP_ALLTOALL:
-        i = SIM_COLL_ALLTOALL;
-        break;
-    case EP_OP_ALL_GATHER:
-        i = SIM_COLL_ALL_GATHER;
-        break;
-    case EP_OP_REDUCE_SCATTER:
-        i = SIM_COLL_REDUCE_SCATTER;
-        break;
-    case EP_OP_ALL_REDUCE:
-        i = SIM_COLL_ALL_REDUCE;
-        break;
-    case EP_OP_SEND:
-    case EP_OP_RECV:
-        i = SIM_COLL_SEND;
-        break;
-    default:
-        return NULL;
-    }
+    sim_coll i = sim_coll_of(k);
+    if (i == SIM_COLL_NUM) return NULL;
     return c->nccl_nvlink[i].efficiency.n > 0 ? &c->nccl_nvlink[i] : NULL;
 }
 
