@@ -10,13 +10,9 @@
 #include "bench.h"
 #include "ep_io.h"
 #include "ep_route.h"
+#include "ep_stats.h"
 #include "exec_kern.h"
 #include "ref_check.h"
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 double bench_now_us(void) {
     struct timespec ts;
@@ -25,11 +21,6 @@ double bench_now_us(void) {
 }
 
 #define AHEAD_MAX_US 200000.0 /* longest wait the GPU is given while the host queues an op */
-
-double bench_median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* bench_time and bench_time_ahead: with `ahead`, a delay kernel holds the stream while the host
  * issues the op, long enough (grown through the warm-up) that the GPU never waits for it. With
@@ -85,9 +76,9 @@ static double time_op(bench *b, bench_op op, void *arg, int ahead, double *host_
         for (int r = 0; r < ranks; r++)
             if (all[(size_t)r * n + i] > worst[i]) worst[i] = all[(size_t)r * n + i];
     }
-    double med = bench_median(worst, n);
-    if (host_us) *host_us = bench_mean(b, bench_median(host, n));
-    if (host_first_us) *host_first_us = bench_mean(b, bench_median(first, n));
+    double med = ep_median(worst, n);
+    if (host_us) *host_us = bench_mean(b, ep_median(host, n));
+    if (host_first_us) *host_first_us = bench_mean(b, ep_median(first, n));
     free(mine);
     free(all);
     free(worst);

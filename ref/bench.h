@@ -59,8 +59,6 @@ void bench_add(bench *b, const char *backend, int tokens, int num_sms, double ti
  * benchmark's SMs ("store_ceiling"). */
 void bench_add_push_baselines(bench *b, ep_nvl *nvl, const void *src, const size_t *peer_bytes,
                               int me, int ep, int tokens, double link_bytes, double logical_bytes);
-/* Median of n values (sorts v). */
-double bench_median(double *v, int n);
 /* Mean over ranks of a per-rank value. */
 double bench_mean(bench *b, double v);
 /* This rank's routing for `tokens` tokens per rank: topk ids and probabilities on the device

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bench_calib.h"
+#include "ep_stats.h"
 #include "exec_gpu.h"
 #include "exec_kern.h"
 #include "ref_check.h"
@@ -67,7 +68,7 @@ void calib_host(bench *b, calib_list *out) {
                 ogap[ng++] = g * 1e3;
         }
     }
-    double xd = bench_median(odur, nd), xg = bench_median(ogap, ng);
+    double xd = ep_median(odur, nd), xg = ep_median(ogap, ng);
     for (int i = 0; i < 40; i++)
         CUDA_CHECK(cudaEventDestroy(ev[i]));
     /* GPU time per tiny kernel: queued behind a long one, so the GPU never waits for the host */
@@ -90,8 +91,8 @@ void calib_host(bench *b, calib_list *out) {
         CUDA_CHECK(cudaEventSynchronize(e1));
         trip[r] = bench_now_us() - t0;
     }
-    double l = bench_median(launch, HOST_REPS), k = bench_median(gpu, 20);
-    double t = bench_median(trip, HOST_REPS), x = bench_median(exop, HOST_REPS);
+    double l = ep_median(launch, HOST_REPS), k = ep_median(gpu, 20);
+    double t = ep_median(trip, HOST_REPS), x = ep_median(exop, HOST_REPS);
     int W = b->ctx->w.size, me = b->ctx->w.rank, peer = me ^ 1, nn = 0;
     if (W >= 2 && W % 2 == 0) { /* host time of a grouped 4-byte send/recv with the partner */
         for (int r = 0; r < HOST_REPS; r++, nn++) {
@@ -104,7 +105,7 @@ void calib_host(bench *b, calib_list *out) {
             CUDA_CHECK(cudaStreamSynchronize(st));
         }
     }
-    double nl = nn ? bench_median(nccl, nn) : 0;
+    double nl = nn ? ep_median(nccl, nn) : 0;
     l = bench_mean(b, l), k = bench_mean(b, k), t = bench_mean(b, t), nl = bench_mean(b, nl);
     x = bench_mean(b, x), xd = bench_mean(b, xd), xg = bench_mean(b, xg);
     double sync = t - l - k > 0 ? t - l - k : 0;
@@ -186,12 +187,12 @@ static double victim_us(bench *b, cudaStream_t s1, cudaStream_t s2, bench_op vic
             CUDA_CHECK(cudaEventElapsedTime(&ms, ev[v], ev[v + 1]));
             t[v - 1] = ms * 1e3;
         }
-        rep[r] = bench_median(t, nv - 2);
+        rep[r] = ep_median(t, nv - 2);
     }
     CUDA_CHECK(cudaEventDestroy(e0));
     for (int v = 0; v <= nv; v++)
         CUDA_CHECK(cudaEventDestroy(ev[v]));
-    return bench_mean(b, bench_median(rep, REPS));
+    return bench_mean(b, ep_median(rep, REPS));
 }
 
 /* Aggressor launches that outlast nv victims of victim_alone us by half again. */

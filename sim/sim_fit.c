@@ -15,6 +15,7 @@
 #include <xbt/log.h>
 
 #include "ep_io.h"
+#include "ep_stats.h"
 #include "ep_sched.h"
 #include "sim_calib.h"
 #include "sim_cost.h"
@@ -145,17 +146,6 @@ static int record_op(json_t *r, ep_op *op) {
     return 0;
 }
 
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    if (n == 0) return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Memory-bound kernels: HBM efficiency by bytes, medians per quarter decade. */
 static int fit_memory(fit *x, double t0) {
     int cap = 0, n = 0;
@@ -205,7 +195,7 @@ static int fit_memory(fit *x, double t0) {
         for (int i = 0; i < n; i++)
             if ((int)floor(4 * log10(b[i])) == k) vb[m] = b[i], ve[m] = e[i], m++;
         if (m == 0) continue;
-        double mb = median(vb, m), me = median(ve, m);
+        double mb = ep_median(vb, m), me = ep_median(ve, m);
         if (tab.n > 0 && !(mb > tab.x[tab.n - 1])) continue;
         tab.x[tab.n] = mb;
         tab.y[tab.n] = me;
@@ -304,8 +294,8 @@ static int fit_host_calls(fit *x, int *ngemm, int *nattn) {
         else if (op.kind == EP_OP_ATTENTION)
             a[(*nattn)++] = h;
     }
-    if (*ngemm) x->c.gemm_launch_s = median(g, *ngemm);
-    if (*nattn) x->c.attention_launch_s = median(a, *nattn);
+    if (*ngemm) x->c.gemm_launch_s = ep_median(g, *ngemm);
+    if (*nattn) x->c.attention_launch_s = ep_median(a, *nattn);
     free(g), free(a);
     return 0;
 }
@@ -468,7 +458,7 @@ static void fit_ep_kernels(fit *x) {
     }
     if (ne == 0) return;
     x->c.ep_kernel_base_s = base;
-    x->c.ep_nvlink_efficiency = median(eff, ne);
+    x->c.ep_nvlink_efficiency = ep_median(eff, ne);
 }
 
 /* ---- residuals ---------------------------------------------------------------------------- */
@@ -497,7 +487,7 @@ static void compute_residuals(fit *x, double *med, double *p90, double *worst) {
         e[n++] = fabs(sim_work_alone(&w) - t) / t;
     }
     sim_cost_free(&cost);
-    *med = n ? median(e, n) : NAN;
+    *med = ep_median(e, n);
     *p90 = n ? e[(int)(0.9 * (n - 1))] : NAN;
     *worst = n ? e[n - 1] : NAN;
     free(e);
