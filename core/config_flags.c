@@ -100,6 +100,9 @@ static const ep_flag k_flags[] = {
     FI("expert-model-parallel-size", expert_model_parallel_size, "1", GP, "expert parallel (EP)"),
     FI("expert-tensor-parallel-size", expert_tensor_parallel_size, "0", GP,
        "tensor parallel inside experts (ETP, 0 = TP)"),
+    FB("sequence-parallel", sequence_parallel, "1", GP,
+       "TP shards activations along the sequence (always on for TP > 1: the model has no TP "
+       "all-reduce path)"),
     FI("context-parallel-size", context_parallel_size, "1", GP, "context parallel (CP)"),
     PI("world-size", world_size, "0", GP, "GPUs in the job (0 = TP x CP x PP x DP)"),
     PI("data-parallel-size", data_parallel_size, "0", GP,

@@ -106,6 +106,10 @@ static int check_attention(ep_config *c, char err[EP_ERRLEN]) {
     if (c->num_attention_heads % c->num_query_groups != 0)
         FAIL("--num-query-groups %d does not divide --num-attention-heads %d", c->num_query_groups,
              c->num_attention_heads);
+    if (tp > 1 && !c->sequence_parallel) /* Megatron-LM refuses MoE + TP without it too */
+        FAIL("--tensor-model-parallel-size %d without --sequence-parallel is not modelled (TP "
+             "all-reduces); drop --no-sequence-parallel",
+             tp);
     if (c->num_attention_heads % tp != 0)
         FAIL("--tensor-model-parallel-size %d does not divide --num-attention-heads %d", tp,
              c->num_attention_heads);
@@ -147,7 +151,8 @@ static int check_world(ep_config *c, char err[EP_ERRLEN]) {
             /* Neither world nor DP given: the smallest layout the experts fit, i.e. the least DP
              * with ETP x EP dividing TP x CP x DP (epsched @preset --expert-model-parallel-size 2
              * then shows a 2-rank schedule). */
-            long long etp = c->expert_tensor_parallel_size > 0 ? c->expert_tensor_parallel_size : tp;
+            long long etp =
+                c->expert_tensor_parallel_size > 0 ? c->expert_tensor_parallel_size : tp;
             long long need = etp * c->expert_model_parallel_size, have = tp * cp;
             long long a = need, b = have;
             while (b) {

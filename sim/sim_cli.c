@@ -98,6 +98,14 @@ static int split_args(int argc, char **argv, cli_opts *o, int *nsg, char **sg, i
     return 0;
 }
 
+/* Whether the flag appears among the arguments (as --flag V or --flag=V). */
+static int given(int n, char **args, const char *flag) {
+    size_t k = strlen(flag);
+    for (int i = 1; i < n; i++)
+        if (strncmp(args[i], flag, k) == 0 && (args[i][k] == 0 || args[i][k] == '=')) return 1;
+    return 0;
+}
+
 static int largest_divisor(int a, int b, int cap) {
     int best = 1;
     for (int d = 1; d <= cap; d++)
@@ -113,13 +121,17 @@ static void default_layout(ep_config *cfg, const sim_platform *p) {
     int mp = cfg->tensor_model_parallel_size * cfg->context_parallel_size *
              cfg->pipeline_model_parallel_size;
     int dp = mp > 0 && world % mp == 0 ? world / mp : 1;
-    if (cfg->expert_model_parallel_size == 0)
-        cfg->expert_model_parallel_size =
-            cfg->num_experts > 0
-                ? largest_divisor(cfg->num_experts,
-                                  dp * cfg->context_parallel_size * cfg->tensor_model_parallel_size,
-                                  p->gpus_per_node)
-                : 1;
+    if (cfg->expert_model_parallel_size == 0) {
+        /* EP x ETP ranks hold one copy of the experts: they divide TP x CP x DP and stay in a node
+         */
+        int etp = cfg->expert_tensor_parallel_size ? cfg->expert_tensor_parallel_size
+                                                   : cfg->tensor_model_parallel_size;
+        int ranks = dp * cfg->context_parallel_size * cfg->tensor_model_parallel_size;
+        int cap = etp > 0 && p->gpus_per_node / etp > 1 ? p->gpus_per_node / etp : 1;
+        cfg->expert_model_parallel_size = cfg->num_experts > 0 && etp > 0 && ranks % etp == 0
+                                              ? largest_divisor(cfg->num_experts, ranks / etp, cap)
+                                              : 1;
+    }
     if (cfg->global_batch_size == 0) {
         int pp = cfg->pipeline_model_parallel_size;
         int nmb = pp > 1 ? 2 * pp : DEFAULT_MICROBATCHES;
@@ -225,10 +237,16 @@ int sim_cli_run(int argc, char **argv) {
         snprintf(preset_arg, sizeof preset_arg, "@%s", path);
         cargv[cargc++] = preset_arg;
     }
+    int preset = cargc > 1;
     for (int i = 1; i < nrest; i++)
         cargv[cargc++] = rest[i];
     int prc = ep_config_parse(&cfg, cargc, cargv, NULL, NULL, err);
     free(cargv);
+    /* a pattern given on top of the preset decides the layer kinds: the preset's dense first
+     * layer (--moe-layer-freq) yields to it unless given too */
+    if (prc == 0 && preset && given(nrest, rest, "--hybrid-override-pattern") &&
+        !given(nrest, rest, "--moe-layer-freq"))
+        snprintf(cfg.moe_layer_freq, sizeof cfg.moe_layer_freq, "1");
     if (prc != 0) {
         rc = fail2(err);
         goto out_plat;

@@ -332,6 +332,53 @@ static void test_bundled_topologies_run(void) {
     }
 }
 
+/* Unset EP keeps EP x ETP ranks (one copy of the experts) inside a node and dividing the ranks. */
+static void test_default_layout(void) {
+    static const struct {
+        const char *flags;
+        int ep;
+    } cases[] = {
+        {"", 8},
+        {"--tensor-model-parallel-size 4", 2},                                 /* ETP = TP = 4 */
+        {"--tensor-model-parallel-size 4 --expert-tensor-parallel-size 1", 8}, /* ETP 1 */
+        {"--tensor-model-parallel-size 2 --sequence-parallel", 4},
+    };
+    char js[512], args[1024];
+    tmp_path(js, sizeof js, "layout.json");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args,
+                 "--topo dgx16 --num-layers 2 --moe-layer-freq 1 --mtp-num-layers 0 %s "
+                 "--summary-json %s",
+                 cases[i].flags, js);
+        CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+        double ep = json_num(js, "config.expert_model_parallel_size");
+        if (ep != cases[i].ep) fprintf(stderr, "'%s': EP %g\n", cases[i].flags, ep);
+        CU_ASSERT_EQUAL(ep, cases[i].ep);
+    }
+    remove(js);
+}
+
+/* A hybrid pattern on top of the default preset replaces the preset's --moe-layer-freq; both
+ * given by the user stay an error. */
+static void test_pattern_over_preset(void) {
+    char js[512], args[1024];
+    tmp_path(js, sizeof js, "pattern.json");
+    snprintf(args, sizeof args,
+             "--topo dgx8 --hybrid-override-pattern 'M*E-M*E-' --num-layers 8 --mtp-num-layers 0 "
+             "--summary-json %s",
+             js);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    FILE *f = fopen(js, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "\"moe_layers\":[2,6]"));
+    remove(js);
+    expect_error("--topo dgx8 --hybrid-override-pattern 'M*E-' --num-layers 4 --moe-layer-freq 2");
+}
+
 void ep_suite_cli(void) {
     CU_pSuite s = CU_add_suite("sim_cli", NULL, NULL);
     CU_add_test(s, "errors: one line, exit 2, no output file", test_errors);
@@ -346,4 +393,7 @@ void ep_suite_cli(void) {
     CU_add_test(s, "sweep ranks a grid", test_sweep);
     CU_add_test(s, "bundled topologies equal the generator's output", test_topologies_regenerate);
     CU_add_test(s, "bundled topologies run", test_bundled_topologies_run);
+    CU_add_test(s, "default layout: EP x ETP inside a node", test_default_layout);
+    CU_add_test(s, "a hybrid pattern replaces the preset's MoE layer list",
+                test_pattern_over_preset);
 }

@@ -382,6 +382,8 @@ static const bad_case k_bad[] = {
     {"--moe-pad-mode host --moe-pad-multiple 24", {"--moe-pad-multiple 24", "1, 16, 32, 64, 128"}},
     {"--moe-pad-multiple 16", {"--moe-pad-multiple 16", "--moe-pad-mode"}},
     {"--moe-pad-mode host", {"--moe-pad-mode host", "--fp8-format", "--moe-pad-multiple"}},
+    {"--tensor-model-parallel-size 2 --no-sequence-parallel",
+     {"--tensor-model-parallel-size 2", "--sequence-parallel"}},
 };
 
 static void test_validation_messages(void) {
@@ -423,6 +425,10 @@ static void test_derived_layout(void) {
     CU_ASSERT_EQUAL(g_cfg.virtual_pipeline_model_parallel_size, 2);
     CU_ASSERT_EQUAL(g_cfg.world_size, 2);
     CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--world-size 8 --data-parallel-size 8", g_err), 0);
+    /* Megatron-LM scripts pass --sequence-parallel with TP; without TP it changes nothing */
+    CU_ASSERT_EQUAL(
+        ep_test_config(&g_cfg, "--tensor-model-parallel-size 2 --sequence-parallel", g_err), 0);
+    CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--no-sequence-parallel", g_err), 0);
 }
 
 static void test_derived_padding(void) {
