@@ -189,6 +189,19 @@ static int parse_file(parse_ctx *c, const char *name, const char *dir, int depth
     return rc;
 }
 
+/* Appends --name to the config's list of accepted-and-ignored flags (once each). */
+static void note_ignored(ep_config *cfg, const char *name) {
+    char *l = cfg->ignored_flags;
+    size_t cap = sizeof cfg->ignored_flags, used = strlen(l), k = strlen(name);
+    for (const char *p = strstr(l, name); p; p = strstr(p + 1, name))
+        if (p >= l + 2 && p[-1] == '-' && p[-2] == '-' && (p[k] == ' ' || p[k] == 0)) return;
+    if (used >= 3 && strcmp(l + used - 3, "...") == 0) return; /* full already */
+    if (used + k + 4 < cap - 4)
+        snprintf(l + used, cap - used, "%s--%s", used ? " " : "", name);
+    else
+        snprintf(l + used, cap - used, " ...");
+}
+
 static int is_flag(const char *s) {
     return s[0] == '-' && s[1] == '-' && s[2];
 }
@@ -225,6 +238,23 @@ static int parse_tokens(parse_ctx *c, char **tok, int n, const char *dir, int de
                 return -1;
             }
             negate = 1;
+        }
+        int ignored = f ? 0 : ep_config_ignored_flag(name);
+        if (ignored) {
+            if (ignored >= 2 && !eq) {
+                if (i + 1 >= n || is_flag(tok[i + 1])) {
+                    snprintf(c->err, EP_ERRLEN, "--%s needs a value", name);
+                    return -1;
+                }
+                i++;
+                while (ignored == 3 && i + 1 < n && !is_flag(tok[i + 1]) && tok[i + 1][0] != '@')
+                    i++;
+            } else if (ignored == 1 && eq) {
+                snprintf(c->err, EP_ERRLEN, "--%s takes no value", name);
+                return -1;
+            }
+            note_ignored(c->cfg, name);
+            continue;
         }
         if (!f) {
             if (!c->pass_unknown) {

@@ -424,5 +424,7 @@ void ep_config_write_json(const ep_config *cfg, FILE *f) {
     int nl = cfg->num_layers < EP_MAX_LAYERS ? cfg->num_layers : EP_MAX_LAYERS;
     for (int i = 0, w = 0; i < nl; i++)
         if (cfg->moe_layer_is_moe[i] && cfg->num_experts > 0) fprintf(f, "%s%d", w++ ? "," : "", i);
-    fputs("]}", f);
+    fputs("],\"ignored_flags\":", f);
+    json_string(f, cfg->ignored_flags);
+    fputc('}', f);
 }

@@ -127,6 +127,8 @@ typedef struct {
                                                   ep_config_validate (0 = not given) */
     uint64_t routing_budget; /* project --routing-budget: token selections drawn per iteration */
     ep_transport ep_transport; /* project --moe-flex-transport kernel|nccl */
+    char ignored_flags[256];   /* Megatron-LM flags accepted without effect, as given ("--lr ...",
+                                  truncated with "..."; see ep_config_ignored_flag) */
 } ep_config;
 
 /* Defaults: a small GPT-MoE that fits anywhere (documented in --help). */
@@ -143,6 +145,11 @@ typedef struct {
 } ep_arglist;
 int ep_config_parse(ep_config *cfg, int argc, char **argv, ep_arglist *positional,
                     ep_arglist *pass_unknown, char err[EP_ERRLEN]);
+
+/* Megatron-LM flags (name without "--") that are accepted and have no effect on a step
+ * (config_ignored.c): 0 not one of them, 1 an on/off flag, 2 a flag that takes a value, 3 one
+ * that takes every value up to the next flag. */
+int ep_config_ignored_flag(const char *name);
 
 /* Parses argument-file text held in memory (whitespace-separated tokens, # comments, nested @file
  * resolved against the current directory). Unknown flags and positional arguments are errors.

@@ -79,6 +79,9 @@ static int parse(ref_ctx *ctx, int argc, char **argv, exec_opts *o) {
         if (loud) fprintf(stderr, "epref: %s\n", err);
         return 2;
     }
+    if (loud && o->cfg.ignored_flags[0])
+        fprintf(stderr, "epref: note: accepted without effect on the run: %s\n",
+                o->cfg.ignored_flags);
     if (o->cfg.world_size != ctx->w.size) {
         if (loud)
             fprintf(stderr, "epref: the configuration needs %d ranks but %d were launched\n",

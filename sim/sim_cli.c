@@ -262,6 +262,9 @@ int sim_cli_run(int argc, char **argv) {
         rc = fail2(err);
         goto out_plat;
     }
+    if (cfg.ignored_flags[0])
+        fprintf(stderr, "epsim: note: accepted without effect on the simulated step: %s\n",
+                cfg.ignored_flags);
     ep_sched s;
     if (ep_sched_build(&cfg, &s, err) != 0) {
         rc = fail2(err);

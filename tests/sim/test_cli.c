@@ -379,6 +379,28 @@ static void test_pattern_over_preset(void) {
     expect_error("--topo dgx8 --hybrid-override-pattern 'M*E-' --num-layers 4 --moe-layer-freq 2");
 }
 
+/* Megatron-LM flags without effect (learning rate, dtype, kernel choices) leave the prediction as
+ * it is and are named in one note on stderr. */
+static void test_megatron_flags_ignored(void) {
+    char a[512], b[512], err[512];
+    tmp_path(a, sizeof a, "plain.json");
+    tmp_path(b, sizeof b, "ignored.json");
+    tmp_path(err, sizeof err, "ignored.err");
+    CU_ASSERT_EQUAL_FATAL(run_summary("", a), 0);
+    char args[4096];
+    snprintf(args, sizeof args,
+             SMALL " --lr 3e-4 --bf16 --use-flash-attn --moe-grouped-gemm --log-interval 1 "
+                   "--summary-json %s",
+             b);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, err), 0);
+    CU_ASSERT_EQUAL(json_num(a, "iteration_time_s"), json_num(b, "iteration_time_s"));
+    CU_ASSERT_EQUAL(json_num(a, "tokens_per_s"), json_num(b, "tokens_per_s"));
+    CU_ASSERT_EQUAL(lines_of(err), 1);
+    remove(a);
+    remove(b);
+    remove(err);
+}
+
 void ep_suite_cli(void) {
     CU_pSuite s = CU_add_suite("sim_cli", NULL, NULL);
     CU_add_test(s, "errors: one line, exit 2, no output file", test_errors);
@@ -396,4 +418,5 @@ void ep_suite_cli(void) {
     CU_add_test(s, "default layout: EP x ETP inside a node", test_default_layout);
     CU_add_test(s, "a hybrid pattern replaces the preset's MoE layer list",
                 test_pattern_over_preset);
+    CU_add_test(s, "Megatron-LM flags without effect change nothing", test_megatron_flags_ignored);
 }

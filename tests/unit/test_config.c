@@ -77,6 +77,49 @@ static void test_bools(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "--num-layers is not an on/off flag"));
 }
 
+/* Megatron-LM flags with no effect on a step are accepted, listed once each, and keep their
+ * arity; flags that change the step and are not modelled stay unknown. */
+static void test_ignored_megatron_flags(void) {
+    CU_ASSERT_EQUAL_FATAL(
+        ep_test_config(&g_cfg,
+                       "--lr 1e-4 --bf16 --num-layers 6 --moe-aux-loss-coeff=0.01 "
+                       "--bf16 --use-flash-attn --min-lr 1e-5",
+                       g_err),
+        0);
+    CU_ASSERT_EQUAL(g_cfg.num_layers, 6);
+    CU_ASSERT_STRING_EQUAL(g_cfg.ignored_flags,
+                           "--lr --bf16 --moe-aux-loss-coeff --use-flash-attn --min-lr");
+    CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--data-path 0.7 a 0.3 b --num-layers 5", g_err), 0);
+    CU_ASSERT_EQUAL(g_cfg.num_layers, 5);
+    CU_ASSERT_STRING_EQUAL(g_cfg.ignored_flags, "--data-path");
+    CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--num-layers 6", g_err), 0);
+    CU_ASSERT_STRING_EQUAL(g_cfg.ignored_flags, "");
+    CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--bf16=1", g_err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "--bf16 takes no value"));
+    CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--lr", g_err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "--lr needs a value"));
+    CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--lr --bf16", g_err), -1);
+    CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--no-bf16", g_err), -1);
+    CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--recompute-granularity full", g_err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "unknown flag --recompute-granularity"));
+    /* a long list ends in "..." and never overflows */
+    char many[4096] = "";
+    static const char *const names[] = {
+        "lr",           "min-lr",          "lr-decay-style",    "lr-decay-iters",
+        "weight-decay", "adam-beta1",      "adam-beta2",        "adam-eps",
+        "clip-grad",    "init-method-std", "attention-dropout", "hidden-dropout",
+        "norm-epsilon", "normalization",   "rotary-base",       "save",
+        "load",         "save-interval",   "eval-interval",     "eval-iters",
+        "log-interval"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "--%s 1 ", names[i]);
+    CU_ASSERT_EQUAL_FATAL(ep_test_config(&g_cfg, many, g_err), 0);
+    size_t len = strlen(g_cfg.ignored_flags);
+    CU_ASSERT(len < sizeof g_cfg.ignored_flags);
+    CU_ASSERT(len >= 3 && strcmp(g_cfg.ignored_flags + len - 3, "...") == 0);
+    CU_ASSERT_EQUAL(strncmp(g_cfg.ignored_flags, "--lr --min-lr ", 14), 0);
+}
+
 static void test_enums_and_aliases(void) {
     CU_ASSERT_EQUAL(ep_test_config(&g_cfg,
                                    "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend "
@@ -556,6 +599,7 @@ static void test_json_has_every_flag(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(j, "\"moe_layer_freq\":\"([0]*1+[1]*3)\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(j, "\"moe_layers\":[1,2,3]"));
     CU_ASSERT_PTR_NOT_NULL(strstr(j, "\"backend\":\"alltoall\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(j, "\"ignored_flags\":\"\"}"));
 }
 
 /* ---- presets ---- */
@@ -649,6 +693,7 @@ void ep_suite_config(void) {
     CU_add_test(s, "--flag value and --flag=value", test_both_forms);
     CU_add_test(s, "booleans and --no-<flag>", test_bools);
     CU_add_test(s, "enums and alias spellings", test_enums_and_aliases);
+    CU_add_test(s, "Megatron-LM flags without effect are accepted", test_ignored_megatron_flags);
     CU_add_test(s, "malformed values name the flag", test_bad_values);
     CU_add_test(s, "unknown flags and positional arguments", test_unknown_and_positional);
     CU_add_test(s, "argument text from memory", test_parse_text);

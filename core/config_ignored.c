@@ -1,0 +1,130 @@
+/* config_ignored: Megatron-LM flags that both programs accept and ignore, so that a training
+ * script's arguments can be pasted as they are (docs/configuration.md, "Megatron-LM flags
+ * accepted without effect").
+ *
+ * Two kinds. Flags that do not change what a training step runs or how long it takes (learning
+ * rate, logging, checkpoints, data, dropout, losses). And flags that choose a kernel
+ * implementation: epsim times kernels from the calibration, epref runs its own kernels, so the
+ * choice changes neither; calibrate with the kernels you train with. Anything that changes the
+ * step and is not modelled (recomputation, capacity factors, ...) stays an unknown flag: exit 2.
+ */
+#include <string.h>
+
+#include "ep_config.h"
+
+#define B 1 /* on/off: takes no value */
+#define V 2 /* takes one value */
+#define M 3 /* takes the values up to the next flag ("--data-path 0.7 a 0.3 b") */
+
+static const struct {
+    const char *name;
+    int arity; /* B, V or M */
+} k_ignored[] = {
+    /* optimizer and learning-rate schedule */
+    {"lr", V},
+    {"min-lr", V},
+    {"lr-decay-style", V},
+    {"lr-decay-iters", V},
+    {"lr-warmup-iters", V},
+    {"lr-warmup-fraction", V},
+    {"lr-warmup-init", V},
+    {"weight-decay", V},
+    {"adam-beta1", V},
+    {"adam-beta2", V},
+    {"adam-eps", V},
+    {"clip-grad", V},
+    {"init-method-std", V},
+    /* numerics of the model that cost nothing measurable here */
+    {"bf16", B},
+    {"attention-dropout", V},
+    {"hidden-dropout", V},
+    {"norm-epsilon", V},
+    {"normalization", V},
+    {"position-embedding-type", V},
+    {"use-rotary-position-embeddings", B},
+    {"no-position-embedding", B},
+    {"rotary-base", V},
+    {"rotary-percent", V},
+    {"rotary-scaling-factor", V},
+    {"max-position-embeddings", V},
+    {"make-vocab-size-divisible-by", V},
+    {"untie-embeddings-and-output-weights", B},
+    {"disable-bias-linear", B},
+    {"qk-layernorm", B},
+    {"apply-layernorm-1p", B},
+    {"calculate-per-token-loss", B},
+    {"accumulate-allreduce-grads-in-fp32", B},
+    /* MoE losses and router numerics (the routing itself is --routing) */
+    {"moe-aux-loss-coeff", V},
+    {"moe-z-loss-coeff", V},
+    {"moe-router-load-balancing-type", V},
+    {"moe-router-bias-update-rate", V},
+    {"moe-router-enable-expert-bias", B},
+    {"moe-router-topk-scaling-factor", V},
+    {"moe-router-pre-softmax", B},
+    {"moe-router-dtype", V},
+    /* kernel choices: the calibration (epsim) or epref's kernels decide the time */
+    {"use-flash-attn", B},
+    {"attention-backend", V},
+    {"transformer-impl", V},
+    {"moe-grouped-gemm", B},
+    {"moe-use-legacy-grouped-gemm", B},
+    {"moe-router-fusion", B},
+    {"cross-entropy-loss-fusion", B},
+    {"cross-entropy-fusion-impl", V},
+    {"no-masked-softmax-fusion", B},
+    {"no-bias-gelu-fusion", B},
+    {"no-bias-swiglu-fusion", B},
+    {"no-bias-dropout-fusion", B},
+    {"no-rope-fusion", B},
+    {"no-gradient-accumulation-fusion", B},
+    {"use-mcore-models", B},
+    /* data, tokenizer */
+    {"data-path", M},
+    {"split", V},
+    {"data-cache-path", V},
+    {"mock-data", B},
+    {"num-workers", V},
+    {"tokenizer-type", V},
+    {"tokenizer-model", V},
+    {"vocab-file", V},
+    {"merge-file", V},
+    {"eod-mask-loss", B},
+    {"no-create-attention-mask-in-dataloader", B},
+    {"no-mmap-bin-files", B},
+    /* checkpoints, logging, process control */
+    {"save", V},
+    {"load", V},
+    {"save-interval", V},
+    {"ckpt-format", V},
+    {"no-load-optim", B},
+    {"no-load-rng", B},
+    {"no-save-optim", B},
+    {"no-save-rng", B},
+    {"use-checkpoint-args", B},
+    {"eval-interval", V},
+    {"eval-iters", V},
+    {"log-interval", V},
+    {"log-throughput", B},
+    {"log-params-norm", B},
+    {"log-num-zeros-in-grad", B},
+    {"log-timers-to-tensorboard", B},
+    {"log-memory-to-tensorboard", B},
+    {"log-validation-ppl-to-tensorboard", B},
+    {"tensorboard-dir", V},
+    {"wandb-project", V},
+    {"wandb-exp-name", V},
+    {"wandb-save-dir", V},
+    {"distributed-backend", V},
+    {"distributed-timeout-minutes", V},
+    {"exit-duration-in-mins", V},
+    {"exit-interval", V},
+    {"manual-gc", B},
+    {"check-for-nan-in-loss-and-grad", B},
+};
+
+int ep_config_ignored_flag(const char *name) {
+    for (size_t i = 0; i < sizeof k_ignored / sizeof k_ignored[0]; i++)
+        if (strcmp(k_ignored[i].name, name) == 0) return k_ignored[i].arity;
+    return 0;
+}
