@@ -19,8 +19,9 @@ typedef struct {
     double iteration_time_s, tokens_per_s, tokens_per_s_per_gpu, tflops_per_gpu, mfu;
     double exposed_s[EP_COMM_NUM]; /* mean over ranks, by ep_comm_class */
     double exposed_total_s, compute_busy_s, idle_s, bubble_fraction;
-    double a2a_bytes; /* token all-to-all payload, all ranks */
-    long host_syncs;  /* host_sync ops, all ranks */
+    double a2a_bytes;         /* token all-to-all payload, all ranks */
+    long host_syncs;          /* host_sync ops, all ranks */
+    double model_state_bytes; /* weights, gradients and optimizer state of the fullest GPU */
     long nops;
 } ep_step_metrics;
 

@@ -108,6 +108,7 @@ typedef struct {
     ep_op *ops;
     int ndeps, depcap;
     int *deps;
+    double model_state_bytes; /* weights, gradients, optimizer state held (sched_dp.c) */
 } ep_rank_sched;
 
 /* Per-peer payload of one token all-to-all instance (dispatch direction). */

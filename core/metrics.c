@@ -69,6 +69,8 @@ int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_int
     if (!ev) return -1;
     for (int r = 0; r < s->world; r++) {
         const ep_rank_sched *rs = &s->ranks[r];
+        if (rs->model_state_bytes > m->model_state_bytes)
+            m->model_state_bytes = rs->model_state_bytes;
         int n = 0;
         for (int i = 0; i < rs->nops; i++) {
             const ep_op *op = &rs->ops[i];
@@ -127,4 +129,5 @@ void ep_metrics_write_json(FILE *f, const ep_sched *s, const ep_step_metrics *m)
     num(f, "pp_bubble_fraction", m->bubble_fraction, 1);
     fprintf(f, ",\"host_syncs\":%ld", m->host_syncs);
     num(f, "a2a_bytes", m->a2a_bytes, 1);
+    num(f, "model_state_bytes_per_gpu", m->model_state_bytes, 1);
 }

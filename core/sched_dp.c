@@ -24,6 +24,7 @@
 /* Adam: reads fp32 master, m, v, grad (16 B), writes master, m, v (12 B) and the bf16 param. */
 #define OPTIMIZER_BYTES_PER_PARAM 30.0
 #define OPTIMIZER_FLOPS_PER_PARAM 12.0
+#define ADAM_STATE_BYTES          12.0 /* fp32 master weights, m, v */
 
 void ep_dp_layer_params(const ep_config *cfg, const ep_layer *l, double *dense, double *expert) {
     ep_layer_params p;
@@ -386,7 +387,9 @@ int ep_dp_after_embedding_bwd(ep_rank_builder *rb, int mb, int last_op) {
 /* --- end of the iteration ------------------------------------------------------------------------
  */
 
-static double local_params(const ep_rank_builder *rb) {
+/* Dense and expert parameters of this rank's layers (embedding on the first stage, output layer
+ * on the last), before any data-parallel sharding. */
+static void stage_params(const ep_rank_builder *rb, double *dense_out, double *expert_out) {
     double dense = 0, expert = 0;
     const ep_layer_plan *plan = &rb->s->plan;
     for (int c = 0; c < rb->vpp; c++) {
@@ -401,6 +404,13 @@ static double local_params(const ep_rank_builder *rb) {
     }
     if (rb->stage == 0) dense += emb_params(rb);
     if (rb->stage == rb->pp - 1) dense += emb_params(rb);
+    *dense_out = dense;
+    *expert_out = expert;
+}
+
+static double local_params(const ep_rank_builder *rb) {
+    double dense, expert;
+    stage_params(rb, &dense, &expert);
     if (fsdp(rb) || sharded_params(rb)) { /* each rank updates only its shard */
         int outer = hsdp(rb) && rb->cfg->outer_dp_sharding_strategy == EP_OUTER_OPTIM;
         dense /= gsize(rb, dense_group(rb)) * (outer ? gsize(rb, rb->g_dp_out) : 1);
@@ -409,7 +419,31 @@ static double local_params(const ep_rank_builder *rb) {
     return dense + expert;
 }
 
+/* Bytes of model state this rank holds through the step (Megatron-LM's accounting in
+ * theoretical_memory_usage.py, with EP/ETP sharding of the experts): bf16 weights (2 B), fp32 main
+ * gradients (4 B), Adam's fp32 master weights, m and v (12 B). The distributed optimizer and
+ * HSDP shard the Adam state over the (inner) DP group, an outer `optim` step also over the outer
+ * group; FSDP optim_grads shards the gradients too, optim_grads_params the weights as well. */
+static double model_state_bytes(const ep_rank_builder *rb) {
+    double dense, expert;
+    stage_params(rb, &dense, &expert);
+    int strategy = fsdp(rb) ? (int)rb->cfg->data_parallel_sharding_strategy : EP_SHARD_NO_SHARD;
+    int opt = sharded_params(rb) || strategy >= EP_SHARD_OPTIM;
+    int outer = hsdp(rb) && rb->cfg->outer_dp_sharding_strategy == EP_OUTER_OPTIM;
+    double bytes = 0;
+    for (int k = 0; k < 2; k++) {
+        double n = k ? expert : dense;
+        double g = gsize(rb, k ? expert_group(rb) : dense_group(rb));
+        double o = g * (outer ? gsize(rb, k ? rb->g_edp_out : rb->g_dp_out) : 1);
+        bytes += n * (PARAM_BYTES / (strategy >= EP_SHARD_OPTIM_GRADS_PARAMS ? g : 1) +
+                      GRAD_BYTES / (strategy >= EP_SHARD_OPTIM_GRADS ? g : 1) +
+                      ADAM_STATE_BYTES / (opt ? o : 1));
+    }
+    return bytes;
+}
+
 int ep_dp_end(ep_rank_builder *rb) {
+    rb->out->model_state_bytes = model_state_bytes(rb);
     int last_comp = rb->last_on_stream[EP_STREAM_COMP];
     if (!fsdp(rb) && !rb->cfg->overlap_grad_reduce) {
         /* in the order they became ready: embedding last, others top layer first */

@@ -136,6 +136,10 @@ int sim_platform_load(sim_platform *p, const char *topo, char err[EP_ERRLEN]) {
             prop_num(h, "sm_count", &v, err, p->path))
             return -1;
         p->sm_count[r] = (int)v;
+        if (sg_host_get_property_value(h, "hbm_bytes")) { /* optional: the memory check */
+            if (prop_num(h, "hbm_bytes", &v, err, p->path)) return -1;
+            if (p->hbm_bytes == 0 || v < p->hbm_bytes) p->hbm_bytes = v;
+        }
         const char *nd = sg_host_get_property_value(h, "node");
         const char *li = sg_host_get_property_value(h, "local_index");
         /* without node properties every GPU is its own node */

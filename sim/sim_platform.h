@@ -1,8 +1,9 @@
 /* sim_platform: the SimGrid platform a run uses - file lookup, loading, and the GPU hosts.
  *
  * A GPU is a host named gpu<rank> with properties peak_flops, hbm_bw, sm_count, node and
- * local_index (docs/epsim.md, "Platform files"); rank r runs on gpu<r>. The root zone may name a
- * default calibration (property calibration: a file, or a name under traces/calib/).
+ * local_index, optionally hbm_bytes (docs/epsim.md, "Platform files"); rank r runs on gpu<r>. The
+ * root zone may name a default calibration (property calibration: a file, or a name under
+ * traces/calib/).
  */
 #ifndef SIM_PLATFORM_H
 #define SIM_PLATFORM_H
@@ -20,6 +21,7 @@ typedef struct {
     int *node, *local; /* [ngpus] node index and index inside the node */
     double *peak_flops, *hbm_bw;
     int *sm_count;
+    double hbm_bytes; /* the smallest GPU memory (property hbm_bytes), 0 when not given */
 } sim_platform;
 
 /* Finds a data file: `arg` itself if it names an existing file, else <dir>/<arg><suffix> for the

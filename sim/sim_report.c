@@ -66,6 +66,7 @@ int sim_write_summary_json(const char *path, const ep_sched *s, const sim_metric
             m->step.nops, m->ntransfers);
     fputs(",\"topology\":", f);
     ep_json_string(f, p->name);
+    fprintf(f, ",\"gpu_memory_bytes\":%.0f", p->hbm_bytes); /* 0: the platform does not say */
     fputs(",\"config\":", f);
     ep_config_write_json(&s->cfg, f);
     fputs(",\"calibration_file\":", f);
@@ -163,6 +164,19 @@ void sim_print_summary(FILE *f, const ep_sched *s, const sim_metrics *m, const s
     fprintf(f, "    %-10s          %12.6f s  (%.1f%%)\n", "total", m->step.exposed_total_s,
             T > 0 ? 100 * m->step.exposed_total_s / T : 0);
     fprintf(f, "  host syncs            %12ld\n", m->step.host_syncs);
+    /* model state only: what the activations add depends on recomputation and buffers that the
+     * schedule does not hold, so no fit is claimed, only a state that cannot fit is flagged */
+    double gib = 1024.0 * 1024 * 1024, ms = m->step.model_state_bytes;
+    if (p->hbm_bytes > 0)
+        fprintf(
+            f,
+            "  model state / GPU     %12.1f GiB  (%.0f%% of %.1f GiB; activations not included)\n",
+            ms / gib, 100 * ms / p->hbm_bytes, p->hbm_bytes / gib);
+    else
+        fprintf(f, "  model state / GPU     %12.1f GiB  (activations not included)\n", ms / gib);
+    if (p->hbm_bytes > 0 && ms > p->hbm_bytes)
+        fprintf(f, "  WARNING: the model state alone exceeds GPU memory: shard more (EP, PP, "
+                   "distributed optimizer, FSDP)\n");
     if (m->thd_pad_tokens > 0)
         fprintf(
             f, "  THD padding           %12.0f rows, %.3f GB wasted (%.1f%% of all-to-all bytes)\n",

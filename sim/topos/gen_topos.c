@@ -5,13 +5,13 @@
  * gives identical bytes, so edit this program, not the XML.
  *
  * Shape of every file: one flat zone with DijkstraCache routing. A GPU is a host named gpu<rank>
- * with properties peak_flops (dense bf16 flop/s), hbm_bw (bytes/s), sm_count, node, local_index,
- * gpus_per_node; the zone's property calibration names the default calibration file. Inside a node,
- * each GPU has one full-duplex NVLink link to the node's NVSwitch router (or, for two GPUs without
- * a switch, one direct link). Across nodes (rail-optimised): the NIC of GPU i connects to a leaf
- * switch of rail i; leaves of one rail meet at a rail spine through a non-blocking uplink. Rails
- * are not joined: cross-rail traffic goes over NVLink to the GPU on the destination's rail first
- * (PXN), as NCCL and DeepEP do; epsim decomposes it that way.
+ * with properties peak_flops (dense bf16 flop/s), hbm_bw (bytes/s), hbm_bytes (GPU memory),
+ * sm_count, node, local_index, gpus_per_node; the zone's property calibration names the default
+ * calibration file. Inside a node, each GPU has one full-duplex NVLink link to the node's NVSwitch
+ * router (or, for two GPUs without a switch, one direct link). Across nodes (rail-optimised): the
+ * NIC of GPU i connects to a leaf switch of rail i; leaves of one rail meet at a rail spine through
+ * a non-blocking uplink. Rails are not joined: cross-rail traffic goes over NVLink to the GPU on
+ * the destination's rail first (PXN), as NCCL and DeepEP do; epsim decomposes it that way.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +29,15 @@ typedef struct {
     int nodes_per_leaf;
     double spine_lat;
     const char *calib; /* default calibration (traces/calib/<name>.json), or NULL */
+    double hbm_bytes;  /* GPU memory */
 } topo;
+
+/* GPU memory as the driver reports it: H100 80GB HBM3 81559 MiB (nvidia-smi on the lent
+ * nvidia-h100-x1), H200 143771 MiB (../shared/hw/h200x2.md); GB200 186 GB (NVL72 datasheet:
+ * 13.4 TB HBM3e over 72 GPUs). */
+#define H100_MEM  (81559.0 * 1048576)
+#define H200_MEM  (143771.0 * 1048576)
+#define GB200_MEM 186e9
 
 /* H100/H200 SXM: 989 TFLOP/s dense bf16, 132 SMs. NVLink 4: 18 links; H100 25 GB/s per link
  * (450 GB/s), the lent H200 pair 26.562 GB/s per link (478 GB/s, ../shared/hw/h200x2.md).
@@ -39,21 +47,21 @@ typedef struct {
  * topologies the compute of one measured H100 with their own link figures; NVL72 none. */
 static const topo TOPOS[] = {
     {"h200x2", "the lent machine: 2 x H200 joined by 18 NVLink 4 links", 1, 2, 989e12, 4.8e12, 132,
-     478.116e9, 0.5e-6, 1, 0, 0, 0, 0, "h200x2"},
+     478.116e9, 0.5e-6, 1, 0, 0, 0, 0, "h200x2", H200_MEM},
     {"h200x4", "4 x H200 of one HGX board (the nvidia-h200-x4 kind), NVSwitch", 1, 4, 989e12,
-     4.8e12, 132, 478.116e9, 0.5e-6, 0, 0, 0, 0, 0, "h200x4"},
+     4.8e12, 132, 478.116e9, 0.5e-6, 0, 0, 0, 0, 0, "h200x4", H200_MEM},
     {"dgx8", "one DGX H100: 8 x H100, NVSwitch", 1, 8, 989e12, 3.35e12, 132, 450e9, 0.5e-6, 0, 0, 0,
-     0, 0, "h100"},
+     0, 0, "h100", H100_MEM},
     {"dgx16", "2 DGX H100, NVSwitch, 8 x 400G NICs per node, rail-optimised", 2, 8, 989e12, 3.35e12,
-     132, 450e9, 0.5e-6, 0, 50e9, 1.0e-6, 32, 0.5e-6, "h100"},
+     132, 450e9, 0.5e-6, 0, 50e9, 1.0e-6, 32, 0.5e-6, "h100", H100_MEM},
     {"dgx64", "8 DGX H100, rail-optimised fat tree", 8, 8, 989e12, 3.35e12, 132, 450e9, 0.5e-6, 0,
-     50e9, 1.0e-6, 32, 0.5e-6, "h100"},
+     50e9, 1.0e-6, 32, 0.5e-6, "h100", H100_MEM},
     {"dgx256", "32 DGX H100, rail-optimised fat tree", 32, 8, 989e12, 3.35e12, 132, 450e9, 0.5e-6,
-     0, 50e9, 1.0e-6, 16, 0.5e-6, "h100"},
+     0, 50e9, 1.0e-6, 16, 0.5e-6, "h100", H100_MEM},
     {"dgx1024", "128 DGX H100, rail-optimised fat tree", 128, 8, 989e12, 3.35e12, 132, 450e9,
-     0.5e-6, 0, 50e9, 1.0e-6, 32, 0.5e-6, "h100"},
+     0.5e-6, 0, 50e9, 1.0e-6, 32, 0.5e-6, "h100", H100_MEM},
     {"nvl72", "one 72-GPU NVLink domain (GB200 NVL72)", 1, 72, 2.25e15, 8e12, 148, 900e9, 0.5e-6, 0,
-     0, 0, 0, 0, NULL},
+     0, 0, 0, 0, NULL, GB200_MEM},
 };
 
 static void route(FILE *f, const char *src, const char *dst, const char *link) {
@@ -141,6 +149,7 @@ static int write_topo(const topo *t, const char *dir) {
         fprintf(f, "    <host id=\"gpu%d\" speed=\"%.6gf\">\n", g, t->peak_flops);
         fprintf(f, "      <prop id=\"peak_flops\" value=\"%.6g\"/>\n", t->peak_flops);
         fprintf(f, "      <prop id=\"hbm_bw\" value=\"%.6g\"/>\n", t->hbm_bw);
+        fprintf(f, "      <prop id=\"hbm_bytes\" value=\"%.0f\"/>\n", t->hbm_bytes);
         fprintf(f, "      <prop id=\"sm_count\" value=\"%d\"/>\n", t->sms);
         fprintf(f, "      <prop id=\"node\" value=\"%d\"/>\n", g / t->gpn);
         fprintf(f, "      <prop id=\"local_index\" value=\"%d\"/>\n", g % t->gpn);

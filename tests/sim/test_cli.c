@@ -64,7 +64,9 @@ static void test_summary_keys(void) {
                                  "exposed_comm_s.combine",
                                  "exposed_comm_s.dp",
                                  "exposed_comm_s.pp",
-                                 "config.num_layers"};
+                                 "config.num_layers",
+                                 "model_state_bytes_per_gpu",
+                                 "gpu_memory_bytes"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         CU_ASSERT_FALSE(isnan(json_num(js, keys[i])));
     CU_ASSERT_EQUAL(json_num(js, "world_size"), 16);
@@ -73,7 +75,27 @@ static void test_summary_keys(void) {
     CU_ASSERT(fabs(json_num(js, "tokens_per_s_per_gpu") * 16 - json_num(js, "tokens_per_s")) <
               1e-6 * json_num(js, "tokens_per_s"));
     CU_ASSERT(json_num(js, "mfu") > 0 && json_num(js, "mfu") < 1);
+    CU_ASSERT_EQUAL(json_num(js, "gpu_memory_bytes"), 81559.0 * 1048576); /* H100 80GB */
+    CU_ASSERT(json_num(js, "model_state_bytes_per_gpu") > 0);
     remove(js);
+}
+
+/* The summary flags model state that cannot fit (4 layers of the proxy, 32 experts of 44 M
+ * parameters per GPU at EP 8: 5.6 G parameters, 18 bytes each) and not state that fits. */
+static void test_memory_warning(void) {
+    char out[512], args[1024];
+    tmp_path(out, sizeof out, "mem.txt");
+    snprintf(args, sizeof args, SMALL);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, out, NULL), 0);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "grep -q 'WARNING: the model state alone exceeds GPU memory' %s", out);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    snprintf(args, sizeof args, SMALL " --num-experts 16 --moe-router-num-groups 8");
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, out, NULL), 0);
+    CU_ASSERT_NOT_EQUAL(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "grep -q 'model state / GPU.*of 79.6 GiB' %s", out);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    remove(out);
 }
 
 static void test_deterministic(void) {
@@ -405,6 +427,7 @@ void ep_suite_cli(void) {
     CU_pSuite s = CU_add_suite("sim_cli", NULL, NULL);
     CU_add_test(s, "errors: one line, exit 2, no output file", test_errors);
     CU_add_test(s, "summary JSON keys and consistency", test_summary_keys);
+    CU_add_test(s, "model state that cannot fit GPU memory is flagged", test_memory_warning);
     CU_add_test(s, "same inputs give byte-identical outputs", test_deterministic);
     CU_add_test(s, "feature 1: EP overlap and delayed wgrad", test_feature_overlap);
     CU_add_test(s, "feature 2: permute fused into hybridep dispatch", test_feature_fused_permute);

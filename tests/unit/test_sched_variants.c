@@ -2,10 +2,12 @@
  * (docs/schedule.md, "Layers" and "Data parallel"): host syncs, fused permute, group placement,
  * traffic sizes. */
 #include <CUnit/CUnit.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ep_cost.h"
 #include "sched_test_util.h"
 
 #define EP2      SCHED_SMALL "--expert-model-parallel-size 2 --world-size 2 --global-batch-size 4 "
@@ -296,6 +298,52 @@ static void test_routing_budget_groups(void) {
     ep_sched_free(&all);
 }
 
+/* Model state of rank 0 (weights, fp32 gradients, Adam state) for a flag string; -1 on failure. */
+static double model_state(const char *flags, double *total_params) {
+    ep_sched s;
+    char all[1024];
+    snprintf(all, sizeof all, SCHED_SMALL "%s", flags);
+    if (sched_build_flags(&s, all) != 0) return -1;
+    double b = s.ranks[0].model_state_bytes;
+    if (total_params) *total_params = ep_cost_total_params(&s.cfg, &s.plan);
+    ep_sched_free(&s);
+    return b;
+}
+
+/* 18 bytes per parameter unsharded (2 bf16 weight + 4 fp32 gradient + 12 Adam), Megatron-LM's
+ * accounting; the distributed optimizer shards the 12 over DP (6 + 12/DP), FSDP optim_grads the
+ * gradients too (2 + 16/DP), optim_grads_params everything (18/DP); EP divides the experts. */
+static void test_model_state(void) {
+    double total;
+    double one = model_state("--world-size 1", &total);
+    CU_ASSERT(one > 0);
+    CU_ASSERT(fabs(one / 18 - total) <= 2.0 * 256); /* all but the final norm (hidden 256) */
+    double plain = model_state("--world-size 4", NULL);
+    CU_ASSERT_DOUBLE_EQUAL(plain, one, 1e-9 * one); /* DP replicates */
+    CU_ASSERT_DOUBLE_EQUAL(model_state("--world-size 4 --use-distributed-optimizer", NULL) / plain,
+                           (6.0 + 12.0 / 4) / 18, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(
+        model_state("--world-size 4 --use-megatron-fsdp --data-parallel-sharding-strategy optim",
+                    NULL) /
+            plain,
+        (6.0 + 12.0 / 4) / 18, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(model_state("--world-size 4 --use-megatron-fsdp "
+                                       "--data-parallel-sharding-strategy optim_grads",
+                                       NULL) /
+                               plain,
+                           (2.0 + 16.0 / 4) / 18, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(model_state("--world-size 4 --use-megatron-fsdp "
+                                       "--data-parallel-sharding-strategy optim_grads_params",
+                                       NULL) /
+                               plain,
+                           1.0 / 4, 1e-12);
+    double ep4 = model_state("--world-size 4 --expert-model-parallel-size 4", NULL);
+    double ep2 = model_state("--world-size 4 --expert-model-parallel-size 2", NULL);
+    CU_ASSERT(ep4 < ep2 && ep2 < plain);
+    /* experts E: plain - ep2 = 18 E / 2, plain - ep4 = 18 E 3/4 */
+    CU_ASSERT_DOUBLE_EQUAL((plain - ep4) / (plain - ep2), 1.5, 1e-9);
+}
+
 static void test_ddp_buckets(void) {
     ep_sched s;
     /* world 4, EP 2: dense DP {0,1,2,3}, expert DP {0,2} */
@@ -413,5 +461,6 @@ void ep_suite_sched_variants(void) {
     CU_add_test(s, "device padding pads the expert GEMM rows", test_padding_rows);
     CU_add_test(s, "HSDP inner/outer groups (16 GPUs, EP 4, N 2)", test_hsdp_groups);
     CU_add_test(s, "DDP buckets and distributed optimizer order", test_ddp_buckets);
+    CU_add_test(s, "model state per GPU: weights, gradients, Adam, sharding", test_model_state);
     CU_add_test(s, "same schedule for 1, 2 and 5 routing threads", test_threads_same_schedule);
 }
