@@ -28,6 +28,7 @@ typedef struct {
     int vi[MAX_AXES];
     int ok;
     double tps_gpu, iter, tflops, mfu, exp[4];
+    double state, gpu_mem; /* model state per GPU and GPU memory, bytes (0: not given) */
     char status[256];
 } row;
 
@@ -81,6 +82,8 @@ static void read_result(row *r, const char *json, const char *errfile, int statu
             r->iter = json_number_value(json_object_get(o, "iteration_time_s"));
             r->tflops = json_number_value(json_object_get(o, "tflops_per_gpu"));
             r->mfu = json_number_value(json_object_get(o, "mfu"));
+            r->state = json_number_value(json_object_get(o, "model_state_bytes_per_gpu"));
+            r->gpu_mem = json_number_value(json_object_get(o, "gpu_memory_bytes"));
             static const char *k[4] = {"dispatch", "combine", "dp", "pp"};
             for (int i = 0; i < 4; i++)
                 r->exp[i] = json_number_value(json_object_get(e, k[i]));
@@ -252,7 +255,8 @@ int sim_sweep_main(int argc, char **argv) {
         for (int a = 0; a < nax; a++)
             fprintf(o.f, ",%s", ax[a].flag);
         fputs(",tokens_per_s_per_gpu,iteration_time_s,tflops_per_gpu,mfu,exposed_dispatch_s,"
-              "exposed_combine_s,exposed_dp_s,exposed_pp_s,status\n",
+              "exposed_combine_s,exposed_dp_s,exposed_pp_s,model_state_gib,model_state_of_gpu,"
+              "status\n",
               o.f);
         long ok = 0;
         for (long i = 0; i < n; i++) {
@@ -263,11 +267,15 @@ int sim_sweep_main(int argc, char **argv) {
                 fprintf(o.f, ",%ld", r->index);
             for (int a = 0; a < nax; a++)
                 fprintf(o.f, ",%s", ax[a].val[r->vi[a]]);
-            if (r->ok)
-                fprintf(o.f, ",%.6f,%.9f,%.3f,%.5f,%.9f,%.9f,%.9f,%.9f,ok\n", r->tps_gpu, r->iter,
-                        r->tflops, r->mfu, r->exp[0], r->exp[1], r->exp[2], r->exp[3]);
-            else
-                fprintf(o.f, ",,,,,,,,,%s\n", r->status);
+            if (r->ok) {
+                fprintf(o.f, ",%.6f,%.9f,%.3f,%.5f,%.9f,%.9f,%.9f,%.9f,%.3f,", r->tps_gpu, r->iter,
+                        r->tflops, r->mfu, r->exp[0], r->exp[1], r->exp[2], r->exp[3],
+                        r->state / (1024.0 * 1024 * 1024));
+                if (r->gpu_mem > 0) fprintf(o.f, "%.4f", r->state / r->gpu_mem);
+                fputs(",ok\n", o.f);
+            } else {
+                fprintf(o.f, ",,,,,,,,,,,%s\n", r->status);
+            }
         }
         if (ep_outfile_commit(&o, err) != 0) {
             fprintf(stderr, "epsim sweep: %s\n", err);

@@ -88,7 +88,8 @@ static void test_memory_warning(void) {
     snprintf(args, sizeof args, SMALL);
     CU_ASSERT_EQUAL_FATAL(epsim_exec(args, out, NULL), 0);
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "grep -q 'WARNING: the model state alone exceeds GPU memory' %s", out);
+    snprintf(cmd, sizeof cmd, "grep -q 'WARNING: the model state alone exceeds GPU memory' %s",
+             out);
     CU_ASSERT_EQUAL(system(cmd), 0);
     snprintf(args, sizeof args, SMALL " --num-experts 16 --moe-router-num-groups 8");
     CU_ASSERT_EQUAL_FATAL(epsim_exec(args, out, NULL), 0);
@@ -320,7 +321,13 @@ static void test_sweep(void) {
         prev = v;
     }
     fclose(f);
-    CU_ASSERT(ok); /* ranked by tokens/s/GPU, best first */
+    CU_ASSERT(ok);  /* ranked by tokens/s/GPU, best first */
+    char cmd[1024]; /* the model state columns, a fraction of the H100's memory on every row */
+    snprintf(cmd, sizeof cmd,
+             "head -1 %s | grep -q ',model_state_gib,model_state_of_gpu,status$' && "
+             "tail -n +2 %s | awk -F, '{ if (!($(NF-1) > 0 && $(NF-2) > 0)) exit 1 }'",
+             out, out);
+    CU_ASSERT_EQUAL(system(cmd), 0);
     snprintf(args, sizeof args, "sweep --grid \"a=1\" --shard 2/2 --out %s", out);
     CU_ASSERT_EQUAL(epsim_exec(args, NULL, NULL), 2);
     remove(out);
