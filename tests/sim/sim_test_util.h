@@ -228,6 +228,17 @@ static inline int lines_of(const char *path) {
     return n;
 }
 
+/* Whether a text file (its first 1 MiB) contains `text`. */
+static inline int file_has(const char *path, const char *text) {
+    static char buf[1 << 20];
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, text) != NULL;
+}
+
 /* A number at "a" or "a.b" in a JSON file; NAN when missing. */
 static inline double json_num(const char *path, const char *key) {
     json_error_t je;
