@@ -30,8 +30,8 @@ fi
 
 "$cc" -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -Wall -Wextra -Werror \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
-  -Icore tests/fuzz/fuzz_config.c core/config.c core/config_flags.c core/config_validate.c \
-  core/layers.c core/groups.c -lm -o "$out/fuzz_config"
+  -Icore tests/fuzz/fuzz_config.c core/config.c core/config_flags.c core/config_ignored.c \
+  core/config_validate.c core/layers.c core/groups.c -lm -o "$out/fuzz_config"
 
 # Seeds: the presets, plus a few layouts that pass validation.
 cp configs/*.args "$out/seeds/"
@@ -41,9 +41,11 @@ printf -- '--num-layers 8 --pipeline-model-parallel-size 2 --num-virtual-stages-
   >"$out/seeds/overlap.args"
 printf -- '--num-layers 4 --hybrid-override-pattern M[*E]|M[ME]/*E --pipeline-model-parallel-size 2 --mtp-num-layers 1 --world-size 2\n' \
   >"$out/seeds/pattern.args"
-# Dictionary: every flag name of the table, and the pattern symbols.
+# Dictionary: every flag name of the table and of the accepted-without-effect list, and the
+# pattern symbols.
 {
   sed -n 's/^ *[A-Z][A-Z](\("[a-z0-9-]*"\).*/\1/p' core/config_flags.c | sed 's/^"/"--/'
+  sed -n 's/^ *{\("[a-z0-9-]*"\), [BVM]},.*/\1/p' core/config_ignored.c | sed 's/^"/"--/'
   for s in '[' ']' '|' '/' 'M' '*' 'E' '-' '@' '#' '=' '--no-' '([0]*3+[1]*5)'; do printf '"%s"\n' "$s"; done
 } >"$out/flags.dict"
 

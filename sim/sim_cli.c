@@ -122,8 +122,7 @@ static void default_layout(ep_config *cfg, const sim_platform *p) {
              cfg->pipeline_model_parallel_size;
     int dp = mp > 0 && world % mp == 0 ? world / mp : 1;
     if (cfg->expert_model_parallel_size == 0) {
-        /* EP x ETP ranks hold one copy of the experts: they divide TP x CP x DP and stay in a node
-         */
+        /* EP x ETP ranks hold one copy of the experts: divide TP x CP x DP, stay in a node */
         int etp = cfg->expert_tensor_parallel_size ? cfg->expert_tensor_parallel_size
                                                    : cfg->tensor_model_parallel_size;
         int ranks = dp * cfg->context_parallel_size * cfg->tensor_model_parallel_size;
