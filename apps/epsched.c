@@ -80,6 +80,9 @@ int main(int argc, char **argv) {
         }
     }
     if (ep_config_validate(&cfg, err) != 0) return fail(err);
+    if (cfg.ignored_flags[0])
+        fprintf(stderr, "epsched: note: accepted without effect on the schedule: %s\n",
+                cfg.ignored_flags);
     if (rank >= cfg.world_size) {
         snprintf(err, sizeof err, "--rank %d is outside the world of %d ranks", rank,
                  cfg.world_size);
