@@ -61,6 +61,7 @@ int plot_sweep_load(const char *path, const char *label_cols, int top, plot_swee
     if (plot_csv_load(path, &t, err) != 0) return -1;
     int *cols = calloc((size_t)t.ncols, sizeof *cols);
     int metric = plot_csv_col(&t, "tokens_per_s_per_gpu"), status = plot_csv_col(&t, "status");
+    int state = plot_csv_col(&t, "model_state_of_gpu");
     int named = 0, ncols = 0;
     if (!cols) {
         snprintf(err, EP_ERRLEN, "%s: out of memory", path);
@@ -94,6 +95,13 @@ int plot_sweep_load(const char *path, const char *label_cols, int top, plot_swee
                           : snprintf(b->label + at, sizeof b->label - at, "%s%s", i ? " " : "", v);
             at += w > 0 ? (size_t)w : 0;
         }
+        double frac = 0;
+        if (state >= 0 && plot_csv_cell(&t, r, state)[0] &&
+            plot_csv_number(&t, r, state, &frac, err))
+            goto fail;
+        b->over_memory = frac > 1;
+        if (b->over_memory && at < sizeof b->label)
+            snprintf(b->label + at, sizeof b->label - at, " (model state > GPU memory)");
         sw->nbars++;
     }
     if (sw->nbars == 0) {
@@ -122,7 +130,7 @@ void plot_sweep_write_data(const plot_sweep *sw, FILE *f) {
     for (int i = 0; i < sw->nbars; i++) {
         fprintf(f, "%d\t%.6f\t", i, sw->bars[i].tokens_per_s_per_gpu);
         plot_data_field(f, sw->bars[i].label);
-        fputc('\n', f);
+        fprintf(f, "\t%d\n", sw->bars[i].over_memory ? 0x999999 : 0x0072b2); /* bar colour */
     }
 }
 

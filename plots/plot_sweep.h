@@ -4,6 +4,8 @@
  * (comma-separated, joined as "col=value"), else a column `config`, else every column left of
  * tokens_per_s_per_gpu except `rank` and `index` (the grid axes of `epsim sweep` output). Rows
  * with an empty metric, or a `status` column other than "ok", are skipped (invalid configurations).
+ * Where a `model_state_of_gpu` column (epsim sweep) is above 1, the bar is grey and its label says
+ * that the model state alone exceeds the GPU's memory.
  */
 #ifndef PLOT_SWEEP_H
 #define PLOT_SWEEP_H
@@ -15,7 +17,8 @@
 typedef struct {
     char label[256];
     double tokens_per_s_per_gpu;
-    int row; /* row in the file, 0-based: breaks ties */
+    int row;         /* row in the file, 0-based: breaks ties */
+    int over_memory; /* model_state_of_gpu > 1: the configuration cannot fit (drawn grey) */
 } plot_sweep_bar;
 
 typedef struct {

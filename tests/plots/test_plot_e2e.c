@@ -116,7 +116,7 @@ static void test_draws_each_plot(void) {
     CU_ASSERT_EQUAL(epplot("", args), 0);
     char *d1 = pt_slurp(data1, NULL), *d2 = pt_slurp(data2, NULL);
     CU_ASSERT(d1 && d2 && !strcmp(d1, d2)); /* deterministic data */
-    CU_ASSERT(d1 && strstr(d1, "0\t5000.000000\t--ep=2\n"));
+    CU_ASSERT(d1 && strstr(d1, "0\t5000.000000\t--ep=2\t29362\n")); /* colour 0x0072b2 */
     free(d1);
     free(d2);
     unlink(data1);

@@ -200,6 +200,26 @@ static void test_sweep_rank_and_labels(void) {
     fclose(f);
     CU_ASSERT_PTR_NOT_NULL(strstr(data, "0\t5000.500000\t--expert"));
     CU_ASSERT_PTR_NOT_NULL(strstr(data, "\n1\t4000.000000\t"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(data, "=flex\t29362\n")); /* the colour, 0x0072b2 */
+    free(data);
+    plot_sweep_free(&sw);
+
+    /* model state over the GPU's memory: grey, and the label says so; empty cells are fine */
+    char mem[256];
+    pt_write(mem, sizeof mem, "sweep_mem.csv",
+             "rank,index,--ep,tokens_per_s_per_gpu,model_state_of_gpu,status\n"
+             "1,0,8,900,1.0814,ok\n2,1,16,800,0.7848,ok\n3,2,32,700,,ok\n");
+    CU_ASSERT_EQUAL_FATAL(plot_sweep_load(mem, NULL, 10, &sw, err), 0);
+    unlink(mem);
+    CU_ASSERT_EQUAL_FATAL(sw.nbars, 3);
+    CU_ASSERT_EQUAL(sw.bars[0].over_memory, 1);
+    CU_ASSERT_STRING_EQUAL(sw.bars[0].label, "--ep=8 (model state > GPU memory)");
+    CU_ASSERT_EQUAL(sw.bars[1].over_memory, 0);
+    CU_ASSERT_EQUAL(sw.bars[2].over_memory, 0);
+    f = open_memstream(&data, &len);
+    plot_sweep_write_data(&sw, f);
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(data, "memory)\t10066329\n")); /* 0x999999 */
     free(data);
     plot_sweep_free(&sw);
 
