@@ -64,6 +64,15 @@ static inline ep_op hand_op(ep_op_kind kind, ep_stream stream) {
     return op;
 }
 
+/* An n x n x n bf16 GEMM on the compute stream: 2 n^3 flops, three n x n matrices of HBM
+ * traffic (m, n, k left unset: efficiency by flops). */
+static inline ep_op hand_gemm(int n) {
+    ep_op op = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
+    op.flops = 2.0 * n * n * n;
+    op.bytes = 3.0 * n * n * 2;
+    return op;
+}
+
 static inline int hand_add(hand_sched *h, int r, ep_op op, int ndeps, const int *deps) {
     ep_rank_sched *rs = &h->rs[r];
     op.deps_off = rs->ndeps;

@@ -73,10 +73,8 @@ static void test_two_microbatch_overlap(void) {
     int g = hand_group(&h, 2);
     const int64_t B = 64ll << 20;
     hand_traffic_pair(&h, g, B);
-    ep_op gemm = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
+    ep_op gemm = hand_gemm(4096);
     gemm.m = gemm.n = gemm.k = 4096;
-    gemm.flops = 2.0 * 4096 * 4096 * 4096;
-    gemm.bytes = 3.0 * 4096 * 4096 * 2;
     for (int r = 0; r < 2; r++) {
         ep_op a2a = hand_op(EP_OP_A2A_DISPATCH, EP_STREAM_COMM);
         a2a.group = g;
@@ -118,9 +116,7 @@ static void test_two_microbatch_overlap(void) {
 static void test_host_sync_blocks_launch(void) {
     hand_sched h;
     hand_init(&h, 1);
-    ep_op gemm = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
-    gemm.flops = 2.0 * 2048 * 2048 * 2048;
-    gemm.bytes = 3.0 * 2048 * 2048 * 2;
+    ep_op gemm = hand_gemm(2048);
     hand_add(&h, 0, gemm, 0, NULL);
     hand_add(&h, 0, hand_op(EP_OP_HOST_SYNC, EP_STREAM_COMP), 0, NULL);
     ep_op other = hand_op(EP_OP_ELEMENTWISE, EP_STREAM_COMM);
@@ -147,9 +143,7 @@ static void test_sm_contention(void) {
     hand_sched h;
     hand_init(&h, 2);
     int g = hand_group(&h, 2);
-    ep_op gemm = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
-    gemm.flops = 2.0 * 8192 * 8192 * 8192;
-    gemm.bytes = 3.0 * 8192 * 8192 * 2;
+    ep_op gemm = hand_gemm(8192);
     hand_add(&h, 0, gemm, 0, NULL);
     for (int r = 0; r < 2; r++) {
         ep_op ar = hand_op(EP_OP_ALL_REDUCE, EP_STREAM_COMM);
@@ -186,9 +180,7 @@ static void test_sm_contention(void) {
 static void test_compute_beside_compute(void) {
     hand_sched h;
     hand_init(&h, 1);
-    ep_op gemm = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
-    gemm.flops = 2.0 * 8192 * 8192 * 8192;
-    gemm.bytes = 3.0 * 8192 * 8192 * 2;
+    ep_op gemm = hand_gemm(8192);
     hand_add(&h, 0, gemm, 0, NULL);
     ep_op mem = hand_op(EP_OP_ELEMENTWISE, EP_STREAM_COMM);
     mem.bytes = 4e9;
@@ -222,9 +214,7 @@ static void test_shared_link_with_compute(void) {
     int g0 = hand_group(&h, 2), g1 = hand_group(&h, 2);
     const int64_t S = 1000000000;
     hand_traffic_pair(&h, g0, S);
-    ep_op gemm = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
-    gemm.flops = 2.0 * 4096 * 4096 * 4096;
-    gemm.bytes = 3.0 * 4096 * 4096 * 2;
+    ep_op gemm = hand_gemm(4096);
     enum { K = 6, M = 8 };
     for (int r = 0; r < 2; r++) {
         ep_op a = hand_op(EP_OP_A2A_DISPATCH, EP_STREAM_COMM);
