@@ -239,17 +239,18 @@ static int parse_tokens(parse_ctx *c, char **tok, int n, const char *dir, int de
             }
             negate = 1;
         }
-        int ignored = f ? 0 : ep_config_ignored_flag(name);
-        if (ignored) {
-            if (ignored >= 2 && !eq) {
+        ep_ignored_arity ignored = f ? EP_IGNORED_NOT : ep_config_ignored_flag(name);
+        if (ignored != EP_IGNORED_NOT) {
+            if (ignored != EP_IGNORED_BOOL && !eq) {
                 if (i + 1 >= n || is_flag(tok[i + 1])) {
                     snprintf(c->err, EP_ERRLEN, "--%s needs a value", name);
                     return -1;
                 }
                 i++;
-                while (ignored == 3 && i + 1 < n && !is_flag(tok[i + 1]) && tok[i + 1][0] != '@')
+                while (ignored == EP_IGNORED_VALUES && i + 1 < n && !is_flag(tok[i + 1]) &&
+                       tok[i + 1][0] != '@')
                     i++;
-            } else if (ignored == 1 && eq) {
+            } else if (ignored == EP_IGNORED_BOOL && eq) {
                 snprintf(c->err, EP_ERRLEN, "--%s takes no value", name);
                 return -1;
             }

@@ -12,13 +12,14 @@
 
 #include "ep_config.h"
 
-#define B 1 /* on/off: takes no value */
-#define V 2 /* takes one value */
-#define M 3 /* takes the values up to the next flag ("--data-path 0.7 a 0.3 b") */
+/* short names keep the table one entry per line */
+#define B EP_IGNORED_BOOL
+#define V EP_IGNORED_VALUE
+#define M EP_IGNORED_VALUES
 
 static const struct {
     const char *name;
-    int arity; /* B, V or M */
+    ep_ignored_arity arity;
 } k_ignored[] = {
     /* optimizer and learning-rate schedule */
     {"lr", V},
@@ -123,8 +124,8 @@ static const struct {
     {"check-for-nan-in-loss-and-grad", B},
 };
 
-int ep_config_ignored_flag(const char *name) {
+ep_ignored_arity ep_config_ignored_flag(const char *name) {
     for (size_t i = 0; i < sizeof k_ignored / sizeof k_ignored[0]; i++)
         if (strcmp(k_ignored[i].name, name) == 0) return k_ignored[i].arity;
-    return 0;
+    return EP_IGNORED_NOT;
 }

@@ -147,9 +147,14 @@ int ep_config_parse(ep_config *cfg, int argc, char **argv, ep_arglist *positiona
                     ep_arglist *pass_unknown, char err[EP_ERRLEN]);
 
 /* Megatron-LM flags (name without "--") that are accepted and have no effect on a step
- * (config_ignored.c): 0 not one of them, 1 an on/off flag, 2 a flag that takes a value, 3 one
- * that takes every value up to the next flag. */
-int ep_config_ignored_flag(const char *name);
+ * (config_ignored.c), by the values they take. */
+typedef enum {
+    EP_IGNORED_NOT,    /* not one of them */
+    EP_IGNORED_BOOL,   /* an on/off flag: no value */
+    EP_IGNORED_VALUE,  /* one value */
+    EP_IGNORED_VALUES, /* every value up to the next flag ("--data-path 0.7 a 0.3 b") */
+} ep_ignored_arity;
+ep_ignored_arity ep_config_ignored_flag(const char *name);
 
 /* Parses argument-file text held in memory (whitespace-separated tokens, # comments, nested @file
  * resolved against the current directory). Unknown flags and positional arguments are errors.
