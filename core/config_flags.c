@@ -132,6 +132,8 @@ static const ep_flag k_flags[] = {
        "expert MLP hidden size (0 = --ffn-hidden-size)"),
     FI("moe-shared-expert-intermediate-size", moe_shared_expert_intermediate_size, "0", GE,
        "shared-expert hidden size (0 = none)"),
+    FB("moe-shared-expert-overlap", moe_shared_expert_overlap, "0", GE,
+       "run the shared experts beside the dispatch and combine all-to-alls"),
     FI("moe-router-num-groups", moe_router_num_groups, "0", GE,
        "expert groups for group-limited routing (0 = none)"),
     FI("moe-router-group-topk", moe_router_group_topk, "0", GE,

@@ -377,6 +377,13 @@ static int check_dispatch(ep_config *c, char err[EP_ERRLEN]) {
                  "(--mtp-num-layers %d)",
                  c->mtp_num_layers);
     }
+    if (c->moe_shared_expert_overlap) { /* the checks of Megatron-LM's TransformerConfig */
+        if (be == EP_BACKEND_ALLGATHER)
+            FAIL("--moe-shared-expert-overlap needs --moe-token-dispatcher-type alltoall or flex");
+        if (c->overlap_moe_expert_parallel_comm)
+            FAIL("--moe-shared-expert-overlap and --overlap-moe-expert-parallel-comm are mutually "
+                 "exclusive (the EP overlap schedules the shared experts itself)");
+    }
     if (c->delay_wgrad_compute && !c->overlap_moe_expert_parallel_comm)
         FAIL("--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm");
     if (c->sequence_packing && be == EP_BACKEND_ALLGATHER)

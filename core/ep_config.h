@@ -61,6 +61,7 @@ typedef struct {
     int moe_router_topk;          /* --moe-router-topk */
     int moe_ffn_hidden_size;      /* --moe-ffn-hidden-size */
     int moe_shared_expert_intermediate_size; /* --moe-shared-expert-intermediate-size */
+    int moe_shared_expert_overlap; /* --moe-shared-expert-overlap (beside dispatch/combine) */
     int moe_router_num_groups;    /* --moe-router-num-groups */
     int moe_router_group_topk;    /* --moe-router-group-topk */
     ep_score_func moe_router_score_function; /* --moe-router-score-function */

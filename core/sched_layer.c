@@ -215,6 +215,25 @@ static void experts(gen *g, const moe_rows *r) {
         mem(g, "unpad", EP_OP_ELEMENTWISE, (r->prows + r->erows) * g->R);
 }
 
+/* The shared experts: a TP MLP on the gathered tokens. Part FC1 is the gather, fc1 and the
+ * activation, part FC2 fc2 and the scatter: with --moe-shared-expert-overlap Megatron runs the
+ * first beside the dispatch all-to-all and the second beside the combine (shared_side below). */
+enum { SHARED_FC1, SHARED_FC2 };
+
+static void shared_experts(gen *g, int part) {
+    const ep_config *c = g->cfg;
+    if (c->moe_shared_expert_intermediate_size <= 0) return;
+    double S = (double)c->moe_shared_expert_intermediate_size / g->tp, H = c->hidden_size;
+    if (part == SHARED_FC1) {
+        tp_gather(g, "shared_ag");
+        gemm(g, "shared_fc1", g->tg, S * (c->swiglu ? 2 : 1), H);
+        mem(g, "shared_act", EP_OP_ELEMENTWISE, g->tg * S * (c->swiglu ? 3 : 2) * EP_BF16);
+    } else {
+        gemm(g, "shared_fc2", g->tg, H, S);
+        tp_scatter(g, "shared_rs");
+    }
+}
+
 static int sms_of(const ep_config *c, ep_backend be) {
     if (c->ep_transport == EP_TRANSPORT_NCCL) return 0; /* NCCL's own channels */
     if (be == EP_BACKEND_DEEPEP) return c->moe_deepep_num_sms;
@@ -244,11 +263,9 @@ static int moe_node(gen *g, ep_node node) {
         s->flops = ep_cost_gemm_flops(t, E, H) + 8 * t * E; /* scores, then top-k and softmax */
         s->bytes = ep_cost_gemm_bytes(t, E, H) + t * E * 4;
         s->weight = 1;
-        if (c->moe_shared_expert_intermediate_size > 0) {
-            double S = (double)c->moe_shared_expert_intermediate_size / g->tp;
-            gemm(g, "shared_fc1", g->tg, S * (c->swiglu ? 2 : 1), H);
-            mem(g, "shared_act", EP_OP_ELEMENTWISE, g->tg * S * (c->swiglu ? 3 : 2) * EP_BF16);
-            gemm(g, "shared_fc2", g->tg, H, S);
+        if (!c->moe_shared_expert_overlap) {
+            shared_experts(g, SHARED_FC1);
+            shared_experts(g, SHARED_FC2);
         }
         if (be == EP_BACKEND_ALLTOALL) {
             mem(g, "permute", EP_OP_PERMUTE, (t + r.send) * R);
@@ -527,6 +544,44 @@ static int emit_list(ep_rank_builder *rb, ep_chain *c, ep_op *ops, const int *ch
     return 0;
 }
 
+/* --moe-shared-expert-overlap: the shared experts' part that Megatron issues right after the
+ * node's all-to-all (fc1 after dispatch, fc2 after combine; backward in reverse) goes on the
+ * compute stream without waiting for the transfer, so it runs beside it. It waits for what the node
+ * waited for (`before`) and the chain then waits for it too (Megatron adds the shared output to the
+ * combined tokens). Megatron uses a stream of its own; on the compute stream the experts' GEMMs
+ * queue behind fc1 when fc1 outlasts the dispatch (docs/schedule.md, "Shared experts"). */
+static int shared_side(ep_rank_builder *rb, ep_chain *c, const ep_chain *before, int layer, int mb,
+                       int chunk, ep_node node, ep_phase phase) {
+    const ep_config *cfg = rb->cfg;
+    if (!cfg->moe_shared_expert_overlap || layer < 0) return 0;
+    if (node != EP_NODE_DISPATCH && node != EP_NODE_COMBINE) return 0;
+    const ep_layer *L = &rb->s->plan.layers[layer];
+    if (L->nblocks == 0 || L->blocks[L->nblocks - 1] != 'E') return 0;
+    spec specs[4];
+    gen g;
+    gen_init(&g, rb, layer, mb, specs);
+    shared_experts(&g, node == EP_NODE_DISPATCH ? SHARED_FC1 : SHARED_FC2);
+    ep_op ops[8];
+    int n = 0;
+    for (int i = 0; i < g.n; i++) {
+        if (phase == EP_PHASE_FWD) {
+            ops[n] = op_of(&g, &specs[i], chunk, EP_NODE_PRE_DISPATCH, EP_STREAM_COMP);
+            ops[n++].phase = EP_PHASE_FWD;
+            continue;
+        }
+        const spec *sp = &specs[g.n - 1 - i];
+        ops[n++] = backward_op(&g, sp, chunk, EP_NODE_PRE_DISPATCH, EP_STREAM_COMP);
+        if (sp->weight) ops[n++] = wgrad_op(&g, sp, chunk, EP_NODE_PRE_DISPATCH, EP_STREAM_COMP);
+    }
+    for (int i = 0; i < n; i++) {
+        int idx = ep_rb_emit(rb, &ops[i]);
+        if (idx < 0) return -1;
+        if (i == 0 && ep_rb_wait_chain(rb, idx, before, EP_STREAM_COMP) != 0) return -1;
+        ep_chain_add(c, idx, EP_STREAM_COMP);
+    }
+    return 0;
+}
+
 int ep_layer_emit_node(ep_rank_builder *rb, ep_chain *c, int layer, int mb, int chunk, ep_node node,
                        ep_phase phase, int defer_dw) {
     spec specs[EP_MAX_NODE_OPS];
@@ -559,7 +614,9 @@ int ep_layer_emit_node(ep_rank_builder *rb, ep_chain *c, int layer, int mb, int 
             }
         }
     }
-    return emit_list(rb, c, ops, wait, n, stream, layer, phase != EP_PHASE_FWD);
+    ep_chain before = *c;
+    if (emit_list(rb, c, ops, wait, n, stream, layer, phase != EP_PHASE_FWD) != 0) return -1;
+    return shared_side(rb, c, &before, layer, mb, chunk, node, phase);
 }
 
 int ep_layer_emit_dw(ep_rank_builder *rb, int layer, int mb, int chunk, ep_node node) {

@@ -137,6 +137,32 @@ static void test_feature_overlap(void) {
     remove(c);
 }
 
+/* --moe-shared-expert-overlap hides shared-expert GEMMs behind dispatch and combine: less exposed
+ * dispatch, a shorter iteration; without shared experts it changes nothing. */
+static void test_shared_expert_overlap(void) {
+    char a[512], b[512], c[512], d[512];
+    tmp_path(a, sizeof a, "se0.json");
+    tmp_path(b, sizeof b, "se1.json");
+    tmp_path(c, sizeof c, "se2.json");
+    tmp_path(d, sizeof d, "se3.json");
+    CU_ASSERT_EQUAL_FATAL(run_summary("--moe-shared-expert-intermediate-size 8192", a), 0);
+    CU_ASSERT_EQUAL_FATAL(run_summary("--moe-shared-expert-intermediate-size 8192 "
+                                      "--moe-shared-expert-overlap",
+                                      b),
+                          0);
+    CU_ASSERT(json_num(b, "exposed_comm_s.dispatch") <
+              0.8 * json_num(a, "exposed_comm_s.dispatch"));
+    CU_ASSERT(json_num(b, "iteration_time_s") < json_num(a, "iteration_time_s"));
+    CU_ASSERT_EQUAL_FATAL(run_summary("--moe-shared-expert-intermediate-size 0", c), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        run_summary("--moe-shared-expert-intermediate-size 0 --moe-shared-expert-overlap", d), 0);
+    CU_ASSERT_DOUBLE_EQUAL(json_num(c, "iteration_time_s"), json_num(d, "iteration_time_s"), 0);
+    remove(a);
+    remove(b);
+    remove(c);
+    remove(d);
+}
+
 /* Counts CSV rows of rank 0 with `kind`, and the largest sms of rows with kind2. */
 static void csv_stats(const char *path, const char *kind, int *count, const char *kind2,
                       int *maxsms) {
@@ -430,6 +456,8 @@ void ep_suite_cli(void) {
     CU_add_test(s, "same inputs give byte-identical outputs", test_deterministic);
     CU_add_test(s, "feature 1: EP overlap and delayed wgrad", test_feature_overlap);
     CU_add_test(s, "feature 2: permute fused into hybridep dispatch", test_feature_fused_permute);
+    CU_add_test(s, "--moe-shared-expert-overlap hides shared experts behind the a2as",
+                test_shared_expert_overlap);
     CU_add_test(s, "feature 3: device padding removes host syncs", test_feature_device_padding);
     CU_add_test(s, "feature 4: THD padding with hybridep, none with deepep", test_feature_thd);
     CU_add_test(s, "feature 5: HSDP inner groups on NVLink, outer on IB", test_feature_hsdp);

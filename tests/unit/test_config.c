@@ -413,6 +413,11 @@ static const bad_case k_bad[] = {
      "--mtp-num-layers 2",
      {"--overlap-moe-expert-parallel-comm", "--mtp-num-layers 2"}},
     {"--delay-wgrad-compute", {"--delay-wgrad-compute", "--overlap-moe-expert-parallel-comm"}},
+    {"--moe-shared-expert-overlap --moe-token-dispatcher-type allgather",
+     {"--moe-shared-expert-overlap", "alltoall or flex"}},
+    {"--moe-shared-expert-overlap --overlap-moe-expert-parallel-comm --world-size 2 "
+     "--expert-model-parallel-size 2",
+     {"--moe-shared-expert-overlap", "--overlap-moe-expert-parallel-comm", "mutually exclusive"}},
     {"--sequence-packing --moe-token-dispatcher-type allgather",
      {"--sequence-packing", "--moe-token-dispatcher-type"}},
     {"--seqlen-mean 4096", {"--seqlen-mean 4096 exceeds --seq-length 2048"}},

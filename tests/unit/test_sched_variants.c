@@ -400,6 +400,75 @@ static char *sched_dump(const ep_sched *s, size_t *len) {
 }
 
 /* Built with 1, 2 and 5 routing threads: the same ops, communicators and traffic, byte for byte. */
+/* Whether rank r's op i has to wait for op j: through its dependencies or its stream's order. */
+static int waits_for(const ep_sched *s, int r, int i, int j, char *seen) {
+    if (i == j) return 1;
+    if (i < j || seen[i]) return 0;
+    seen[i] = 1;
+    const ep_rank_sched *rs = &s->ranks[r];
+    const ep_op *op = &rs->ops[i];
+    for (int d = 0; d < op->ndeps; d++)
+        if (waits_for(s, r, rs->deps[op->deps_off + d], j, seen)) return 1;
+    for (int k = i - 1; k >= 0; k--)
+        if (rs->ops[k].stream == op->stream) return waits_for(s, r, k, j, seen);
+    return 0;
+}
+
+static int op_waits(const ep_sched *s, const char *a, const char *b) {
+    int i = sched_find(s, 0, a), j = sched_find(s, 0, b);
+    CU_ASSERT_FATAL(i >= 0 && j >= 0);
+    char *seen = calloc((size_t)s->ranks[0].nops, 1);
+    CU_ASSERT_FATAL(seen != NULL);
+    int w = waits_for(s, 0, i, j, seen);
+    free(seen);
+    return w;
+}
+
+/* --moe-shared-expert-overlap: fc1 beside the dispatch all-to-all, fc2 beside the combine, in both
+ * passes, and the next node waits for both; the same ops as without it. */
+static void test_shared_expert_overlap(void) {
+#define SHARED EP2 "--moe-shared-expert-intermediate-size 256 "
+    ep_sched s, plain;
+    if (sched_build_flags(&plain, SHARED) != 0) return;
+    if (sched_build_flags(&s, SHARED "--moe-shared-expert-overlap") != 0) return;
+    CU_ASSERT_EQUAL(s.ranks[0].nops, plain.ranks[0].nops);
+    CU_ASSERT(op_waits(&plain, "mb0.c0.L0.dispatch.fwd", "mb0.c0.L0.shared_fc2.fwd"));
+    CU_ASSERT(op_waits(&plain, "mb0.c0.L1.shared_fc2.bwd", "mb0.c0.L1.combine.bwd"));
+
+    CU_ASSERT(!op_waits(&s, "mb0.c0.L0.shared_fc1.fwd", "mb0.c0.L0.dispatch.fwd"));
+    CU_ASSERT(!op_waits(&s, "mb0.c0.L0.dispatch.fwd", "mb0.c0.L0.shared_act.fwd"));
+    CU_ASSERT(op_waits(&s, "mb0.c0.L0.shared_fc1.fwd", "mb0.c0.L0.router.fwd"));
+    CU_ASSERT(op_waits(&s, "mb0.c0.L0.sort_chunks.fwd", "mb0.c0.L0.dispatch.fwd"));
+    CU_ASSERT(!op_waits(&s, "mb0.c0.L0.shared_fc2.fwd", "mb0.c0.L0.combine.fwd"));
+    CU_ASSERT(op_waits(&s, "mb0.c0.L0.shared_fc2.fwd", "mb0.c0.L0.expert_fc2.fwd"));
+    CU_ASSERT(op_waits(&s, "mb0.c0.L1.attn_norm.fwd", "mb0.c0.L0.combine.fwd"));
+    CU_ASSERT(op_waits(&s, "mb0.c0.L1.attn_norm.fwd", "mb0.c0.L0.shared_fc2.fwd"));
+
+    CU_ASSERT(!op_waits(&s, "mb0.c0.L1.shared_fc2.bwd", "mb0.c0.L1.combine.bwd"));
+    CU_ASSERT(!op_waits(&s, "mb0.c0.L1.shared_fc1.bwd", "mb0.c0.L1.dispatch.bwd"));
+    CU_ASSERT(op_waits(&s, "mb0.c0.L1.permute.bwd", "mb0.c0.L1.shared_fc1.bwd_dw"));
+    CU_ASSERT(op_waits(&s, "mb0.c0.L1.permute.bwd", "mb0.c0.L1.dispatch.bwd"));
+    int i = sched_find(&s, 0, "mb0.c0.L0.shared_fc1.fwd");
+    CU_ASSERT_FATAL(i >= 0);
+    CU_ASSERT_EQUAL(s.ranks[0].ops[i].stream, EP_STREAM_COMP);
+    CU_ASSERT(i > sched_find(&s, 0, "mb0.c0.L0.dispatch.fwd")); /* issued after the transfer */
+    char err[EP_ERRLEN];
+    CU_ASSERT_EQUAL(ep_sched_check(&s, err), 0);
+    ep_sched_free(&s);
+    ep_sched_free(&plain);
+
+    /* with TP the shared MLP gathers its input and scatters its output over the TP group */
+    if (sched_build_flags(&s, SCHED_SMALL "--moe-shared-expert-intermediate-size 256 "
+                                          "--tensor-model-parallel-size 2 --world-size 2 "
+                                          "--global-batch-size 2 --moe-shared-expert-overlap") != 0)
+        return;
+    CU_ASSERT(op_waits(&s, "mb0.c0.L0.shared_fc1.fwd", "mb0.c0.L0.shared_ag.fwd"));
+    CU_ASSERT(op_waits(&s, "mb0.c0.L0.shared_rs.fwd", "mb0.c0.L0.shared_fc2.fwd"));
+    CU_ASSERT_EQUAL(ep_sched_check(&s, err), 0);
+    ep_sched_free(&s);
+#undef SHARED
+}
+
 static void test_threads_same_schedule(void) {
     static const char *const flags[] = {
         SCHED_SMALL "--expert-model-parallel-size 4 --world-size 8 --global-batch-size 8 "
@@ -463,4 +532,6 @@ void ep_suite_sched_variants(void) {
     CU_add_test(s, "DDP buckets and distributed optimizer order", test_ddp_buckets);
     CU_add_test(s, "model state per GPU: weights, gradients, Adam, sharding", test_model_state);
     CU_add_test(s, "same schedule for 1, 2 and 5 routing threads", test_threads_same_schedule);
+    CU_add_test(s, "--moe-shared-expert-overlap: shared experts beside dispatch and combine",
+                test_shared_expert_overlap);
 }
