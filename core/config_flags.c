@@ -146,6 +146,8 @@ static const ep_flag k_flags[] = {
        "token dispatcher"),
     FE("moe-flex-dispatcher-backend", moe_flex_dispatcher_backend, k_flex, "deepep", GE,
        "backend of the flex dispatcher"),
+    FB("moe-enable-deepep", moe_enable_deepep, "0", GE,
+       "older spelling of --moe-flex-dispatcher-backend deepep (needs the flex dispatcher)"),
     FB("moe-permute-fusion", moe_permute_fusion, "0", GE, "fused permute/unpermute kernels"),
     FB("moe-hybridep-fuse-permute", moe_hybridep_permute_fusion, "0", GE,
        "fuse permute into hybridep dispatch and unpermute into combine (PR 4073)"),

@@ -96,6 +96,7 @@ typedef struct {
     /* --- MoE dispatch --- */
     ep_dispatcher_type moe_token_dispatcher_type; /* --moe-token-dispatcher-type */
     ep_flex_backend moe_flex_dispatcher_backend;  /* --moe-flex-dispatcher-backend */
+    int moe_enable_deepep;              /* --moe-enable-deepep (older spelling of the deepep backend) */
     int moe_permute_fusion;             /* --moe-permute-fusion */
     int moe_hybridep_permute_fusion;    /* --moe-hybridep-fuse-permute (PR 4073) */
     int moe_hybridep_num_blocks_permute;/* --moe-hybridep-num-blocks-permute (extra SMs) */

@@ -45,7 +45,7 @@ printf -- '--num-layers 4 --hybrid-override-pattern M[*E]|M[ME]/*E --pipeline-mo
 # pattern symbols.
 {
   sed -n 's/^ *[A-Z][A-Z](\("[a-z0-9-]*"\).*/\1/p' core/config_flags.c | sed 's/^"/"--/'
-  sed -n 's/^ *{\("[a-z0-9-]*"\), [BVM]},.*/\1/p' core/config_ignored.c | sed 's/^"/"--/'
+  sed -n 's/^ *{\("[a-z0-9_-]*"\), [BVM]},.*/\1/p' core/config_ignored.c | sed 's/^"/"--/'
   for s in '[' ']' '|' '/' 'M' '*' 'E' '-' '@' '#' '=' '--no-' '([0]*3+[1]*5)'; do printf '"%s"\n' "$s"; done
 } >"$out/flags.dict"
 

@@ -246,6 +246,11 @@ int sim_cli_run(int argc, char **argv) {
     if (prc == 0 && preset && given(nrest, rest, "--hybrid-override-pattern") &&
         !given(nrest, rest, "--moe-layer-freq"))
         snprintf(cfg.moe_layer_freq, sizeof cfg.moe_layer_freq, "1");
+    /* --num-layers N on top of the preset keeps its shape: the first layer dense, the rest MoE */
+    else if (prc == 0 && preset && given(nrest, rest, "--num-layers") &&
+             !given(nrest, rest, "--moe-layer-freq") && cfg.num_layers > 1)
+        snprintf(cfg.moe_layer_freq, sizeof cfg.moe_layer_freq, "([0]*1+[1]*%d)",
+                 cfg.num_layers - 1);
     if (prc != 0) {
         rc = fail2(err);
         goto out_plat;

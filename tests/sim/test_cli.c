@@ -423,6 +423,12 @@ static void test_pattern_over_preset(void) {
     CU_ASSERT(file_has(js, "\"moe_layers\":[2,6]"));
     remove(js);
     expect_error("--topo dgx8 --hybrid-override-pattern 'M*E-' --num-layers 4 --moe-layer-freq 2");
+    /* --num-layers alone on the preset: first layer dense, the rest MoE */
+    snprintf(args, sizeof args, "--topo dgx8 --num-layers 4 --summary-json %s", js);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    CU_ASSERT(file_has(js, "\"moe_layers\":[1,2,3]"));
+    remove(js);
+    expect_error("--topo dgx8 --num-layers 4 --moe-layer-freq '([0]*1+[1]*15)'");
 }
 
 /* Megatron-LM flags without effect (learning rate, dtype, kernel choices) leave the prediction as
@@ -466,7 +472,7 @@ void ep_suite_cli(void) {
     CU_add_test(s, "bundled topologies equal the generator's output", test_topologies_regenerate);
     CU_add_test(s, "bundled topologies run", test_bundled_topologies_run);
     CU_add_test(s, "default layout: EP x ETP inside a node", test_default_layout);
-    CU_add_test(s, "a hybrid pattern replaces the preset's MoE layer list",
+    CU_add_test(s, "a hybrid pattern or --num-layers replaces the preset's MoE layer list",
                 test_pattern_over_preset);
     CU_add_test(s, "Megatron-LM flags without effect change nothing", test_megatron_flags_ignored);
 }

@@ -413,6 +413,9 @@ static const bad_case k_bad[] = {
      "--mtp-num-layers 2",
      {"--overlap-moe-expert-parallel-comm", "--mtp-num-layers 2"}},
     {"--delay-wgrad-compute", {"--delay-wgrad-compute", "--overlap-moe-expert-parallel-comm"}},
+    {"--moe-enable-deepep", {"--moe-enable-deepep", "--moe-token-dispatcher-type flex"}},
+    {"--moe-enable-deepep --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep",
+     {"--moe-enable-deepep", "hybridep", "only one backend"}},
     {"--moe-shared-expert-overlap --moe-token-dispatcher-type allgather",
      {"--moe-shared-expert-overlap", "alltoall or flex"}},
     {"--moe-shared-expert-overlap --overlap-moe-expert-parallel-comm --world-size 2 "
