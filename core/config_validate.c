@@ -62,6 +62,10 @@ static int check_ranges(ep_config *c, char err[EP_ERRLEN]) {
          MAX_PARALLEL},
         {"num-layers-per-virtual-pipeline-stage", &c->num_layers_per_virtual_pipeline_stage, 0,
          EP_MAX_LAYERS},
+        {"decoder-first-pipeline-num-layers", &c->decoder_first_pipeline_num_layers, 0,
+         EP_MAX_LAYERS},
+        {"decoder-last-pipeline-num-layers", &c->decoder_last_pipeline_num_layers, 0,
+         EP_MAX_LAYERS},
         {"expert-model-parallel-size", &c->expert_model_parallel_size, 1, MAX_PARALLEL},
         {"expert-tensor-parallel-size", &c->expert_tensor_parallel_size, 0, MAX_PARALLEL},
         {"context-parallel-size", &c->context_parallel_size, 1, MAX_PARALLEL},
@@ -170,10 +174,37 @@ static int check_world(ep_config *c, char err[EP_ERRLEN]) {
     return 0;
 }
 
+/* --decoder-first/last-pipeline-num-layers: Megatron-LM's uneven stages. The first and last stage
+ * hold the given counts, the stages between share the rest evenly, and with VPP every stage's
+ * layers split evenly over its chunks. */
+static int check_uneven_stages(const ep_config *c, char err[EP_ERRLEN]) {
+    int pp = c->pipeline_model_parallel_size, vpp = c->virtual_pipeline_model_parallel_size;
+    int L = c->num_layers, f = c->decoder_first_pipeline_num_layers;
+    int l = c->decoder_last_pipeline_num_layers;
+    if (pp < 2)
+        FAIL("--decoder-first/last-pipeline-num-layers need --pipeline-model-parallel-size > 1");
+    if ((f > 0 && f % vpp != 0) || (l > 0 && l % vpp != 0))
+        FAIL("--decoder-first-pipeline-num-layers %d and --decoder-last-pipeline-num-layers %d "
+             "must be divisible by --num-virtual-stages-per-pipeline-rank %d",
+             f, l, vpp);
+    int middle_stages = pp - (f > 0) - (l > 0), mid = L - f - l;
+    if (mid < 0 || (middle_stages == 0 && mid != 0) ||
+        (middle_stages > 0 && (mid < middle_stages * vpp || mid % (middle_stages * vpp) != 0)))
+        FAIL("--num-layers %d minus the first (%d) and last (%d) stage's layers leaves %d for "
+             "%d middle stages x %d chunks: not an even split of at least one layer each",
+             L, f, l, mid, middle_stages, vpp);
+    return 0;
+}
+
 static int check_pipeline(ep_config *c, const ep_layer_plan *plan, char err[EP_ERRLEN]) {
     int pp = c->pipeline_model_parallel_size, L = c->num_layers;
+    int uneven =
+        c->decoder_first_pipeline_num_layers > 0 || c->decoder_last_pipeline_num_layers > 0;
     if (c->num_layers_per_virtual_pipeline_stage > 0) {
         int n = c->num_layers_per_virtual_pipeline_stage;
+        if (uneven)
+            FAIL("--num-layers-per-virtual-pipeline-stage with --decoder-first/last-pipeline-num-"
+                 "layers: give --num-virtual-stages-per-pipeline-rank instead");
         if (c->virtual_pipeline_model_parallel_size != 1)
             FAIL("--num-layers-per-virtual-pipeline-stage and "
                  "--num-virtual-stages-per-pipeline-rank are mutually exclusive");
@@ -189,6 +220,9 @@ static int check_pipeline(ep_config *c, const ep_layer_plan *plan, char err[EP_E
         FAIL("--num-virtual-stages-per-pipeline-rank %d needs --pipeline-model-parallel-size > 1",
              vpp);
     if (plan->has_stage_marks) {
+        if (uneven)
+            FAIL("--hybrid-override-pattern with | stage marks and --decoder-first/last-pipeline-"
+                 "num-layers are mutually exclusive");
         int stages = plan->layers[plan->num_layers - 1].pp_stage + 1;
         if (stages != pp)
             FAIL("--hybrid-override-pattern has %d pipeline stages (| marks) but "
@@ -198,6 +232,8 @@ static int check_pipeline(ep_config *c, const ep_layer_plan *plan, char err[EP_E
             FAIL("--hybrid-override-pattern with | stage marks needs "
                  "--num-virtual-stages-per-pipeline-rank 1 (got %d)",
                  vpp);
+    } else if (uneven) {
+        if (check_uneven_stages(c, err) != 0) return -1;
     } else if ((long long)pp * vpp > L || L % (pp * vpp) != 0) {
         FAIL("--num-layers %d is not divisible by --pipeline-model-parallel-size %d x "
              "--num-virtual-stages-per-pipeline-rank %d",

@@ -78,6 +78,8 @@ typedef struct {
     int tensor_model_parallel_size;   /* --tensor-model-parallel-size */
     int pipeline_model_parallel_size; /* --pipeline-model-parallel-size */
     int virtual_pipeline_model_parallel_size; /* --num-virtual-stages-per-pipeline-rank (1 = none) */
+    int decoder_first_pipeline_num_layers; /* --decoder-first-pipeline-num-layers (0 = even split) */
+    int decoder_last_pipeline_num_layers;  /* --decoder-last-pipeline-num-layers (0 = even split) */
     int expert_model_parallel_size;   /* --expert-model-parallel-size */
     int expert_tensor_parallel_size;  /* --expert-tensor-parallel-size (0 = TP) */
     int sequence_parallel;            /* --sequence-parallel (must stay on when TP > 1) */

@@ -3,7 +3,8 @@
  * Grammar (FIELD_NOTES section 3): symbols M (Mamba), * (attention), D (DS-attention), G (GDN),
  * - (dense MLP), E (MoE); | marks a pipeline-stage boundary; / separates the MTP layers' pattern.
  * A bracket group [..] is one logical layer, e.g. [*E], M[M*]-; groups do not nest, are not empty,
- * and E or - may appear only as the last symbol of a group. Outside brackets, each symbol is one layer.
+ * and E or - may appear only as the last symbol of a group. Outside brackets, each symbol is one
+ * layer.
  */
 #ifndef EP_LAYERS_H
 #define EP_LAYERS_H
@@ -21,9 +22,11 @@ typedef struct {
 } ep_layer;
 
 typedef struct {
-    int num_layers;   /* decoder layers */
-    int num_mtp;      /* MTP layers, appended after the decoder layers */
+    int num_layers; /* decoder layers */
+    int num_mtp;    /* MTP layers, appended after the decoder layers */
     int has_stage_marks;
+    int first_stage_layers; /* --decoder-first-pipeline-num-layers (0 = even split) */
+    int last_stage_layers;  /* --decoder-last-pipeline-num-layers (0 = even split) */
     ep_layer layers[EP_MAX_LAYERS];
 } ep_layer_plan;
 
@@ -41,9 +44,12 @@ int ep_layer_plan_build(const ep_config *cfg, ep_layer_plan *out, char err[EP_ER
 int ep_moe_layer_freq_parse(const char *freq, int num_layers, int *is_moe, char err[EP_ERRLEN]);
 
 /* Layers [first, first+count) held by pipeline stage `stage` of `pp` stages, model chunk `chunk` of
- * `vpp` (Megatron's interleaved assignment: chunk c of stage s holds the (c*pp+s)-th slice). MTP layers
- * belong to the last stage's last chunk. With | marks in the pattern, stage `stage` holds the layers
- * between its marks (vpp must be 1, as ep_config_validate requires). */
+ * `vpp` (Megatron's interleaved assignment: chunk c of stage s holds the (c*pp+s)-th slice). With
+ * first/last_stage_layers set, the first and last stage hold that many layers (split evenly over
+ * their chunks) and the stages between share the rest, as Megatron-LM's uneven pipeline does: chunk
+ * c of every stage lies in the c-th of vpp equal runs of layers. MTP layers belong to the last
+ * stage's last chunk. With | marks in the pattern, stage `stage` holds the layers between its marks
+ * (vpp must be 1, as ep_config_validate requires). */
 void ep_layer_range(const ep_layer_plan *plan, int pp, int vpp, int stage, int chunk, int *first,
                     int *count);
 

@@ -274,7 +274,7 @@ syntax:
     return -1;
 }
 
-int ep_layer_plan_build(const ep_config *cfg, ep_layer_plan *out, char err[EP_ERRLEN]) {
+static int plan_layers(const ep_config *cfg, ep_layer_plan *out, char err[EP_ERRLEN]) {
     if (cfg->mtp_num_layers < 0 || cfg->mtp_num_layers >= EP_MAX_LAYERS) {
         snprintf(err, EP_ERRLEN, "--mtp-num-layers %d is outside 0..%d", cfg->mtp_num_layers,
                  EP_MAX_LAYERS - 1);
@@ -317,6 +317,35 @@ int ep_layer_plan_build(const ep_config *cfg, ep_layer_plan *out, char err[EP_ER
     return 0;
 }
 
+int ep_layer_plan_build(const ep_config *cfg, ep_layer_plan *out, char err[EP_ERRLEN]) {
+    if (plan_layers(cfg, out, err) != 0) return -1;
+    out->first_stage_layers = cfg->decoder_first_pipeline_num_layers;
+    out->last_stage_layers = cfg->decoder_last_pipeline_num_layers;
+    return 0;
+}
+
+/* Megatron-LM's uneven split (get_transformer_layer_offset): per chunk, a run of T layers of which
+ * the first stage takes first/vpp, each middle stage mid/vpp/middle_stages, the last stage
+ * last/vpp. ep_config_validate has checked that the divisions are exact. */
+static void uneven_range(const ep_layer_plan *plan, int pp, int vpp, int stage, int chunk,
+                         int *first, int *count) {
+    int L = plan->num_layers, f = plan->first_stage_layers, l = plan->last_stage_layers;
+    int middle_stages = pp - (f > 0) - (l > 0), mid = L - f - l;
+    int per_mid = middle_stages > 0 ? mid / vpp / middle_stages : 0;
+    int run = L / vpp, fc = f / vpp, lc = l / vpp;
+    int s0 = f > 0 ? 1 : 0; /* the first middle stage */
+    if (stage == 0 && f > 0) {
+        *first = chunk * run;
+        *count = fc;
+    } else if (stage == pp - 1 && l > 0) {
+        *first = chunk * run + fc + middle_stages * per_mid;
+        *count = lc;
+    } else {
+        *first = chunk * run + fc + (stage - s0) * per_mid;
+        *count = per_mid;
+    }
+}
+
 void ep_layer_range(const ep_layer_plan *plan, int pp, int vpp, int stage, int chunk, int *first,
                     int *count) {
     *first = 0;
@@ -334,6 +363,11 @@ void ep_layer_range(const ep_layer_plan *plan, int pp, int vpp, int stage, int c
             }
         *first = f < 0 ? L : f;
         *count = n + (stage == pp - 1 ? plan->num_mtp : 0);
+        return;
+    }
+    if (plan->first_stage_layers > 0 || plan->last_stage_layers > 0) {
+        uneven_range(plan, pp, vpp, stage, chunk, first, count);
+        if (last) *count += plan->num_mtp;
         return;
     }
     /* Megatron interleaving: pp*vpp equal slices; chunk c of stage s holds slice c*pp + s. */

@@ -163,6 +163,29 @@ static void test_shared_expert_overlap(void) {
     remove(d);
 }
 
+/* Uneven pipeline stages: with the output layer and the loss on the last stage, a 9/7 split of the
+ * 16-layer proxy over PP 2 is faster than 8/8 (as Megatron users balance DeepSeek-V3). */
+static void test_uneven_pipeline(void) {
+    char a[512], b[512];
+    tmp_path(a, sizeof a, "pp0.json");
+    tmp_path(b, sizeof b, "pp1.json");
+    const char *pp = "--topo dgx16 --pipeline-model-parallel-size 2 --expert-model-parallel-size 8";
+    char args[1024];
+    snprintf(args, sizeof args, "%s --summary-json %s", pp, a);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    snprintf(args, sizeof args,
+             "%s --decoder-first-pipeline-num-layers 9 --decoder-last-pipeline-num-layers 7 "
+             "--summary-json %s",
+             pp, b);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    CU_ASSERT(json_num(b, "iteration_time_s") < 0.97 * json_num(a, "iteration_time_s"));
+    CU_ASSERT(file_has(b, "\"decoder_first_pipeline_num_layers\":9"));
+    remove(a);
+    remove(b);
+    expect_error("--topo dgx16 --pipeline-model-parallel-size 2 --expert-model-parallel-size 8 "
+                 "--decoder-first-pipeline-num-layers 9 --decoder-last-pipeline-num-layers 8");
+}
+
 /* Counts CSV rows of rank 0 with `kind`, and the largest sms of rows with kind2. */
 static void csv_stats(const char *path, const char *kind, int *count, const char *kind2,
                       int *maxsms) {
@@ -462,6 +485,7 @@ void ep_suite_cli(void) {
     CU_add_test(s, "same inputs give byte-identical outputs", test_deterministic);
     CU_add_test(s, "feature 1: EP overlap and delayed wgrad", test_feature_overlap);
     CU_add_test(s, "feature 2: permute fused into hybridep dispatch", test_feature_fused_permute);
+    CU_add_test(s, "uneven first/last pipeline stages", test_uneven_pipeline);
     CU_add_test(s, "--moe-shared-expert-overlap hides shared experts behind the a2as",
                 test_shared_expert_overlap);
     CU_add_test(s, "feature 3: device padding removes host syncs", test_feature_device_padding);

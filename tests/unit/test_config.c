@@ -328,6 +328,20 @@ static const bad_case k_bad[] = {
     {"--num-layers 5 --pipeline-model-parallel-size 2",
      {"--num-layers 5", "--pipeline-model-parallel-size 2",
       "--num-virtual-stages-per-pipeline-rank 1"}},
+    {"--decoder-first-pipeline-num-layers 2",
+     {"--decoder-first/last-pipeline-num-layers", "--pipeline-model-parallel-size > 1"}},
+    {"--num-layers 8 --pipeline-model-parallel-size 3 --decoder-first-pipeline-num-layers 3",
+     {"--num-layers 8", "leaves 5 for 2 middle stages x 1 chunks"}},
+    {"--num-layers 8 --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+     "--decoder-first-pipeline-num-layers 3",
+     {"--decoder-first-pipeline-num-layers 3",
+      "divisible by --num-virtual-stages-per-pipeline-rank 2"}},
+    {"--num-layers 4 --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 3 "
+     "--decoder-last-pipeline-num-layers 3",
+     {"--num-layers 4", "leaves -2"}},
+    {"--num-layers 4 --hybrid-override-pattern *E|*E --pipeline-model-parallel-size 2 "
+     "--decoder-first-pipeline-num-layers 1",
+     {"| stage marks", "--decoder-first/last-pipeline-num-layers", "mutually exclusive"}},
     {"--num-layers 510 --mtp-num-layers 5", {"--num-layers 510", "--mtp-num-layers 5"}},
     {"--hybrid-override-pattern *E*E --moe-layer-freq 2",
      {"--moe-layer-freq", "--hybrid-override-pattern", "mutually exclusive"}},

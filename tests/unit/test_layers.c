@@ -160,6 +160,48 @@ static void test_ranges_cover_every_layer_once(void) {
     }
 }
 
+/* Stage s, chunk c -> {first, count} of Megatron-LM's uneven split, for one flag set. */
+static void expect_uneven(const char *flags, int pp, int vpp, const int (*want)[2]) {
+    ep_config cfg;
+    CU_ASSERT_EQUAL_FATAL(ep_test_config(&cfg, flags, g_err), 0);
+    CU_ASSERT_EQUAL_FATAL(ep_layer_plan_build(&cfg, &g_plan, g_err), 0);
+    int seen[EP_MAX_LAYERS] = {0};
+    for (int c = 0; c < vpp; c++)
+        for (int s = 0; s < pp; s++) {
+            int f, n;
+            ep_layer_range(&g_plan, pp, vpp, s, c, &f, &n);
+            CU_ASSERT_EQUAL(f, want[c * pp + s][0]);
+            CU_ASSERT_EQUAL(n, want[c * pp + s][1]);
+            for (int i = f; i < f + n; i++)
+                seen[i]++;
+        }
+    for (int i = 0; i < g_plan.num_layers + g_plan.num_mtp; i++)
+        CU_ASSERT_EQUAL(seen[i], 1);
+}
+
+/* --decoder-first/last-pipeline-num-layers: the offsets of Megatron-LM's
+ * get_transformer_layer_offset, worked out by hand. */
+static void test_uneven_stages(void) {
+    /* DeepSeek-V3's 61 layers on 8 stages: 5 first, 8 last, 6 x 8 between; MTP on the last */
+    const int dsv3[8][2] = {{0, 5},  {5, 8},  {13, 8}, {21, 8},
+                            {29, 8}, {37, 8}, {45, 8}, {53, 8 + 1}};
+    expect_uneven("--num-layers 61 --pipeline-model-parallel-size 8 --mtp-num-layers 1 "
+                  "--decoder-first-pipeline-num-layers 5 --decoder-last-pipeline-num-layers 8 "
+                  "--global-batch-size 8",
+                  8, 1, dsv3);
+    /* VPP 2: each chunk is a run of 8 layers, first 1 + middle 3 + 3 + last 1 */
+    const int vpp2[8][2] = {{0, 1}, {1, 3}, {4, 3}, {7, 1}, {8, 1}, {9, 3}, {12, 3}, {15, 1}};
+    expect_uneven("--num-layers 16 --pipeline-model-parallel-size 4 "
+                  "--num-virtual-stages-per-pipeline-rank 2 --decoder-first-pipeline-num-layers 2 "
+                  "--decoder-last-pipeline-num-layers 2 --global-batch-size 8",
+                  4, 2, vpp2);
+    /* only the first stage given: the last stage is a middle one */
+    const int first_only[3][2] = {{0, 2}, {2, 3}, {5, 3}};
+    expect_uneven("--num-layers 8 --pipeline-model-parallel-size 3 "
+                  "--decoder-first-pipeline-num-layers 2 --global-batch-size 6",
+                  3, 1, first_only);
+}
+
 static void test_gpt_plan(void) {
     ep_config cfg;
     CU_ASSERT_EQUAL_FATAL(
@@ -219,6 +261,7 @@ void ep_suite_layers(void) {
     CU_add_test(s, "| stage marks and / MTP layers", test_stage_marks_and_mtp);
     CU_add_test(s, "interleaved stage/chunk ranges (Megatron)", test_interleaved_ranges);
     CU_add_test(s, "ranges cover every layer once", test_ranges_cover_every_layer_once);
+    CU_add_test(s, "uneven first/last pipeline stages (Megatron offsets)", test_uneven_stages);
     CU_add_test(s, "GPT plan from --moe-layer-freq, MTP like the last layer", test_gpt_plan);
     CU_add_test(s, "--moe-layer-freq parser", test_freq_parser);
 }
