@@ -30,6 +30,7 @@ static const char *const k_fp8[] = {"none", "e4m3", "hybrid", NULL};
 static const char *const k_recipe[] = {"delayed", "tensorwise", "blockwise", "mxfp8", NULL};
 static const char *const k_score[] = {"softmax", "sigmoid", NULL};
 static const char *const k_transport[] = {"kernel", "nccl", NULL};
+static const char *const k_dtype[] = {"fp32", "bf16", "fp16", "fp8", NULL};
 
 #define OFF(field) offsetof(ep_config, field)
 #define FI(n, f, d, g, h)                                                                          \
@@ -121,6 +122,18 @@ static const ep_flag k_flags[] = {
        "optimizer replicas; > 1 with FSDP is HSDP with this many outer groups"),
     FE("outer-dp-sharding-strategy", outer_dp_sharding_strategy, k_outer, "no_shard", GP,
        "HSDP outer groups: no_shard all-reduces, optim reduce-scatters"),
+    FB("use-precision-aware-optimizer", use_precision_aware_optimizer, "0", GP,
+       "optimizer state and main gradients in the dtypes below (TransformerEngine FusedAdam)"),
+    FE("main-grads-dtype", main_grads_dtype, k_dtype, "fp32", GP,
+       "main gradients: fp32 or bf16 (reduced in that dtype)"),
+    FE("main-params-dtype", main_params_dtype, k_dtype, "fp32", GP,
+       "optimizer's master weights: fp32 or fp16"),
+    FE("exp-avg-dtype", exp_avg_dtype, k_dtype, "fp32", GP,
+       "Adam first moment: fp32, fp16, bf16 or fp8"),
+    FE("exp-avg-sq-dtype", exp_avg_sq_dtype, k_dtype, "fp32", GP,
+       "Adam second moment: fp32, fp16, bf16 or fp8"),
+    FB("grad-reduce-in-bf16", grad_reduce_in_bf16, "0", GP,
+       "reduce gradients in bf16 instead of fp32"),
     FB("overlap-grad-reduce", overlap_grad_reduce, "0", GP,
        "overlap gradient reduction with backward"),
     FB("overlap-param-gather", overlap_param_gather, "0", GP,

@@ -352,6 +352,29 @@ static int check_batch(ep_config *c, char err[EP_ERRLEN]) {
     return 0;
 }
 
+/* Megatron-LM's OptimizerConfig checks: lower-precision state only through the precision-aware
+ * optimizer, and each dtype from the set its flag allows. */
+static int check_optimizer_dtypes(const ep_config *c, char err[EP_ERRLEN]) {
+    static const char *const name[] = {"fp32", "bf16", "fp16", "fp8"};
+    if (c->main_grads_dtype != EP_DTYPE_FP32 && c->main_grads_dtype != EP_DTYPE_BF16)
+        FAIL("--main-grads-dtype %s: fp32 or bf16", name[c->main_grads_dtype]);
+    if (c->main_params_dtype != EP_DTYPE_FP32 && c->main_params_dtype != EP_DTYPE_FP16)
+        FAIL("--main-params-dtype %s: fp32 or fp16", name[c->main_params_dtype]);
+    if (c->use_precision_aware_optimizer) return 0;
+    const struct {
+        const char *flag;
+        ep_dtype d;
+    } k[] = {{"main-grads-dtype", c->main_grads_dtype},
+             {"main-params-dtype", c->main_params_dtype},
+             {"exp-avg-dtype", c->exp_avg_dtype},
+             {"exp-avg-sq-dtype", c->exp_avg_sq_dtype}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (k[i].d != EP_DTYPE_FP32)
+            FAIL("--%s %s needs --use-precision-aware-optimizer (fp32 without it)", k[i].flag,
+                 name[k[i].d]);
+    return 0;
+}
+
 static int check_data_parallel(ep_config *c, long long edp, char err[EP_ERRLEN]) {
     int n = c->num_distributed_optimizer_instances, dp = c->data_parallel_size;
     int fsdp = c->use_megatron_fsdp, distopt = c->use_distributed_optimizer;
@@ -375,6 +398,7 @@ static int check_data_parallel(ep_config *c, long long edp, char err[EP_ERRLEN])
     if (c->outer_dp_sharding_strategy == EP_OUTER_OPTIM && (!fsdp || n < 2))
         FAIL("--outer-dp-sharding-strategy optim needs --use-megatron-fsdp and "
              "--num-distributed-optimizer-instances > 1");
+    if (check_optimizer_dtypes(c, err) != 0) return -1;
     if (c->overlap_param_gather && !fsdp && !distopt)
         FAIL("--overlap-param-gather needs --use-distributed-optimizer or --use-megatron-fsdp");
     if (c->overlap_param_gather && !c->overlap_grad_reduce)

@@ -37,6 +37,8 @@ typedef enum {
 typedef enum { EP_FP8_NONE, EP_FP8_E4M3, EP_FP8_HYBRID } ep_fp8_format;
 typedef enum { EP_FP8_RECIPE_DELAYED, EP_FP8_RECIPE_TENSORWISE, EP_FP8_RECIPE_BLOCKWISE, EP_FP8_RECIPE_MXFP8 } ep_fp8_recipe;
 typedef enum { EP_SCORE_SOFTMAX, EP_SCORE_SIGMOID } ep_score_func;
+/* Storage dtypes of gradients and optimizer state (--main-grads-dtype, --exp-avg-dtype, ...) */
+typedef enum { EP_DTYPE_FP32, EP_DTYPE_BF16, EP_DTYPE_FP16, EP_DTYPE_FP8 } ep_dtype;
 
 typedef struct {
     /* --- model --- */
@@ -90,6 +92,12 @@ typedef struct {
     ep_shard_strategy data_parallel_sharding_strategy; /* --data-parallel-sharding-strategy */
     int num_distributed_optimizer_instances; /* --num-distributed-optimizer-instances (HSDP N) */
     ep_outer_strategy outer_dp_sharding_strategy; /* --outer-dp-sharding-strategy */
+    int use_precision_aware_optimizer; /* --use-precision-aware-optimizer (TE FusedAdam dtypes) */
+    ep_dtype main_grads_dtype;        /* --main-grads-dtype fp32|bf16 (needs the above for bf16) */
+    ep_dtype main_params_dtype;       /* --main-params-dtype fp32|fp16 */
+    ep_dtype exp_avg_dtype;           /* --exp-avg-dtype fp32|fp16|bf16|fp8 */
+    ep_dtype exp_avg_sq_dtype;        /* --exp-avg-sq-dtype fp32|fp16|bf16|fp8 */
+    int grad_reduce_in_bf16;          /* --grad-reduce-in-bf16 */
     int overlap_grad_reduce;          /* --overlap-grad-reduce */
     int overlap_param_gather;         /* --overlap-param-gather */
     int gpus_per_node;                /* project --gpus-per-node (epsim: from the topology) */

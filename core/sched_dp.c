@@ -19,12 +19,32 @@
 
 #include "sched_internal.h"
 
-#define GRAD_BYTES  4.0
-#define PARAM_BYTES 2.0
-/* Adam: reads fp32 master, m, v, grad (16 B), writes master, m, v (12 B) and the bf16 param. */
-#define OPTIMIZER_BYTES_PER_PARAM 30.0
+#define PARAM_BYTES               2.0 /* bf16 weights */
 #define OPTIMIZER_FLOPS_PER_PARAM 12.0
-#define ADAM_STATE_BYTES          12.0 /* fp32 master weights, m, v */
+
+static double dtype_bytes(ep_dtype d) {
+    return d == EP_DTYPE_FP32 ? 4 : d == EP_DTYPE_FP8 ? 1 : 2;
+}
+
+/* Main gradients: fp32 (Megatron-LM's default for bf16, reduced in fp32), bf16 with
+ * --grad-reduce-in-bf16 or --main-grads-dtype bf16. */
+static double grad_bytes(const ep_rank_builder *rb) {
+    const ep_config *c = rb->cfg;
+    return c->grad_reduce_in_bf16 || c->main_grads_dtype == EP_DTYPE_BF16 ? 2 : 4;
+}
+
+/* Adam's master weights, m and v: 12 B in fp32, less with the precision-aware optimizer. */
+static double adam_state_bytes(const ep_rank_builder *rb) {
+    const ep_config *c = rb->cfg;
+    return dtype_bytes(c->main_params_dtype) + dtype_bytes(c->exp_avg_dtype) +
+           dtype_bytes(c->exp_avg_sq_dtype);
+}
+
+/* Adam reads master, m, v and the gradient, writes master, m, v and the bf16 weights (30 B in
+ * fp32). */
+static double optimizer_bytes_per_param(const ep_rank_builder *rb) {
+    return 2 * adam_state_bytes(rb) + grad_bytes(rb) + PARAM_BYTES;
+}
 
 void ep_dp_layer_params(const ep_config *cfg, const ep_layer *l, double *dense, double *expert) {
     ep_layer_params p;
@@ -111,21 +131,21 @@ static int reduce_bucket(ep_rank_builder *rb, int b, int dep) {
     int distopt = rb->cfg->use_distributed_optimizer || hsdp(rb);
     int gd = dense_group(rb), ge = expert_group(rb);
     if (!distopt) {
-        DP_OP("ddp.ar_dense", EP_OP_ALL_REDUCE, gd, dense * GRAD_BYTES, -1, -1, b, EP_PHASE_NONE,
-              dep);
-        DP_OP("ddp.ar_expert", EP_OP_ALL_REDUCE, ge, expert * GRAD_BYTES, -1, -1, b, EP_PHASE_NONE,
-              dep);
+        DP_OP("ddp.ar_dense", EP_OP_ALL_REDUCE, gd, dense * grad_bytes(rb), -1, -1, b,
+              EP_PHASE_NONE, dep);
+        DP_OP("ddp.ar_expert", EP_OP_ALL_REDUCE, ge, expert * grad_bytes(rb), -1, -1, b,
+              EP_PHASE_NONE, dep);
         return 0;
     }
-    DP_OP("distopt.rs_dense", EP_OP_REDUCE_SCATTER, gd, dense * GRAD_BYTES, -1, -1, b,
+    DP_OP("distopt.rs_dense", EP_OP_REDUCE_SCATTER, gd, dense * grad_bytes(rb), -1, -1, b,
           EP_PHASE_NONE, dep);
-    DP_OP("distopt.rs_expert", EP_OP_REDUCE_SCATTER, ge, expert * GRAD_BYTES, -1, -1, b,
+    DP_OP("distopt.rs_expert", EP_OP_REDUCE_SCATTER, ge, expert * grad_bytes(rb), -1, -1, b,
           EP_PHASE_NONE, dep);
     if (hsdp(rb)) { /* the shard is then averaged over the replicas */
-        DP_OP("hsdp.ar_dense", EP_OP_ALL_REDUCE, rb->g_dp_out, dense * GRAD_BYTES / gsize(rb, gd),
-              -1, -1, b, EP_PHASE_NONE, dep);
+        DP_OP("hsdp.ar_dense", EP_OP_ALL_REDUCE, rb->g_dp_out,
+              dense * grad_bytes(rb) / gsize(rb, gd), -1, -1, b, EP_PHASE_NONE, dep);
         DP_OP("hsdp.ar_expert", EP_OP_ALL_REDUCE, rb->g_edp_out,
-              expert * GRAD_BYTES / gsize(rb, ge), -1, -1, b, EP_PHASE_NONE, dep);
+              expert * grad_bytes(rb) / gsize(rb, ge), -1, -1, b, EP_PHASE_NONE, dep);
     }
     return 0;
 }
@@ -321,24 +341,24 @@ static int fsdp_reduce(ep_rank_builder *rb, int layer, int mb, int dep) {
     int gd = dense_group(rb), ge = expert_group(rb);
     ep_shard_strategy st = rb->cfg->data_parallel_sharding_strategy;
     if (st >= EP_SHARD_OPTIM_GRADS) { /* gradients sharded: reduce-scatter every microbatch */
-        DP_OP("fsdp.rs_dense", EP_OP_REDUCE_SCATTER, gd, dense * GRAD_BYTES, mb, layer, -1,
+        DP_OP("fsdp.rs_dense", EP_OP_REDUCE_SCATTER, gd, dense * grad_bytes(rb), mb, layer, -1,
               EP_PHASE_BWD, dep);
-        DP_OP("fsdp.rs_expert", EP_OP_REDUCE_SCATTER, ge, expert * GRAD_BYTES, mb, layer, -1,
+        DP_OP("fsdp.rs_expert", EP_OP_REDUCE_SCATTER, ge, expert * grad_bytes(rb), mb, layer, -1,
               EP_PHASE_BWD, dep);
     } else if (last) { /* replicated gradients accumulate locally, reduced once */
         ep_op_kind k = st == EP_SHARD_NO_SHARD ? EP_OP_ALL_REDUCE : EP_OP_REDUCE_SCATTER;
-        DP_OP(k == EP_OP_ALL_REDUCE ? "fsdp.ar_dense" : "fsdp.rs_dense", k, gd, dense * GRAD_BYTES,
-              mb, layer, -1, EP_PHASE_BWD, dep);
+        DP_OP(k == EP_OP_ALL_REDUCE ? "fsdp.ar_dense" : "fsdp.rs_dense", k, gd,
+              dense * grad_bytes(rb), mb, layer, -1, EP_PHASE_BWD, dep);
         DP_OP(k == EP_OP_ALL_REDUCE ? "fsdp.ar_expert" : "fsdp.rs_expert", k, ge,
-              expert * GRAD_BYTES, mb, layer, -1, EP_PHASE_BWD, dep);
+              expert * grad_bytes(rb), mb, layer, -1, EP_PHASE_BWD, dep);
     }
     if (hsdp(rb) && last) {
         int optim = rb->cfg->outer_dp_sharding_strategy == EP_OUTER_OPTIM;
         ep_op_kind k = optim ? EP_OP_REDUCE_SCATTER : EP_OP_ALL_REDUCE;
         DP_OP(optim ? "hsdp.rs_dense" : "hsdp.ar_dense", k, rb->g_dp_out,
-              dense * GRAD_BYTES / gsize(rb, gd), mb, layer, -1, EP_PHASE_BWD, dep);
+              dense * grad_bytes(rb) / gsize(rb, gd), mb, layer, -1, EP_PHASE_BWD, dep);
         DP_OP(optim ? "hsdp.rs_expert" : "hsdp.ar_expert", k, rb->g_edp_out,
-              expert * GRAD_BYTES / gsize(rb, ge), mb, layer, -1, EP_PHASE_BWD, dep);
+              expert * grad_bytes(rb) / gsize(rb, ge), mb, layer, -1, EP_PHASE_BWD, dep);
     }
     return 0;
 }
@@ -369,14 +389,14 @@ int ep_dp_after_embedding_bwd(ep_rank_builder *rb, int mb, int last_op) {
         int gd = dense_group(rb);
         double dense = emb_params(rb);
         if (rb->cfg->data_parallel_sharding_strategy >= EP_SHARD_OPTIM_GRADS)
-            DP_OP("fsdp.rs_embedding", EP_OP_REDUCE_SCATTER, gd, dense * GRAD_BYTES, mb, -1, -1,
+            DP_OP("fsdp.rs_embedding", EP_OP_REDUCE_SCATTER, gd, dense * grad_bytes(rb), mb, -1, -1,
                   EP_PHASE_BWD, last_op);
         else if (last)
-            DP_OP("fsdp.ar_embedding", EP_OP_ALL_REDUCE, gd, dense * GRAD_BYTES, mb, -1, -1,
+            DP_OP("fsdp.ar_embedding", EP_OP_ALL_REDUCE, gd, dense * grad_bytes(rb), mb, -1, -1,
                   EP_PHASE_BWD, last_op);
         if (hsdp(rb) && last)
             DP_OP("hsdp.ar_embedding", EP_OP_ALL_REDUCE, rb->g_dp_out,
-                  dense * GRAD_BYTES / gsize(rb, gd), mb, -1, -1, EP_PHASE_BWD, last_op);
+                  dense * grad_bytes(rb) / gsize(rb, gd), mb, -1, -1, EP_PHASE_BWD, last_op);
         return 0;
     }
     if (mb != rb->nmb - 1) return 0;
@@ -420,10 +440,11 @@ static double local_params(const ep_rank_builder *rb) {
 }
 
 /* Bytes of model state this rank holds through the step (Megatron-LM's accounting in
- * theoretical_memory_usage.py, with EP/ETP sharding of the experts): bf16 weights (2 B), fp32 main
- * gradients (4 B), Adam's fp32 master weights, m and v (12 B). The distributed optimizer and
- * HSDP shard the Adam state over the (inner) DP group, an outer `optim` step also over the outer
- * group; FSDP optim_grads shards the gradients too, optim_grads_params the weights as well. */
+ * theoretical_memory_usage.py, with EP/ETP sharding of the experts): bf16 weights (2 B), main
+ * gradients (fp32 4 B, bf16 2 B), Adam's master weights, m and v (12 B in fp32). The distributed
+ * optimizer and HSDP shard the Adam state over the (inner) DP group, an outer `optim` step also
+ * over the outer group; FSDP optim_grads shards the gradients too, optim_grads_params the weights
+ * as well. */
 static double model_state_bytes(const ep_rank_builder *rb) {
     double dense, expert;
     stage_params(rb, &dense, &expert);
@@ -436,8 +457,8 @@ static double model_state_bytes(const ep_rank_builder *rb) {
         double g = gsize(rb, k ? expert_group(rb) : dense_group(rb));
         double o = g * (outer ? gsize(rb, k ? rb->g_edp_out : rb->g_dp_out) : 1);
         bytes += n * (PARAM_BYTES / (strategy >= EP_SHARD_OPTIM_GRADS_PARAMS ? g : 1) +
-                      GRAD_BYTES / (strategy >= EP_SHARD_OPTIM_GRADS ? g : 1) +
-                      ADAM_STATE_BYTES / (opt ? o : 1));
+                      grad_bytes(rb) / (strategy >= EP_SHARD_OPTIM_GRADS ? g : 1) +
+                      adam_state_bytes(rb) / (opt ? o : 1));
     }
     return bytes;
 }
@@ -455,7 +476,7 @@ int ep_dp_end(ep_rank_builder *rb) {
     ep_op op = ep_op_blank();
     op.kind = EP_OP_OPTIMIZER;
     op.label = "optimizer.step";
-    op.bytes = params * OPTIMIZER_BYTES_PER_PARAM;
+    op.bytes = params * optimizer_bytes_per_param(rb);
     op.flops = params * OPTIMIZER_FLOPS_PER_PARAM;
     int idx = ep_rb_emit(rb, &op);
     if (idx < 0 || ep_rb_dep(rb, idx, rb->dp_last) != 0) return -1;

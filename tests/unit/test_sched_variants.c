@@ -337,11 +337,56 @@ static void test_model_state(void) {
                                        NULL) /
                                plain,
                            1.0 / 4, 1e-12);
+    /* lower-precision optimizer state and gradients: bf16 moments 2 + 4 + (4 + 2 + 2), fp16
+     * master weights and fp8 moments 2 + 4 + (2 + 1 + 1), bf16 gradients 2 + 2 + 12 */
+    const char *pa = "--world-size 4 --use-precision-aware-optimizer ";
+    char flags[256];
+    snprintf(flags, sizeof flags, "%s--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16", pa);
+    CU_ASSERT_DOUBLE_EQUAL(model_state(flags, NULL) / plain, 14.0 / 18, 1e-12);
+    snprintf(flags, sizeof flags,
+             "%s--main-params-dtype fp16 --exp-avg-dtype fp8 --exp-avg-sq-dtype fp8", pa);
+    CU_ASSERT_DOUBLE_EQUAL(model_state(flags, NULL) / plain, 10.0 / 18, 1e-12);
+    snprintf(flags, sizeof flags, "%s--main-grads-dtype bf16", pa);
+    CU_ASSERT_DOUBLE_EQUAL(model_state(flags, NULL) / plain, 16.0 / 18, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(model_state("--world-size 4 --grad-reduce-in-bf16", NULL) / plain,
+                           16.0 / 18, 1e-12);
     double ep4 = model_state("--world-size 4 --expert-model-parallel-size 4", NULL);
     double ep2 = model_state("--world-size 4 --expert-model-parallel-size 2", NULL);
     CU_ASSERT(ep4 < ep2 && ep2 < plain);
     /* experts E: plain - ep2 = 18 E / 2, plain - ep4 = 18 E 3/4 */
     CU_ASSERT_DOUBLE_EQUAL((plain - ep4) / (plain - ep2), 1.5, 1e-9);
+}
+
+/* Gradient collectives move the main-gradient dtype; the optimizer step reads and writes the
+ * state in its dtypes (30 B per parameter in fp32: 2 x 12 + 4 + 2). */
+static void test_optimizer_dtypes(void) {
+    ep_sched a, b;
+    const char *base =
+        SCHED_SMALL "--world-size 4 --global-batch-size 4 --use-distributed-optimizer ";
+    char flags[512];
+    if (sched_build_flags(&a, base) != 0) return;
+    snprintf(flags, sizeof flags,
+             "%s--use-precision-aware-optimizer --main-grads-dtype bf16 --exp-avg-dtype bf16 "
+             "--exp-avg-sq-dtype bf16",
+             base);
+    if (sched_build_flags(&b, flags) != 0) return;
+    CU_ASSERT_EQUAL_FATAL(a.ranks[0].nops, b.ranks[0].nops);
+    int checked = 0;
+    for (int i = 0; i < a.ranks[0].nops; i++) {
+        const ep_op *x = &a.ranks[0].ops[i], *y = &b.ranks[0].ops[i];
+        if (x->kind == EP_OP_REDUCE_SCATTER && x->stream == EP_STREAM_DP) {
+            CU_ASSERT_DOUBLE_EQUAL(y->bytes, x->bytes / 2, 1e-9 * x->bytes);
+            checked++;
+        } else if (x->kind == EP_OP_OPTIMIZER) {
+            CU_ASSERT_DOUBLE_EQUAL(y->bytes / x->bytes, (2 * 8.0 + 2 + 2) / 30, 1e-12);
+            checked++;
+        } else if (x->kind == EP_OP_ALL_GATHER && x->stream == EP_STREAM_DP) {
+            CU_ASSERT_DOUBLE_EQUAL(y->bytes, x->bytes, 0); /* bf16 weights either way */
+        }
+    }
+    CU_ASSERT(checked >= 2);
+    ep_sched_free(&a);
+    ep_sched_free(&b);
 }
 
 static void test_ddp_buckets(void) {
@@ -531,6 +576,8 @@ void ep_suite_sched_variants(void) {
     CU_add_test(s, "HSDP inner/outer groups (16 GPUs, EP 4, N 2)", test_hsdp_groups);
     CU_add_test(s, "DDP buckets and distributed optimizer order", test_ddp_buckets);
     CU_add_test(s, "model state per GPU: weights, gradients, Adam, sharding", test_model_state);
+    CU_add_test(s, "optimizer and gradient dtypes: collective and step bytes",
+                test_optimizer_dtypes);
     CU_add_test(s, "same schedule for 1, 2 and 5 routing threads", test_threads_same_schedule);
     CU_add_test(s, "--moe-shared-expert-overlap: shared experts beside dispatch and combine",
                 test_shared_expert_overlap);
