@@ -62,6 +62,9 @@ RUNS=(
   "dsv3_hybridep_fused_epov|$DSV3 $HEPF $OV"
   "dsv3_hybridep_fused_epov_dw|$DSV3 $HEPF $DW"
   "dsv3_deepep_epov|$DSV3 $DEEPEP $OV"
+  "dsv3_alltoall_sharedov|$DSV3 $A2A --moe-shared-expert-overlap"
+  "dsv3_pp2_uneven|${PP/--num-virtual-stages-per-pipeline-rank 2/} $A2A
+   --decoder-first-pipeline-num-layers 3 --decoder-last-pipeline-num-layers 1"
   "dsv3_commheavy_alltoall_none|$DSV3 $CH $A2A"
   "dsv3_commheavy_alltoall_epov|$DSV3 $CH $A2A $OV"
   "dsv3_hybridep_thd|$DSV3 $HEP --sequence-packing --seqlen-dist uniform"
@@ -116,6 +119,7 @@ if [ "${RUNSET:-h200x2}" = h200x1 ]; then
     "x1_ovdemo_alltoall|$OVD $A2A $X1 --global-batch-size 8"
     "x1_commbound_alltoall|$CB $A2A $X1 --global-batch-size 8"
     "x1_dsv3_alltoall|$DSV3 $A2A $X1 --global-batch-size 4"
+    "x1_dsv3_alltoall_sharedov|$DSV3 $A2A $X1 --global-batch-size 4 --moe-shared-expert-overlap"
     "x1_hybrid_mamba_moe_alltoall|$HYB $A2A $X1 --global-batch-size 4"
   )
 fi

@@ -3,7 +3,9 @@
 # epref and the one-GPU tests build from CUDA + NCCL + libc alone, test_gpu_kernels and
 # test_gpu_graph pass, and `epref run` of a small one-rank model runs with a Megatron-LM launch
 # line pasted in (flags without effect named in a note, config.ignored_flags in the summary).
-#   OUT=dir bash scripts/gpu_x1_check.sh
+#   OUT=dir [ONLY=regex] bash scripts/gpu_x1_check.sh
+# With ONLY set, also the one-GPU runs of scripts/gpu_runs.sh (RUNSET=h200x1) whose names match,
+# into $OUT/runs (args, trace, summary, index.csv), to be compared with `epsim compare`.
 # Writes $OUT/x1_check.log; the last lines printed are a summary.
 set -u -o pipefail
 export NCCL_NVLS_ENABLE=0
@@ -25,5 +27,11 @@ status+=("epref run rc=$?")
 cat "$OUT/x1_run.log" >> "$LOG"
 grep -h "note:" "$OUT/x1_run.log"
 grep -o '"ignored_flags":"[^"]*"\|"model_state_bytes_per_gpu":[0-9.e+]*' "$OUT/x1_run.summary.json"
+if [ -n "${ONLY:-}" ]; then
+    RUNSET=h200x1 NPROC=1 ITERS=${ITERS:-3} WARMUP=${WARMUP:-1} ONLY="$ONLY" \
+        bash scripts/gpu_runs.sh build-gpu/ref/epref "$OUT/runs" >> "$LOG" 2>&1
+    status+=("runs rc=$?")
+    cat "$OUT/runs/index.csv"
+fi
 grep -h "passed\|FAIL" "$LOG" | tail -8
 printf '%s\n' "${status[@]}" | tee -a "$LOG"
