@@ -31,6 +31,7 @@ static const char *const k_recipe[] = {"delayed", "tensorwise", "blockwise", "mx
 static const char *const k_score[] = {"softmax", "sigmoid", NULL};
 static const char *const k_transport[] = {"kernel", "nccl", NULL};
 static const char *const k_dtype[] = {"fp32", "bf16", "fp16", "fp8", NULL};
+static const char *const k_drop[] = {"probs", "position", NULL};
 
 #define OFF(field) offsetof(ep_config, field)
 #define FI(n, f, d, g, h)                                                                          \
@@ -41,6 +42,8 @@ static const char *const k_dtype[] = {"fp32", "bf16", "fp16", "fp8", NULL};
     { n, EP_FLAG_STRING, OFF(f), sizeof(((ep_config *)0)->f), d, NULL, NULL, g, 0, h }
 #define FE(n, f, c, d, g, h)                                                                       \
     { n, EP_FLAG_ENUM, OFF(f), 0, d, c, NULL, g, 0, h }
+#define FD(n, f, d, g, h)                                                                          \
+    { n, EP_FLAG_DOUBLE, OFF(f), 0, d, NULL, NULL, g, 0, h }
 #define PI(n, f, d, g, h)                                                                          \
     { n, EP_FLAG_INT, OFF(f), 0, d, NULL, NULL, g, 1, h }
 #define PD(n, f, d, g, h)                                                                          \
@@ -165,6 +168,12 @@ static const ep_flag k_flags[] = {
        "backend of the flex dispatcher"),
     FB("moe-enable-deepep", moe_enable_deepep, "0", GE,
        "older spelling of --moe-flex-dispatcher-backend deepep (needs the flex dispatcher)"),
+    FD("moe-expert-capacity-factor", moe_expert_capacity_factor, "0", GE,
+       "tokens per expert capped at factor x tokens x top-k / experts per rank (<= 0: dropless)"),
+    FB("moe-pad-expert-input-to-capacity", moe_pad_expert_input_to_capacity, "0", GE,
+       "pad every expert's input to the capacity (static shapes: no count exchange, no sync)"),
+    FE("moe-token-drop-policy", moe_token_drop_policy, k_drop, "probs", GE,
+       "tokens over capacity dropped by lowest probability or by position"),
     FB("moe-permute-fusion", moe_permute_fusion, "0", GE, "fused permute/unpermute kernels"),
     FB("moe-hybridep-fuse-permute", moe_hybridep_permute_fusion, "0", GE,
        "fuse permute into hybridep dispatch and unpermute into combine (PR 4073)"),

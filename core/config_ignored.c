@@ -71,7 +71,6 @@ static const struct {
     {"moe-router-pre-softmax", B},
     {"moe-router-dtype", V},
     {"moe-input-jitter-eps", V},
-    {"moe-token-drop-policy", V}, /* drops only under a capacity factor, which stays unknown */
     /* kernel choices: the calibration (epsim) or epref's kernels decide the time */
     {"use-flash-attn", B},
     {"attention-backend", V},

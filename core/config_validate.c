@@ -441,6 +441,10 @@ static int check_dispatch(ep_config *c, char err[EP_ERRLEN]) {
                  "(--mtp-num-layers %d)",
                  c->mtp_num_layers);
     }
+    if (c->moe_expert_capacity_factor > 0 && be != EP_BACKEND_ALLTOALL)
+        FAIL("--moe-expert-capacity-factor needs --moe-token-dispatcher-type alltoall");
+    if (c->moe_pad_expert_input_to_capacity && !(c->moe_expert_capacity_factor > 0))
+        FAIL("--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor > 0");
     if (c->moe_shared_expert_overlap) { /* the checks of Megatron-LM's TransformerConfig */
         if (be == EP_BACKEND_ALLGATHER)
             FAIL("--moe-shared-expert-overlap needs --moe-token-dispatcher-type alltoall or flex");

@@ -39,6 +39,8 @@ typedef enum { EP_FP8_RECIPE_DELAYED, EP_FP8_RECIPE_TENSORWISE, EP_FP8_RECIPE_BL
 typedef enum { EP_SCORE_SOFTMAX, EP_SCORE_SIGMOID } ep_score_func;
 /* Storage dtypes of gradients and optimizer state (--main-grads-dtype, --exp-avg-dtype, ...) */
 typedef enum { EP_DTYPE_FP32, EP_DTYPE_BF16, EP_DTYPE_FP16, EP_DTYPE_FP8 } ep_dtype;
+/* --moe-token-drop-policy: which of an expert's tokens over capacity are dropped */
+typedef enum { EP_DROP_PROBS, EP_DROP_POSITION } ep_drop_policy;
 
 typedef struct {
     /* --- model --- */
@@ -107,6 +109,9 @@ typedef struct {
     ep_dispatcher_type moe_token_dispatcher_type; /* --moe-token-dispatcher-type */
     ep_flex_backend moe_flex_dispatcher_backend;  /* --moe-flex-dispatcher-backend */
     int moe_enable_deepep;              /* --moe-enable-deepep (older spelling of the deepep backend) */
+    double moe_expert_capacity_factor;  /* --moe-expert-capacity-factor (<= 0: no capacity, dropless) */
+    int moe_pad_expert_input_to_capacity; /* --moe-pad-expert-input-to-capacity */
+    ep_drop_policy moe_token_drop_policy; /* --moe-token-drop-policy probs|position */
     int moe_permute_fusion;             /* --moe-permute-fusion */
     int moe_hybridep_permute_fusion;    /* --moe-hybridep-fuse-permute (PR 4073) */
     int moe_hybridep_num_blocks_permute;/* --moe-hybridep-num-blocks-permute (extra SMs) */

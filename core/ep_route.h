@@ -39,7 +39,7 @@ typedef struct {
     int64_t *sel;               /* [ep*E] selections from src member to expert */
     int64_t *rank_tokens;       /* [ep*ep] token copies src->dst, one per destination rank */
     int64_t *node_tokens;       /* [ep*nnodes] token copies src->node, one per destination node */
-    int64_t selections;         /* sum of tokens*topk */
+    int64_t selections;         /* sum of sel: tokens*topk less capacity drops plus padding */
 } ep_routing;
 
 /* Draws routing for the EP group whose global ranks are group_ranks[0..ep) holding tokens[i]
@@ -50,6 +50,12 @@ typedef struct {
 int ep_route_draw(const ep_config *cfg, int microbatch, int layer, int group_index,
                   const int *group_ranks, const int *tokens, int keep_choices, ep_routing *out);
 void ep_routing_free(ep_routing *r);
+/* --moe-expert-capacity-factor F: the (token, expert) selections one member may send each expert,
+ * ceil(tokens x top-k / experts x F) (Megatron-LM's get_capacity, at least 1); 0 without F.
+ * ep_route_draw drops a member's selections beyond it in token order (both drop policies keep the
+ * same count per expert; which tokens differs, so only the per-rank deduplication of copies can),
+ * and with --moe-pad-expert-input-to-capacity fills every expert up to it. */
+int64_t ep_route_capacity(const ep_config *cfg, int tokens);
 /* The nodes of a group's ranks (rank / gpus_per_node; <= 0: one node), numbered 0.. in order of
  * first appearance into node_of[0..ep); returns their count. ep_route_draw numbers them so. */
 int ep_route_nodes(const int *group_ranks, int ep, int gpus_per_node, int *node_of);

@@ -346,6 +346,30 @@ int ep_route_nodes(const int *group_ranks, int ep, int gpus_per_node, int *node_
     return nnodes;
 }
 
+int64_t ep_route_capacity(const ep_config *cfg, int tokens) {
+    if (!(cfg->moe_expert_capacity_factor > 0) || cfg->num_experts < 1) return 0;
+    double c = ceil((double)tokens * cfg->moe_router_topk / cfg->num_experts *
+                    cfg->moe_expert_capacity_factor);
+    return c < 1 ? 1 : (int64_t)c;
+}
+
+/* --moe-pad-expert-input-to-capacity: member src sends every expert exactly `cap` rows, one per
+ * (token, expert) pair with dummy rows filling up (Megatron's static shapes: no deduplication). */
+static void pad_to_capacity(ep_routing *r, int src, int64_t cap) {
+    int E = r->num_experts, epr = r->experts_per_rank, nn = r->nnodes;
+    int64_t *sel = r->sel + (size_t)src * E;
+    for (int e = 0; e < E; e++) {
+        r->tokens_per_expert[e] += cap - sel[e];
+        sel[e] = cap;
+    }
+    for (int n = 0; n < nn; n++)
+        r->node_tokens[(size_t)src * nn + n] = 0;
+    for (int dst = 0; dst < r->ep; dst++) {
+        r->rank_tokens[(size_t)src * r->ep + dst] = cap * epr;
+        r->node_tokens[(size_t)src * nn + r->node_of[dst]] += cap * epr;
+    }
+}
+
 int ep_route_draw(const ep_config *cfg, int microbatch, int layer, int group_index,
                   const int *group_ranks, const int *tokens, int keep_choices, ep_routing *out) {
     memset(out, 0, sizeof *out);
@@ -402,11 +426,13 @@ int ep_route_draw(const ep_config *cfg, int microbatch, int layer, int group_ind
         int64_t *sel = out->sel + (size_t)src * E;
         int64_t *rt = out->rank_tokens + (size_t)src * ep;
         int64_t *nt = out->node_tokens + (size_t)src * nn;
+        int64_t cap = ep_route_capacity(cfg, tokens[src]);
         for (int tok = 0; tok < tokens[src]; tok++, serial++) {
             int32_t *c = keep_choices ? out->choices[src] + (size_t)tok * k : buf;
             ep_route_table_token(&tab, &rng, c);
             for (int j = 0; j < k; j++) {
                 int e = c[j], dst = e / epr, node = out->node_of[dst];
+                if (cap > 0 && sel[e] >= cap) continue; /* over capacity: dropped */
                 sel[e]++;
                 out->tokens_per_expert[e]++;
                 if (stamp_rank[dst] != serial) {
@@ -419,7 +445,9 @@ int ep_route_draw(const ep_config *cfg, int microbatch, int layer, int group_ind
                 }
             }
         }
-        out->selections += (int64_t)tokens[src] * k;
+        if (cap > 0 && cfg->moe_pad_expert_input_to_capacity) pad_to_capacity(out, src, cap);
+        for (int e = 0; e < E; e++)
+            out->selections += sel[e];
     }
     free(buf);
     free(stamp_rank);

@@ -269,8 +269,10 @@ static int moe_node(gen *g, ep_node node) {
         }
         if (be == EP_BACKEND_ALLTOALL) {
             mem(g, "permute", EP_OP_PERMUTE, (t + r.send) * R);
-            coll(g, "count_a2a", EP_OP_ALLTOALL, g->rb->g_ep, E / ep * 8.0)->fwd_only = 1;
-            host_sync(g, "count_sync");
+            if (!c->moe_pad_expert_input_to_capacity) { /* padded: every split size is known */
+                coll(g, "count_a2a", EP_OP_ALLTOALL, g->rb->g_ep, E / ep * 8.0)->fwd_only = 1;
+                host_sync(g, "count_sync");
+            }
         }
         return 0;
     }

@@ -79,6 +79,12 @@ static int parse(ref_ctx *ctx, int argc, char **argv, exec_opts *o) {
         if (loud) fprintf(stderr, "epref: %s\n", err);
         return 2;
     }
+    if (o->cfg.moe_expert_capacity_factor > 0) { /* its kernels route every selection */
+        if (loud)
+            fprintf(stderr, "epref: --moe-expert-capacity-factor: epref runs dropless MoE only "
+                            "(epsim simulates token dropping)\n");
+        return 2;
+    }
     if (loud && o->cfg.ignored_flags[0])
         fprintf(stderr, "epref: note: accepted without effect on the run: %s\n",
                 o->cfg.ignored_flags);

@@ -186,6 +186,29 @@ static void test_uneven_pipeline(void) {
                  "--decoder-first-pipeline-num-layers 9 --decoder-last-pipeline-num-layers 8");
 }
 
+/* Token dropping under skewed routing: a capacity factor of 1 trims the hot experts' rows (less
+ * all-to-all traffic, a shorter iteration); padding to the capacity removes the count exchange's
+ * host syncs. */
+static void test_capacity_factor(void) {
+    char a[512], b[512], c[512];
+    tmp_path(a, sizeof a, "cap0.json");
+    tmp_path(b, sizeof b, "cap1.json");
+    tmp_path(c, sizeof c, "cap2.json");
+    CU_ASSERT_EQUAL_FATAL(run_summary("--routing zipf", a), 0);
+    CU_ASSERT_EQUAL_FATAL(run_summary("--routing zipf --moe-expert-capacity-factor 1", b), 0);
+    CU_ASSERT_EQUAL_FATAL(run_summary("--routing zipf --moe-expert-capacity-factor 1 "
+                                      "--moe-pad-expert-input-to-capacity",
+                                      c),
+                          0);
+    CU_ASSERT(json_num(b, "a2a_bytes") < json_num(a, "a2a_bytes"));
+    CU_ASSERT(json_num(b, "iteration_time_s") < json_num(a, "iteration_time_s"));
+    CU_ASSERT(json_num(a, "host_syncs") > 0);
+    CU_ASSERT_DOUBLE_EQUAL(json_num(c, "host_syncs"), 0, 0);
+    remove(a);
+    remove(b);
+    remove(c);
+}
+
 /* Counts CSV rows of rank 0 with `kind`, and the largest sms of rows with kind2. */
 static void csv_stats(const char *path, const char *kind, int *count, const char *kind2,
                       int *maxsms) {
@@ -486,6 +509,7 @@ void ep_suite_cli(void) {
     CU_add_test(s, "feature 1: EP overlap and delayed wgrad", test_feature_overlap);
     CU_add_test(s, "feature 2: permute fused into hybridep dispatch", test_feature_fused_permute);
     CU_add_test(s, "uneven first/last pipeline stages", test_uneven_pipeline);
+    CU_add_test(s, "capacity factor drops tokens, padding removes syncs", test_capacity_factor);
     CU_add_test(s, "--moe-shared-expert-overlap hides shared experts behind the a2as",
                 test_shared_expert_overlap);
     CU_add_test(s, "feature 3: device padding removes host syncs", test_feature_device_padding);

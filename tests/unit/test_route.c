@@ -329,6 +329,46 @@ static double max_over_mean(const ep_routing *r) {
     return (double)mx * r->num_experts / (double)sum;
 }
 
+/* --moe-expert-capacity-factor: no member sends an expert more than its capacity, the first
+ * selections are kept in token order, a large factor changes nothing; padding fills every expert
+ * to the capacity with one row per (token, expert) pair. */
+static void test_capacity(void) {
+    enum { EP = 4, E = 16, K = 4, T = 500 };
+    int ranks[EP], tok[EP];
+    fill(ranks, tok, EP, T);
+    ep_config c;
+    ep_routing free_r, cap_r, big_r, pad_r;
+    route_cfg(&c, E, K, EP, EP_ROUTE_ZIPF, 1.2);
+    CU_ASSERT_EQUAL_FATAL(ep_route_draw(&c, 0, 2, 0, ranks, tok, 0, &free_r), 0);
+    c.moe_expert_capacity_factor = 1.0;
+    int64_t cap = ep_route_capacity(&c, T);
+    CU_ASSERT_EQUAL(cap, (T * K + E - 1) / E); /* ceil(500 x 4 / 16 x 1.0) = 125 */
+    CU_ASSERT_EQUAL_FATAL(ep_route_draw(&c, 0, 2, 0, ranks, tok, 0, &cap_r), 0);
+    int dropped = 0;
+    for (int i = 0; i < EP * E; i++) {
+        CU_ASSERT_EQUAL(cap_r.sel[i], free_r.sel[i] < cap ? free_r.sel[i] : cap);
+        dropped |= free_r.sel[i] > cap;
+    }
+    CU_ASSERT_TRUE(dropped); /* Zipf routing overfills the hot experts */
+    CU_ASSERT_TRUE(cap_r.selections < free_r.selections);
+    c.moe_expert_capacity_factor = 100.0;
+    CU_ASSERT_EQUAL_FATAL(ep_route_draw(&c, 0, 2, 0, ranks, tok, 0, &big_r), 0);
+    CU_ASSERT_EQUAL(memcmp(big_r.rank_tokens, free_r.rank_tokens, EP * EP * sizeof(int64_t)), 0);
+    c.moe_expert_capacity_factor = 1.0;
+    c.moe_pad_expert_input_to_capacity = 1;
+    CU_ASSERT_EQUAL_FATAL(ep_route_draw(&c, 0, 2, 0, ranks, tok, 0, &pad_r), 0);
+    for (int i = 0; i < EP * E; i++)
+        CU_ASSERT_EQUAL(pad_r.sel[i], cap);
+    for (int i = 0; i < EP * EP; i++)
+        CU_ASSERT_EQUAL(pad_r.rank_tokens[i], cap * (E / EP));
+    for (int e = 0; e < E; e++)
+        CU_ASSERT_EQUAL(pad_r.tokens_per_expert[e], EP * cap);
+    ep_routing_free(&free_r);
+    ep_routing_free(&cap_r);
+    ep_routing_free(&big_r);
+    ep_routing_free(&pad_r);
+}
+
 static void test_zipf_skew(void) {
     enum { EP = 8, E = 64 };
     int ranks[EP], tok[EP];
@@ -553,6 +593,7 @@ void ep_suite_route(void) {
     CU_add_test(s, "unusable settings refused", test_unusable_settings);
     CU_add_test(s, "uniform: per-peer copies match expectation", test_uniform_expectation);
     CU_add_test(s, "Zipf: skewed, same hot expert per layer", test_zipf_skew);
+    CU_add_test(s, "capacity factor drops, padding fills to capacity", test_capacity);
     CU_add_test(s, "group-limited: at most group_topk groups", test_group_limit);
     CU_add_test(s, "matches direct Gumbel top-k", test_matches_gumbel_reference);
     CU_add_test(s, "padded rows", test_padded_rows);

@@ -48,6 +48,9 @@ static void test_host_syncs(void) {
     expect_syncs(EP2 DEEPEP, 1, "notify_sync", 1); /* the receive count */
     expect_syncs(EP2 DEEPEP THD, 1, "thd_", 0);    /* deepep handles uneven counts */
     expect_syncs(EP2 THD, 1, "thd_", 0);
+    expect_syncs(EP2 "--moe-expert-capacity-factor 1", 1, "count_sync", 1); /* drops: counts */
+    expect_syncs(EP2 "--moe-expert-capacity-factor 1 --moe-pad-expert-input-to-capacity", 0,
+                 "count_a2a", 0); /* static shapes */
 }
 
 static void test_thd_hybridep_padding(void) {
