@@ -352,14 +352,20 @@ static int check_batch(ep_config *c, char err[EP_ERRLEN]) {
     return 0;
 }
 
+/* The name a dtype flag's value is spelled with (its choices in the flag table). */
+static const char *dtype_name(const char *flag, ep_dtype d) {
+    return ep_config_find_flag(flag)->choices[d];
+}
+
 /* Megatron-LM's OptimizerConfig checks: lower-precision state only through the precision-aware
  * optimizer, and each dtype from the set its flag allows. */
 static int check_optimizer_dtypes(const ep_config *c, char err[EP_ERRLEN]) {
-    static const char *const name[] = {"fp32", "bf16", "fp16", "fp8"};
     if (c->main_grads_dtype != EP_DTYPE_FP32 && c->main_grads_dtype != EP_DTYPE_BF16)
-        FAIL("--main-grads-dtype %s: fp32 or bf16", name[c->main_grads_dtype]);
+        FAIL("--main-grads-dtype %s: fp32 or bf16",
+             dtype_name("main-grads-dtype", c->main_grads_dtype));
     if (c->main_params_dtype != EP_DTYPE_FP32 && c->main_params_dtype != EP_DTYPE_FP16)
-        FAIL("--main-params-dtype %s: fp32 or fp16", name[c->main_params_dtype]);
+        FAIL("--main-params-dtype %s: fp32 or fp16",
+             dtype_name("main-params-dtype", c->main_params_dtype));
     if (c->use_precision_aware_optimizer) return 0;
     const struct {
         const char *flag;
@@ -371,7 +377,7 @@ static int check_optimizer_dtypes(const ep_config *c, char err[EP_ERRLEN]) {
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         if (k[i].d != EP_DTYPE_FP32)
             FAIL("--%s %s needs --use-precision-aware-optimizer (fp32 without it)", k[i].flag,
-                 name[k[i].d]);
+                 dtype_name(k[i].flag, k[i].d));
     return 0;
 }
 

@@ -517,6 +517,34 @@ static ep_op wgrad_op(const gen *g, const spec *sp, int chunk, ep_node node, ep_
     return op;
 }
 
+/* The ops of a pass over the specs g->out[0..g->n): forward in order, or backward in reverse
+ * without the forward-only ops, each weighted op's dgrad followed by its wgrad unless deferred.
+ * wait[i] marks the ops that wait on the event chain (all but the wgrads). ops and wait hold
+ * 2 x g->n. Returns the count. */
+static int pass_ops(const gen *g, int chunk, ep_node node, ep_stream stream, ep_phase phase,
+                    int defer_dw, ep_op *ops, int *wait) {
+    int n = 0;
+    if (phase == EP_PHASE_FWD) {
+        for (int i = 0; i < g->n; i++) {
+            ops[n] = op_of(g, &g->out[i], chunk, node, stream);
+            ops[n].phase = EP_PHASE_FWD;
+            wait[n++] = 1;
+        }
+        return n;
+    }
+    for (int i = g->n - 1; i >= 0; i--) {
+        const spec *sp = &g->out[i];
+        if (sp->fwd_only) continue;
+        ops[n] = backward_op(g, sp, chunk, node, stream);
+        wait[n++] = 1;
+        if (sp->weight && !defer_dw) {
+            ops[n] = wgrad_op(g, sp, chunk, node, stream);
+            wait[n++] = 0;
+        }
+    }
+    return n;
+}
+
 static ep_stream node_stream(ep_node node) {
     return node == EP_NODE_DISPATCH || node == EP_NODE_COMBINE ? EP_STREAM_COMM : EP_STREAM_COMP;
 }
@@ -564,17 +592,8 @@ static int shared_side(ep_rank_builder *rb, ep_chain *c, const ep_chain *before,
     gen_init(&g, rb, layer, mb, specs);
     shared_experts(&g, node == EP_NODE_DISPATCH ? SHARED_FC1 : SHARED_FC2);
     ep_op ops[8];
-    int n = 0;
-    for (int i = 0; i < g.n; i++) {
-        if (phase == EP_PHASE_FWD) {
-            ops[n] = op_of(&g, &specs[i], chunk, EP_NODE_PRE_DISPATCH, EP_STREAM_COMP);
-            ops[n++].phase = EP_PHASE_FWD;
-            continue;
-        }
-        const spec *sp = &specs[g.n - 1 - i];
-        ops[n++] = backward_op(&g, sp, chunk, EP_NODE_PRE_DISPATCH, EP_STREAM_COMP);
-        if (sp->weight) ops[n++] = wgrad_op(&g, sp, chunk, EP_NODE_PRE_DISPATCH, EP_STREAM_COMP);
-    }
+    int wait[8]; /* the first op waits on `before` instead */
+    int n = pass_ops(&g, chunk, EP_NODE_PRE_DISPATCH, EP_STREAM_COMP, phase, 0, ops, wait);
     for (int i = 0; i < n; i++) {
         int idx = ep_rb_emit(rb, &ops[i]);
         if (idx < 0) return -1;
@@ -598,24 +617,7 @@ int ep_layer_emit_node(ep_rank_builder *rb, ep_chain *c, int layer, int mb, int 
         return -1;
     }
     ep_stream stream = node_stream(node);
-    int n = 0;
-    if (phase == EP_PHASE_FWD) {
-        for (int i = 0; i < g.n; i++) {
-            ops[n] = op_of(&g, &specs[i], chunk, node, stream);
-            ops[n].phase = EP_PHASE_FWD;
-            wait[n++] = 1;
-        }
-    } else {
-        for (int i = g.n - 1; i >= 0; i--) {
-            if (specs[i].fwd_only) continue;
-            ops[n] = backward_op(&g, &specs[i], chunk, node, stream);
-            wait[n++] = 1;
-            if (specs[i].weight && !defer_dw) {
-                ops[n] = wgrad_op(&g, &specs[i], chunk, node, stream);
-                wait[n++] = 0;
-            }
-        }
-    }
+    int n = pass_ops(&g, chunk, node, stream, phase, defer_dw, ops, wait);
     ep_chain before = *c;
     if (emit_list(rb, c, ops, wait, n, stream, layer, phase != EP_PHASE_FWD) != 0) return -1;
     return shared_side(rb, c, &before, layer, mb, chunk, node, phase);
@@ -656,8 +658,8 @@ int ep_layer_emit_embedding(ep_rank_builder *rb, ep_chain *c, int mb, int chunk,
 
 int ep_layer_emit_output(ep_rank_builder *rb, ep_chain *c, int mb, int chunk, ep_phase phase) {
     spec specs[4];
-    ep_op ops[5];
-    int wait[5];
+    ep_op ops[6];
+    int wait[6];
     gen g;
     gen_init(&g, rb, -1, mb, specs);
     const ep_config *cfg = rb->cfg;
@@ -667,22 +669,6 @@ int ep_layer_emit_output(ep_rank_builder *rb, ep_chain *c, int mb, int chunk, ep
     spec *s = add(&g, "loss", EP_OP_LOSS);
     s->flops = 5 * g.tg * V / g.tp; /* max, exp, sum, log over the vocabulary shard */
     s->bytes = 2 * g.tg * V / g.tp * 4;
-    int n = 0;
-    if (phase == EP_PHASE_FWD) {
-        for (int i = 0; i < g.n; i++) {
-            ops[n] = op_of(&g, &specs[i], chunk, EP_NODE_NONE, EP_STREAM_COMP);
-            ops[n].phase = EP_PHASE_FWD;
-            wait[n++] = 1;
-        }
-    } else {
-        for (int i = g.n - 1; i >= 0; i--) {
-            ops[n] = backward_op(&g, &specs[i], chunk, EP_NODE_NONE, EP_STREAM_COMP);
-            wait[n++] = 1;
-            if (specs[i].weight) {
-                ops[n] = wgrad_op(&g, &specs[i], chunk, EP_NODE_NONE, EP_STREAM_COMP);
-                wait[n++] = 0;
-            }
-        }
-    }
+    int n = pass_ops(&g, chunk, EP_NODE_NONE, EP_STREAM_COMP, phase, 0, ops, wait);
     return emit_list(rb, c, ops, wait, n, EP_STREAM_COMP, -1, 0);
 }
