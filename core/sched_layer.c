@@ -579,7 +579,8 @@ static int emit_list(ep_rank_builder *rb, ep_chain *c, ep_op *ops, const int *ch
  * compute stream without waiting for the transfer, so it runs beside it. It waits for what the node
  * waited for (`before`) and the chain then waits for it too (Megatron adds the shared output to the
  * combined tokens). Megatron uses a stream of its own; on the compute stream the experts' GEMMs
- * queue behind fc1 when fc1 outlasts the dispatch (docs/schedule.md, "Shared experts"). */
+ * queue behind fc1 when fc1 outlasts the dispatch (docs/schedule.md, "Shared experts beside the
+ * all-to-alls"). */
 static int shared_side(ep_rank_builder *rb, ep_chain *c, const ep_chain *before, int layer, int mb,
                        int chunk, ep_node node, ep_phase phase) {
     const ep_config *cfg = rb->cfg;
