@@ -39,7 +39,8 @@ echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
-declare -A SIMCPU WALL # GPUs -> median simulation CPU s / whole-run wall s of the fixed-work series
+# GPUs -> medians of the fixed-work series: simulation CPU s, whole-run wall s, simulation system CPU s
+declare -A SIMCPU WALL SIMSYS
 run() {           # name runs args...
     local name=$1 runs=$2
     shift 2
@@ -54,12 +55,13 @@ run() {           # name runs args...
             return
         fi
         # wall total schedule simulation ops opsps waits cpu_sim rss
-        local w c rss
+        local w c k rss
         w=$(sed -nE 's/^epsim stats: wall ([0-9.]+) s \(schedule ([0-9.]+), simulation ([0-9.]+).*\), ([0-9]+) ops, ([0-9]+) ops\/s.* ([0-9]+) SimGrid waits.*/\1 \2 \3 \4 \5 \6/p' "$err")
         c=$(sed -nE 's/^epsim stats: cpu .*simulation ([0-9.]+),.*peak RSS ([0-9]+) MiB.*/\1 \2/p' "$err")
+        k=$(sed -nE 's/^epsim stats: system cpu .*simulation ([0-9.]+),.*/\1/p' "$err")
         rss=$(awk -F: '/Maximum resident/ {printf "%.0f", $2 / 1024}' "$err")
         [ -n "$rss" ] || rss=$(echo "$c" | cut -d' ' -f2)
-        rows+="$w ${c%% *} $rss"$'\n'
+        rows+="$w ${c%% *} $rss $k"$'\n'
     done
     rm -f "$err"
     col() { echo -n "$rows" | awk -v k="$1" 'NF {print $k}' | median; }
@@ -67,7 +69,8 @@ run() {           # name runs args...
     ops=$(col 4)
     echo "| $name | $gpus | $runs | $(col 1) | $(col 2) | $(col 3) | $(col 7) | $(col 8) | $ops |" \
         "$(awk -v o="$ops" -v s="$(col 3)" 'BEGIN {printf "%.0f", o / s}') | $(col 6) |"
-    [ "$name" = "proxy16 EP8 fixed work/GPU" ] && SIMCPU[$gpus]=$(col 7) && WALL[$gpus]=$(col 1)
+    [ "$name" = "proxy16 EP8 fixed work/GPU" ] && SIMCPU[$gpus]=$(col 7) && WALL[$gpus]=$(col 1) &&
+        SIMSYS[$gpus]=$(col 9)
     return 0
 }
 for t in dgx16 dgx64 dgx256 dgx1024; do
@@ -79,17 +82,18 @@ if [ $full = 1 ]; then
     run "DeepSeek-V3 EP 64" 1 --topo dgx1024 @configs/deepseek-v3.args --expert-model-parallel-size 64
 fi
 echo
-echo "Scaling at fixed work per GPU (whole-run wall s and simulation CPU s; linear = x4 per step):"
+echo "Scaling at fixed work per GPU (whole-run wall s and simulation CPU s, of which the kernel's"
+echo "system time, mostly first-touch page faults; linear = x4 per step):"
 echo
-echo "| GPUs | wall s | x previous | simulation CPU s | x previous | simulation per GPU ms |"
-echo "| --- | --- | --- | --- | --- | --- |"
+echo "| GPUs | wall s | x previous | simulation CPU s | x previous | of which system s | simulation per GPU ms |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
 ratio() { [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}' || echo -; }
 prev= prevw=
 for g in 16 64 256 1024; do
     s=${SIMCPU[$g]:-}
     w=${WALL[$g]:-}
     [ -n "$s" ] || continue
-    echo "| $g | $w | $(ratio "$w" "$prevw") | $s | $(ratio "$s" "$prev") |" \
+    echo "| $g | $w | $(ratio "$w" "$prevw") | $s | $(ratio "$s" "$prev") | ${SIMSYS[$g]:-} |" \
         "$(awk -v a="$s" -v g="$g" 'BEGIN {printf "%.2f", 1000 * a / g}') |"
     prev=$s prevw=$w
 done
