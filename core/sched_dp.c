@@ -428,10 +428,17 @@ static void stage_params(const ep_rank_builder *rb, double *dense_out, double *e
     *expert_out = expert;
 }
 
+/* Adam's state is sharded over the data-parallel group: the distributed optimizer, HSDP, or FSDP
+ * from `optim` up (`no_shard` keeps a whole copy on every rank, as DDP does). */
+static int adam_sharded(const ep_rank_builder *rb) {
+    return sharded_params(rb) ||
+           (fsdp(rb) && rb->cfg->data_parallel_sharding_strategy >= EP_SHARD_OPTIM);
+}
+
 static double local_params(const ep_rank_builder *rb) {
     double dense, expert;
     stage_params(rb, &dense, &expert);
-    if (fsdp(rb) || sharded_params(rb)) { /* each rank updates only its shard */
+    if (adam_sharded(rb)) { /* each rank updates only its shard */
         int outer = hsdp(rb) && rb->cfg->outer_dp_sharding_strategy == EP_OUTER_OPTIM;
         dense /= gsize(rb, dense_group(rb)) * (outer ? gsize(rb, rb->g_dp_out) : 1);
         expert /= gsize(rb, expert_group(rb)) * (outer ? gsize(rb, rb->g_edp_out) : 1);
@@ -449,7 +456,7 @@ static double model_state_bytes(const ep_rank_builder *rb) {
     double dense, expert;
     stage_params(rb, &dense, &expert);
     int strategy = fsdp(rb) ? (int)rb->cfg->data_parallel_sharding_strategy : EP_SHARD_NO_SHARD;
-    int opt = sharded_params(rb) || strategy >= EP_SHARD_OPTIM;
+    int opt = adam_sharded(rb);
     int outer = hsdp(rb) && rb->cfg->outer_dp_sharding_strategy == EP_OUTER_OPTIM;
     double bytes = 0;
     for (int k = 0; k < 2; k++) {

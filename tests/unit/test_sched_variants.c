@@ -392,6 +392,31 @@ static void test_optimizer_dtypes(void) {
     ep_sched_free(&b);
 }
 
+/* The optimizer step updates what the rank's Adam state covers: all of its parameters with FSDP
+ * no_shard (a whole copy per rank, like DDP), 1/DP of them from optim up. */
+static void test_fsdp_optimizer_shard(void) {
+    const char *base = SCHED_SMALL "--world-size 4 --global-batch-size 4 --use-megatron-fsdp "
+                                   "--data-parallel-sharding-strategy ";
+    const char *strategies[] = {"no_shard", "optim", "optim_grads", "optim_grads_params"};
+    double bytes[4], state[4];
+    for (int i = 0; i < 4; i++) {
+        ep_sched s;
+        char flags[512];
+        snprintf(flags, sizeof flags, "%s%s", base, strategies[i]);
+        if (sched_build_flags(&s, flags) != 0) return;
+        int opt = sched_find(&s, 0, "optimizer.step");
+        CU_ASSERT_FATAL(opt >= 0);
+        bytes[i] = s.ranks[0].ops[opt].bytes;
+        state[i] = s.ranks[0].model_state_bytes;
+        ep_sched_free(&s);
+    }
+    CU_ASSERT_DOUBLE_EQUAL(bytes[1], bytes[0] / 4, 1e-9 * bytes[0]);
+    CU_ASSERT_DOUBLE_EQUAL(bytes[2], bytes[1], 0);
+    CU_ASSERT_DOUBLE_EQUAL(bytes[3], bytes[1], 0);
+    /* the state follows: 18 B per parameter unsharded, 2 + 4 + 12 / 4 from optim */
+    CU_ASSERT_DOUBLE_EQUAL(state[1] / state[0], (2 + 4 + 3.0) / 18, 1e-12);
+}
+
 static void test_ddp_buckets(void) {
     ep_sched s;
     /* world 4, EP 2: dense DP {0,1,2,3}, expert DP {0,2} */
@@ -581,6 +606,8 @@ void ep_suite_sched_variants(void) {
     CU_add_test(s, "model state per GPU: weights, gradients, Adam, sharding", test_model_state);
     CU_add_test(s, "optimizer and gradient dtypes: collective and step bytes",
                 test_optimizer_dtypes);
+    CU_add_test(s, "FSDP: the optimizer step covers the rank's Adam shard",
+                test_fsdp_optimizer_shard);
     CU_add_test(s, "same schedule for 1, 2 and 5 routing threads", test_threads_same_schedule);
     CU_add_test(s, "--moe-shared-expert-overlap: shared experts beside dispatch and combine",
                 test_shared_expert_overlap);
