@@ -276,6 +276,17 @@ static int parse_tokens(parse_ctx *c, char **tok, int n, const char *dir, int de
             value = negate ? "0" : eq ? eq + 1 : "1";
         } else if (eq) {
             value = eq + 1;
+        } else if (i + 1 < n && !is_flag(tok[i + 1]) && f->type == EP_FLAG_STRING && f->choices) {
+            /* a word list (Megatron's nargs='*'): the words up to the next flag */
+            char words[256];
+            size_t used = 0;
+            words[0] = 0;
+            while (i + 1 < n && !is_flag(tok[i + 1]) && tok[i + 1][0] != '@' &&
+                   used + strlen(tok[i + 1]) + 2 < sizeof words)
+                used += (size_t)snprintf(words + used, sizeof words - used, "%s%s", used ? " " : "",
+                                         tok[++i]);
+            if (ep_config_set(c->cfg, f->name, words, c->err) != 0) return -1;
+            continue;
         } else if (i + 1 < n && !is_flag(tok[i + 1])) {
             value = tok[++i];
         } else {

@@ -32,6 +32,11 @@ static const char *const k_score[] = {"softmax", "sigmoid", NULL};
 static const char *const k_transport[] = {"kernel", "nccl", NULL};
 static const char *const k_dtype[] = {"fp32", "bf16", "fp16", "fp8", NULL};
 static const char *const k_drop[] = {"probs", "position", NULL};
+static const char *const k_recompute[] = {"none", "full", "selective", NULL};
+static const char *const k_rc_method[] = {"none", "uniform", "block", NULL};
+/* bit i of ep_config.recompute_mask is word i (EP_RC_*) */
+static const char *const k_rc_modules[] = {"core_attn", "moe_act", "layernorm",      "mla_up_proj",
+                                           "mlp",       "moe",     "shared_experts", NULL};
 
 #define OFF(field) offsetof(ep_config, field)
 #define FI(n, f, d, g, h)                                                                          \
@@ -40,6 +45,9 @@ static const char *const k_drop[] = {"probs", "position", NULL};
     { n, EP_FLAG_BOOL, OFF(f), 0, d, NULL, NULL, g, 0, h }
 #define FS(n, f, d, g, h)                                                                          \
     { n, EP_FLAG_STRING, OFF(f), sizeof(((ep_config *)0)->f), d, NULL, NULL, g, 0, h }
+/* a string of space-separated words from c (a Megatron-LM list flag: --name w1 w2 ...) */
+#define FW(n, f, c, d, g, h)                                                                       \
+    { n, EP_FLAG_STRING, OFF(f), sizeof(((ep_config *)0)->f), d, c, NULL, g, 0, h }
 #define FE(n, f, c, d, g, h)                                                                       \
     { n, EP_FLAG_ENUM, OFF(f), 0, d, c, NULL, g, 0, h }
 #define FD(n, f, d, g, h)                                                                          \
@@ -125,6 +133,14 @@ static const ep_flag k_flags[] = {
        "optimizer replicas; > 1 with FSDP is HSDP with this many outer groups"),
     FE("outer-dp-sharding-strategy", outer_dp_sharding_strategy, k_outer, "no_shard", GP,
        "HSDP outer groups: no_shard all-reduces, optim reduce-scatters"),
+    FE("recompute-granularity", recompute_granularity, k_recompute, "none", GP,
+       "recompute activations in the backward: full layers or selective modules"),
+    FE("recompute-method", recompute_method, k_rc_method, "none", GP,
+       "full: uniform (groups of --recompute-num-layers) or block (the first N of a chunk)"),
+    FI("recompute-num-layers", recompute_num_layers, "0", GP,
+       "full: layers per recompute group (uniform) or recomputed layers per chunk (block)"),
+    FW("recompute-modules", recompute_modules, k_rc_modules, "", GP,
+       "selective: modules whose forward is recomputed (default core_attn)"),
     FB("use-precision-aware-optimizer", use_precision_aware_optimizer, "0", GP,
        "optimizer state and main gradients in the dtypes below (TransformerEngine FusedAdam)"),
     FE("main-grads-dtype", main_grads_dtype, k_dtype, "fp32", GP,
@@ -251,6 +267,37 @@ static void list_choices(const char *const *c, char *buf, size_t n) {
         used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", c[i]);
 }
 
+/* A word-list flag's value: each space-separated word one of the choices. */
+static int check_words(const ep_flag *f, const char *value, char err[EP_ERRLEN]) {
+    for (const char *w = value; *w;) {
+        size_t n = strcspn(w, " ");
+        int known = 0;
+        for (int i = 0; f->choices[i] && !known; i++)
+            known = strlen(f->choices[i]) == n && strncmp(f->choices[i], w, n) == 0;
+        if (!known) {
+            char list[256];
+            list_choices(f->choices, list, sizeof list);
+            snprintf(err, EP_ERRLEN, "--%s: '%.*s' is not one of %s", f->name,
+                     (int)(n < 64 ? n : 64), w, list);
+            return -1;
+        }
+        w += n;
+        w += strspn(w, " ");
+    }
+    return 0;
+}
+
+int ep_config_word_mask(const ep_flag *f, const char *value) {
+    int mask = 0;
+    for (int i = 0; f->choices && f->choices[i]; i++)
+        for (const char *w = value; *w; w += strspn(w, " ")) {
+            size_t n = strcspn(w, " ");
+            if (strlen(f->choices[i]) == n && strncmp(f->choices[i], w, n) == 0) mask |= 1 << i;
+            w += n;
+        }
+    return mask;
+}
+
 int ep_config_set(ep_config *cfg, const char *name, const char *value, char err[EP_ERRLEN]) {
     const ep_flag *f = ep_config_find_flag(name);
     if (!f) {
@@ -300,6 +347,7 @@ int ep_config_set(ep_config *cfg, const char *name, const char *value, char err[
                      f->size - 1);
             return -1;
         }
+        if (f->choices && check_words(f, value, err) != 0) return -1;
         memcpy(field, value, strlen(value) + 1);
         return 0;
     case EP_FLAG_ENUM:
@@ -356,6 +404,13 @@ static const char *const k_group_title[EP_FLAG_NUM_GROUPS] = {
     "Routing, padding and seed (project flags)"};
 
 static const char *metavar(const ep_flag *f, char *buf, size_t n) {
+    if (f->choices && (f->type == EP_FLAG_ENUM || f->type == EP_FLAG_STRING)) {
+        size_t used = 0; /* an enum or a word list names its words */
+        buf[0] = 0;
+        for (int i = 0; f->choices[i] && used < n; i++)
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? "|" : "", f->choices[i]);
+        return buf;
+    }
     switch (f->type) {
     case EP_FLAG_INT:
     case EP_FLAG_U64:
@@ -364,13 +419,7 @@ static const char *metavar(const ep_flag *f, char *buf, size_t n) {
         return "X";
     case EP_FLAG_STRING:
         return "STR";
-    case EP_FLAG_ENUM: {
-        size_t used = 0;
-        buf[0] = 0;
-        for (int i = 0; f->choices[i] && used < n; i++)
-            used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? "|" : "", f->choices[i]);
-        return buf;
-    }
+    case EP_FLAG_ENUM:
     case EP_FLAG_BOOL:
     case EP_FLAG_ALIAS:
         break;

@@ -499,6 +499,44 @@ static int check_padding(ep_config *c, char err[EP_ERRLEN]) {
     return 0;
 }
 
+/* Activation recomputation, with the checks of Megatron-LM's TransformerConfig: full needs a
+ * method and a layer count, selective names modules and takes neither; the EP overlap takes
+ * neither full recomputation nor the moe module (docs/schedule.md, "Recomputation"). */
+static int check_recompute(ep_config *c, char err[EP_ERRLEN]) {
+    int n = c->recompute_num_layers, pp = c->pipeline_model_parallel_size;
+    const ep_flag *mods = ep_config_find_flag("recompute-modules");
+    c->recompute_mask = 0;
+    if (c->recompute_granularity == EP_RECOMPUTE_NONE) {
+        if (c->recompute_method != EP_RECOMPUTE_METHOD_NONE || n != 0)
+            FAIL("--recompute-method and --recompute-num-layers need --recompute-granularity full");
+        if (c->recompute_modules[0])
+            FAIL("--recompute-modules needs --recompute-granularity selective");
+        return 0;
+    }
+    if (c->recompute_granularity == EP_RECOMPUTE_FULL) {
+        if (c->recompute_method == EP_RECOMPUTE_METHOD_NONE)
+            FAIL("--recompute-granularity full needs --recompute-method uniform or block");
+        if (n < 1 || (long long)n * pp > c->num_layers)
+            FAIL("--recompute-granularity full needs --recompute-num-layers between 1 and the "
+                 "layers per pipeline rank (%d), got %d",
+                 c->num_layers / pp, n);
+        if (c->recompute_modules[0])
+            FAIL("--recompute-modules needs --recompute-granularity selective (full recomputes "
+                 "whole layers)");
+        if (c->overlap_moe_expert_parallel_comm)
+            FAIL("--overlap-moe-expert-parallel-comm does not allow --recompute-granularity full");
+        return 0;
+    }
+    if (n != 0) /* a --recompute-method is accepted and unused, as Megatron-LM does */
+        FAIL("--recompute-granularity selective takes no --recompute-num-layers");
+    c->recompute_mask =
+        c->recompute_modules[0] ? ep_config_word_mask(mods, c->recompute_modules) : EP_RC_CORE_ATTN;
+    if ((c->recompute_mask & EP_RC_MOE) && c->overlap_moe_expert_parallel_comm)
+        FAIL("--overlap-moe-expert-parallel-comm does not allow the moe module in "
+             "--recompute-modules");
+    return 0;
+}
+
 int ep_config_validate(ep_config *cfg, char err[EP_ERRLEN]) {
     ep_layer_plan plan;
     long long edp = 1;
@@ -506,7 +544,7 @@ int ep_config_validate(ep_config *cfg, char err[EP_ERRLEN]) {
     if (check_ranges(cfg, err) || check_attention(cfg, err) || check_world(cfg, err) ||
         check_layers(cfg, &plan, err) || check_pipeline(cfg, &plan, err) ||
         check_moe(cfg, &edp, err) || check_batch(cfg, err) || check_data_parallel(cfg, edp, err) ||
-        check_dispatch(cfg, err) || check_padding(cfg, err))
+        check_dispatch(cfg, err) || check_padding(cfg, err) || check_recompute(cfg, err))
         return -1;
     return 0;
 }

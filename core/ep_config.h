@@ -12,13 +12,22 @@
 #include <stdio.h>
 
 #define EP_MAX_PATTERN 1024 /* characters of --hybrid-override-pattern */
-#define EP_MAX_LAYERS 512
-#define EP_ERRLEN 512
+#define EP_MAX_LAYERS  512
+#define EP_ERRLEN      512
 
-typedef enum { EP_DISPATCHER_ALLTOALL, EP_DISPATCHER_ALLGATHER, EP_DISPATCHER_FLEX } ep_dispatcher_type;
+typedef enum {
+    EP_DISPATCHER_ALLTOALL,
+    EP_DISPATCHER_ALLGATHER,
+    EP_DISPATCHER_FLEX
+} ep_dispatcher_type;
 typedef enum { EP_FLEX_DEEPEP, EP_FLEX_HYBRIDEP } ep_flex_backend;
 /* The backend that actually moves tokens, resolved from type + flex backend. */
-typedef enum { EP_BACKEND_ALLTOALL, EP_BACKEND_ALLGATHER, EP_BACKEND_DEEPEP, EP_BACKEND_HYBRIDEP } ep_backend;
+typedef enum {
+    EP_BACKEND_ALLTOALL,
+    EP_BACKEND_ALLGATHER,
+    EP_BACKEND_DEEPEP,
+    EP_BACKEND_HYBRIDEP
+} ep_backend;
 
 typedef enum { EP_PAD_NONE, EP_PAD_HOST, EP_PAD_DEVICE } ep_pad_mode;
 /* How deepep/hybridep token all-to-alls move: their own SM-driven kernels over NVLink (and RDMA
@@ -35,114 +44,145 @@ typedef enum {
     EP_SHARD_OPTIM_GRADS_PARAMS
 } ep_shard_strategy;
 typedef enum { EP_FP8_NONE, EP_FP8_E4M3, EP_FP8_HYBRID } ep_fp8_format;
-typedef enum { EP_FP8_RECIPE_DELAYED, EP_FP8_RECIPE_TENSORWISE, EP_FP8_RECIPE_BLOCKWISE, EP_FP8_RECIPE_MXFP8 } ep_fp8_recipe;
+typedef enum {
+    EP_FP8_RECIPE_DELAYED,
+    EP_FP8_RECIPE_TENSORWISE,
+    EP_FP8_RECIPE_BLOCKWISE,
+    EP_FP8_RECIPE_MXFP8
+} ep_fp8_recipe;
 typedef enum { EP_SCORE_SOFTMAX, EP_SCORE_SIGMOID } ep_score_func;
 /* Storage dtypes of gradients and optimizer state (--main-grads-dtype, --exp-avg-dtype, ...) */
 typedef enum { EP_DTYPE_FP32, EP_DTYPE_BF16, EP_DTYPE_FP16, EP_DTYPE_FP8 } ep_dtype;
 /* --moe-token-drop-policy: which of an expert's tokens over capacity are dropped */
 typedef enum { EP_DROP_PROBS, EP_DROP_POSITION } ep_drop_policy;
+/* Activation recomputation (--recompute-granularity, --recompute-method) */
+typedef enum { EP_RECOMPUTE_NONE, EP_RECOMPUTE_FULL, EP_RECOMPUTE_SELECTIVE } ep_recompute;
+typedef enum {
+    EP_RECOMPUTE_METHOD_NONE,
+    EP_RECOMPUTE_UNIFORM,
+    EP_RECOMPUTE_BLOCK
+} ep_recompute_method;
+/* --recompute-modules as bits, in the order of the flag's choices (config_flags.c) */
+enum {
+    EP_RC_CORE_ATTN = 1 << 0,
+    EP_RC_MOE_ACT = 1 << 1,
+    EP_RC_LAYERNORM = 1 << 2,
+    EP_RC_MLA_UP_PROJ = 1 << 3,
+    EP_RC_MLP = 1 << 4,
+    EP_RC_MOE = 1 << 5,
+    EP_RC_SHARED_EXPERTS = 1 << 6
+};
 
 typedef struct {
     /* --- model --- */
-    int num_layers;               /* --num-layers (decoder layers, MTP excluded) */
-    int hidden_size;              /* --hidden-size */
-    int ffn_hidden_size;          /* --ffn-hidden-size (dense MLP) */
-    int num_attention_heads;      /* --num-attention-heads */
-    int num_query_groups;         /* --num-query-groups (GQA; 0 = heads) */
-    int kv_channels;              /* --kv-channels (head dim; 0 = hidden/heads) */
-    int multi_latent_attention;   /* --multi-latent-attention */
-    int q_lora_rank;              /* --q-lora-rank (0 = none) */
-    int kv_lora_rank;             /* --kv-lora-rank */
-    int qk_head_dim;              /* --qk-head-dim */
-    int qk_pos_emb_head_dim;      /* --qk-pos-emb-head-dim */
-    int v_head_dim;               /* --v-head-dim */
-    int seq_length;               /* --seq-length */
-    int micro_batch_size;         /* --micro-batch-size */
-    int global_batch_size;        /* --global-batch-size */
-    int vocab_size;               /* --padded-vocab-size / --vocab-size */
-    int swiglu;                   /* --swiglu (gated MLP, 3 weight matrices) */
-    int num_experts;              /* --num-experts (0 = dense model) */
-    int moe_router_topk;          /* --moe-router-topk */
-    int moe_ffn_hidden_size;      /* --moe-ffn-hidden-size */
+    int num_layers;                          /* --num-layers (decoder layers, MTP excluded) */
+    int hidden_size;                         /* --hidden-size */
+    int ffn_hidden_size;                     /* --ffn-hidden-size (dense MLP) */
+    int num_attention_heads;                 /* --num-attention-heads */
+    int num_query_groups;                    /* --num-query-groups (GQA; 0 = heads) */
+    int kv_channels;                         /* --kv-channels (head dim; 0 = hidden/heads) */
+    int multi_latent_attention;              /* --multi-latent-attention */
+    int q_lora_rank;                         /* --q-lora-rank (0 = none) */
+    int kv_lora_rank;                        /* --kv-lora-rank */
+    int qk_head_dim;                         /* --qk-head-dim */
+    int qk_pos_emb_head_dim;                 /* --qk-pos-emb-head-dim */
+    int v_head_dim;                          /* --v-head-dim */
+    int seq_length;                          /* --seq-length */
+    int micro_batch_size;                    /* --micro-batch-size */
+    int global_batch_size;                   /* --global-batch-size */
+    int vocab_size;                          /* --padded-vocab-size / --vocab-size */
+    int swiglu;                              /* --swiglu (gated MLP, 3 weight matrices) */
+    int num_experts;                         /* --num-experts (0 = dense model) */
+    int moe_router_topk;                     /* --moe-router-topk */
+    int moe_ffn_hidden_size;                 /* --moe-ffn-hidden-size */
     int moe_shared_expert_intermediate_size; /* --moe-shared-expert-intermediate-size */
     int moe_shared_expert_overlap; /* --moe-shared-expert-overlap (beside dispatch/combine) */
-    int moe_router_num_groups;    /* --moe-router-num-groups */
-    int moe_router_group_topk;    /* --moe-router-group-topk */
+    int moe_router_num_groups;     /* --moe-router-num-groups */
+    int moe_router_group_topk;     /* --moe-router-group-topk */
     ep_score_func moe_router_score_function; /* --moe-router-score-function */
-    char moe_layer_freq[256];     /* --moe-layer-freq: N or ([0]*a+[1]*b) */
-    int moe_layer_is_moe[EP_MAX_LAYERS]; /* resolved from moe_layer_freq (or the pattern) */
-    int mtp_num_layers;           /* --mtp-num-layers */
+    char moe_layer_freq[256];                /* --moe-layer-freq: N or ([0]*a+[1]*b) */
+    int moe_layer_is_moe[EP_MAX_LAYERS];     /* resolved from moe_layer_freq (or the pattern) */
+    int mtp_num_layers;                      /* --mtp-num-layers */
     char hybrid_override_pattern[EP_MAX_PATTERN]; /* --hybrid-override-pattern ("" = GPT) */
-    int mamba_state_dim;          /* --mamba-state-dim */
-    int mamba_head_dim;           /* --mamba-head-dim */
-    int mamba_num_heads;          /* --mamba-num-heads (0 = derived) */
+    int mamba_state_dim;                          /* --mamba-state-dim */
+    int mamba_head_dim;                           /* --mamba-head-dim */
+    int mamba_num_heads;                          /* --mamba-num-heads (0 = derived) */
 
     /* --- parallel --- */
-    int world_size;               /* project --world-size (0 = derived: TP*CP*PP*DP) */
-    int tensor_model_parallel_size;   /* --tensor-model-parallel-size */
-    int pipeline_model_parallel_size; /* --pipeline-model-parallel-size */
-    int virtual_pipeline_model_parallel_size; /* --num-virtual-stages-per-pipeline-rank (1 = none) */
-    int decoder_first_pipeline_num_layers; /* --decoder-first-pipeline-num-layers (0 = even split) */
+    int world_size;                           /* project --world-size (0 = derived: TP*CP*PP*DP) */
+    int tensor_model_parallel_size;           /* --tensor-model-parallel-size */
+    int pipeline_model_parallel_size;         /* --pipeline-model-parallel-size */
+    int virtual_pipeline_model_parallel_size; /* --num-virtual-stages-per-pipeline-rank (1 = none)
+                                               */
+    int decoder_first_pipeline_num_layers; /* --decoder-first-pipeline-num-layers (0 = even split)
+                                            */
     int decoder_last_pipeline_num_layers;  /* --decoder-last-pipeline-num-layers (0 = even split) */
-    int expert_model_parallel_size;   /* --expert-model-parallel-size */
-    int expert_tensor_parallel_size;  /* --expert-tensor-parallel-size (0 = TP) */
-    int sequence_parallel;            /* --sequence-parallel (must stay on when TP > 1) */
-    int context_parallel_size;        /* --context-parallel-size */
-    int data_parallel_size;           /* project --data-parallel-size (0 = derived) */
-    int use_distributed_optimizer;    /* --use-distributed-optimizer */
-    int use_megatron_fsdp;            /* --use-megatron-fsdp */
+    int expert_model_parallel_size;        /* --expert-model-parallel-size */
+    int expert_tensor_parallel_size;       /* --expert-tensor-parallel-size (0 = TP) */
+    int sequence_parallel;                 /* --sequence-parallel (must stay on when TP > 1) */
+    int context_parallel_size;             /* --context-parallel-size */
+    int data_parallel_size;                /* project --data-parallel-size (0 = derived) */
+    int use_distributed_optimizer;         /* --use-distributed-optimizer */
+    int use_megatron_fsdp;                 /* --use-megatron-fsdp */
     ep_shard_strategy data_parallel_sharding_strategy; /* --data-parallel-sharding-strategy */
     int num_distributed_optimizer_instances; /* --num-distributed-optimizer-instances (HSDP N) */
     ep_outer_strategy outer_dp_sharding_strategy; /* --outer-dp-sharding-strategy */
     int use_precision_aware_optimizer; /* --use-precision-aware-optimizer (TE FusedAdam dtypes) */
-    ep_dtype main_grads_dtype;        /* --main-grads-dtype fp32|bf16 (needs the above for bf16) */
-    ep_dtype main_params_dtype;       /* --main-params-dtype fp32|fp16 */
-    ep_dtype exp_avg_dtype;           /* --exp-avg-dtype fp32|fp16|bf16|fp8 */
-    ep_dtype exp_avg_sq_dtype;        /* --exp-avg-sq-dtype fp32|fp16|bf16|fp8 */
-    int grad_reduce_in_bf16;          /* --grad-reduce-in-bf16 */
-    int overlap_grad_reduce;          /* --overlap-grad-reduce */
-    int overlap_param_gather;         /* --overlap-param-gather */
-    int gpus_per_node;                /* project --gpus-per-node (epsim: from the topology) */
-    int ddp_bucket_size;              /* --ddp-bucket-size in parameters (0 = one per layer) */
+    ep_dtype main_grads_dtype;         /* --main-grads-dtype fp32|bf16 (needs the above for bf16) */
+    ep_dtype main_params_dtype;        /* --main-params-dtype fp32|fp16 */
+    ep_dtype exp_avg_dtype;            /* --exp-avg-dtype fp32|fp16|bf16|fp8 */
+    ep_dtype exp_avg_sq_dtype;         /* --exp-avg-sq-dtype fp32|fp16|bf16|fp8 */
+    int grad_reduce_in_bf16;           /* --grad-reduce-in-bf16 */
+    int overlap_grad_reduce;           /* --overlap-grad-reduce */
+    int overlap_param_gather;          /* --overlap-param-gather */
+    int gpus_per_node;                 /* project --gpus-per-node (epsim: from the topology) */
+    int ddp_bucket_size;               /* --ddp-bucket-size in parameters (0 = one per layer) */
+    ep_recompute recompute_granularity;   /* --recompute-granularity full|selective */
+    ep_recompute_method recompute_method; /* --recompute-method uniform|block (full) */
+    int recompute_num_layers;             /* --recompute-num-layers (full; 0 = unset) */
+    char recompute_modules[96];           /* --recompute-modules, space-separated (selective) */
+    int recompute_mask;                   /* derived: EP_RC_* bits of the selective modules */
 
     /* --- MoE dispatch --- */
     ep_dispatcher_type moe_token_dispatcher_type; /* --moe-token-dispatcher-type */
     ep_flex_backend moe_flex_dispatcher_backend;  /* --moe-flex-dispatcher-backend */
-    int moe_enable_deepep;              /* --moe-enable-deepep (older spelling of the deepep backend) */
-    double moe_expert_capacity_factor;  /* --moe-expert-capacity-factor (<= 0: no capacity, dropless) */
-    int moe_pad_expert_input_to_capacity; /* --moe-pad-expert-input-to-capacity */
-    ep_drop_policy moe_token_drop_policy; /* --moe-token-drop-policy probs|position */
-    int moe_permute_fusion;             /* --moe-permute-fusion */
-    int moe_hybridep_permute_fusion;    /* --moe-hybridep-fuse-permute (PR 4073) */
-    int moe_hybridep_num_blocks_permute;/* --moe-hybridep-num-blocks-permute (extra SMs) */
-    int moe_hybridep_num_sms;           /* --moe-hybridep-num-sms */
-    int moe_deepep_num_sms;             /* --moe-deepep-num-sms */
+    int moe_enable_deepep; /* --moe-enable-deepep (older spelling of the deepep backend) */
+    double
+        moe_expert_capacity_factor; /* --moe-expert-capacity-factor (<= 0: no capacity, dropless) */
+    int moe_pad_expert_input_to_capacity;    /* --moe-pad-expert-input-to-capacity */
+    ep_drop_policy moe_token_drop_policy;    /* --moe-token-drop-policy probs|position */
+    int moe_permute_fusion;                  /* --moe-permute-fusion */
+    int moe_hybridep_permute_fusion;         /* --moe-hybridep-fuse-permute (PR 4073) */
+    int moe_hybridep_num_blocks_permute;     /* --moe-hybridep-num-blocks-permute (extra SMs) */
+    int moe_hybridep_num_sms;                /* --moe-hybridep-num-sms */
+    int moe_deepep_num_sms;                  /* --moe-deepep-num-sms */
     int moe_router_padding_for_quantization; /* --moe-router-padding-for-quantization */
-    ep_fp8_format fp8_format;           /* --fp8-format */
-    ep_fp8_recipe fp8_recipe;           /* --fp8-recipe */
-    int overlap_moe_expert_parallel_comm; /* --overlap-moe-expert-parallel-comm */
-    int delay_wgrad_compute;            /* --delay-wgrad-compute */
-    int moe_expert_capacity_permute_budget; /* project --moe-permute-budget rows (0 = exact, syncs) */
+    ep_fp8_format fp8_format;                /* --fp8-format */
+    ep_fp8_recipe fp8_recipe;                /* --fp8-recipe */
+    int overlap_moe_expert_parallel_comm;    /* --overlap-moe-expert-parallel-comm */
+    int delay_wgrad_compute;                 /* --delay-wgrad-compute */
+    int moe_expert_capacity_permute_budget;  /* project --moe-permute-budget rows (0 = exact, syncs)
+                                              */
 
     /* --- sequence packing (THD) --- */
-    int sequence_packing;               /* --sequence-packing (THD format) */
-    ep_seqlen_dist seqlen_dist;         /* project --seqlen-dist fixed|uniform|lognormal */
-    int seqlen_mean;                    /* project --seqlen-mean (tokens) */
-    int seqlen_min;                     /* project --seqlen-min */
+    int sequence_packing;       /* --sequence-packing (THD format) */
+    ep_seqlen_dist seqlen_dist; /* project --seqlen-dist fixed|uniform|lognormal */
+    int seqlen_mean;            /* project --seqlen-mean (tokens) */
+    int seqlen_min;             /* project --seqlen-min */
 
     /* --- project: routing, padding --- */
-    ep_route_dist route_dist;           /* project --routing uniform|zipf|group-limited */
-    double route_zipf_s;                /* project --routing-zipf-s (skew exponent) */
-    uint64_t seed;                      /* project --seed */
-    ep_pad_mode pad_mode;               /* project --moe-pad-mode none|host|device */
-    int pad_multiple;                   /* project --moe-pad-multiple (0 = from fp8 recipe) */
-    int train_iters;                    /* --train-iters (iterations simulated / run) */
+    ep_route_dist route_dist; /* project --routing uniform|zipf|group-limited */
+    double route_zipf_s;      /* project --routing-zipf-s (skew exponent) */
+    uint64_t seed;            /* project --seed */
+    ep_pad_mode pad_mode;     /* project --moe-pad-mode none|host|device */
+    int pad_multiple;         /* project --moe-pad-multiple (0 = from fp8 recipe) */
+    int train_iters;          /* --train-iters (iterations simulated / run) */
 
     /* --- added after the first draft (kept at the end so existing code is unaffected) --- */
-    int group_query_attention;          /* --group-query-attention (needs --num-query-groups) */
+    int group_query_attention; /* --group-query-attention (needs --num-query-groups) */
     int num_layers_per_virtual_pipeline_stage; /* older Megatron spelling of VPP; converted by
                                                   ep_config_validate (0 = not given) */
-    uint64_t routing_budget; /* project --routing-budget: token selections drawn per iteration */
+    uint64_t routing_budget;   /* project --routing-budget: token selections drawn per iteration */
     ep_transport ep_transport; /* project --moe-flex-transport kernel|nccl */
     char ignored_flags[256];   /* Megatron-LM flags accepted without effect, as given ("--lr ...",
                                   truncated with "..."; see ep_config_ignored_flag) */
@@ -217,19 +257,21 @@ typedef enum {
 } ep_flag_group;
 
 typedef struct {
-    const char *name;            /* without the leading dashes, e.g. "num-layers" */
+    const char *name; /* without the leading dashes, e.g. "num-layers" */
     ep_flag_type type;
-    size_t offset;               /* of the field in ep_config */
-    size_t size;                 /* EP_FLAG_STRING: capacity of the char array */
-    const char *def;             /* default, as text ("" for an empty string) */
-    const char *const *choices;  /* EP_FLAG_ENUM: names indexed by enum value, NULL-terminated */
-    const char *alias_of;        /* EP_FLAG_ALIAS: the flag this one stands for */
+    size_t offset;              /* of the field in ep_config */
+    size_t size;                /* EP_FLAG_STRING: capacity of the char array */
+    const char *def;            /* default, as text ("" for an empty string) */
+    const char *const *choices; /* EP_FLAG_ENUM: names indexed by enum value, NULL-terminated */
+    const char *alias_of;       /* EP_FLAG_ALIAS: the flag this one stands for */
     ep_flag_group group;
-    int project;                 /* 1: a project flag that Megatron-LM does not have */
-    const char *help;            /* one line */
+    int project;      /* 1: a project flag that Megatron-LM does not have */
+    const char *help; /* one line */
 } ep_flag;
 
 /* The table and its length. */
+/* Bits of the choices a word-list flag's value names (bit i: choice i). */
+int ep_config_word_mask(const ep_flag *f, const char *value);
 const ep_flag *ep_config_flags(int *count);
 /* The row for a flag name (without dashes, aliases resolved), or NULL. */
 const ep_flag *ep_config_find_flag(const char *name);

@@ -54,7 +54,14 @@ typedef enum {
     EP_OP_NUM_KINDS
 } ep_op_kind;
 
-typedef enum { EP_PHASE_NONE, EP_PHASE_FWD, EP_PHASE_BWD, EP_PHASE_BWD_DW } ep_phase;
+/* RECOMPUTE: a forward op run again in the backward (activation recomputation) */
+typedef enum {
+    EP_PHASE_NONE,
+    EP_PHASE_FWD,
+    EP_PHASE_BWD,
+    EP_PHASE_BWD_DW,
+    EP_PHASE_RECOMPUTE
+} ep_phase;
 
 /* Megatron's layer nodes (FIELD_NOTES section 3); EP_NODE_NONE for DP/PP/optimizer ops. */
 typedef enum {

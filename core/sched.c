@@ -19,7 +19,7 @@ static const char *const k_kind_names[EP_OP_NUM_KINDS] = {
     "norm",           "router",       "permute",     "unpermute", "loss",
     "optimizer",      "a2a_dispatch", "a2a_combine", "alltoall",  "all_gather",
     "reduce_scatter", "all_reduce",   "send",        "recv",      "host_sync"};
-static const char *const k_phase_names[] = {"", "fwd", "bwd", "bwd_dw"};
+static const char *const k_phase_names[] = {"", "fwd", "bwd", "bwd_dw", "recompute"};
 static const char *const k_node_names[EP_NODE_NUM] = {"",    "pre_dispatch", "dispatch",
                                                       "mlp", "combine",      "mtp"};
 static const char *const k_comm_class_names[EP_COMM_NUM] = {"",   "dispatch", "combine",
@@ -32,7 +32,7 @@ const char *ep_op_kind_name(ep_op_kind k) {
     return (unsigned)k < EP_OP_NUM_KINDS ? k_kind_names[k] : "?";
 }
 const char *ep_phase_name(ep_phase p) {
-    return (unsigned)p <= EP_PHASE_BWD_DW ? k_phase_names[p] : "?";
+    return (unsigned)p <= EP_PHASE_RECOMPUTE ? k_phase_names[p] : "?";
 }
 const char *ep_node_name(ep_node n) {
     return (unsigned)n < EP_NODE_NUM ? k_node_names[n] : "?";

@@ -162,6 +162,7 @@ static int layer_step(ep_rank_builder *rb, const ep_step *st, int f, int b, int 
     if (ep_layer_emit_node(rb, ch, layer, mb, chunk, node, phase, dd) != 0) return -1
     if (b >= 0) {
         if (ep_dp_before_bwd(rb, cb, b, bm, bc) != 0) return -1;
+        if (ep_layer_emit_recompute(rb, cb, b, bm, bc) != 0) return -1;
         NODE(cb, b, bm, bc, EP_NODE_MTP, EP_PHASE_BWD, 0);
         NODE(cb, b, bm, bc, EP_NODE_COMBINE, EP_PHASE_BWD, 0);
     }

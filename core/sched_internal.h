@@ -130,6 +130,10 @@ int ep_layer_emit_node(ep_rank_builder *rb, ep_chain *c, int layer, int mb, int 
                        ep_phase phase, int defer_dw);
 /* Emits the delayed weight-gradient GEMMs of one node (no event wait). */
 int ep_layer_emit_dw(ep_rank_builder *rb, int layer, int mb, int chunk, ep_node node);
+/* Activation recomputation before layer's backward: with --recompute-granularity full the forward
+ * of its checkpoint group when layer tops it, with the selective moe module its MoE ops. Waits on
+ * and advances the chain. Returns 0 or -1. */
+int ep_layer_emit_recompute(ep_rank_builder *rb, ep_chain *c, int layer, int mb, int chunk);
 /* Embedding (first virtual stage) and output layer + loss (last virtual stage). */
 int ep_layer_emit_embedding(ep_rank_builder *rb, ep_chain *c, int mb, int chunk, ep_phase phase);
 int ep_layer_emit_output(ep_rank_builder *rb, ep_chain *c, int mb, int chunk, ep_phase phase);

@@ -19,6 +19,7 @@ typedef struct {
     int group, traffic, transpose, sms;
     int weight; /* has a weight gradient */
     int fwd_only;
+    int mods; /* EP_RC_* recompute modules the op belongs to */
 } spec;
 
 typedef struct {
@@ -29,6 +30,7 @@ typedef struct {
     double t, tg, R; /* tokens (sequence-parallel shard), GEMM rows, bytes per token row */
     int tp, etp;
     const char *prefix; /* "" or "b2_" for a repeated block family inside a bracket group */
+    int mods;           /* EP_RC_* modules of the ops being added */
     spec *out;
     int n;
     int failed;
@@ -50,7 +52,13 @@ static spec *add(gen *g, const char *label, ep_op_kind kind) {
     }
     s->kind = kind;
     s->group = s->traffic = -1;
+    s->mods = g->mods;
     return s;
+}
+
+/* Puts the op just added into recompute modules (a norm, core attention, an up projection). */
+static void tag_last(gen *g, int mods) {
+    if (g->n > 0) g->out[g->n - 1].mods |= mods;
 }
 
 static void gemm(gen *g, const char *label, double m, double n, double k) {
@@ -106,6 +114,7 @@ static void attention(gen *g, int mla) {
     double H = c->hidden_size, tg = g->tg;
     int heads = c->num_attention_heads / g->tp;
     mem(g, "attn_norm", EP_OP_NORM, 2 * g->t * g->R);
+    tag_last(g, EP_RC_LAYERNORM);
     tp_gather(g, "attn_ag");
     int qk, v, kv_heads;
     if (mla) {
@@ -115,11 +124,13 @@ static void attention(gen *g, int mla) {
         if (c->q_lora_rank > 0) {
             gemm(g, "q_down", tg, c->q_lora_rank, H);
             gemm(g, "q_up", tg, (double)heads * qk, c->q_lora_rank);
+            tag_last(g, EP_RC_MLA_UP_PROJ);
         } else {
             gemm(g, "q_proj", tg, (double)heads * qk, H);
         }
         gemm(g, "kv_down", tg, c->kv_lora_rank + c->qk_pos_emb_head_dim, H);
         gemm(g, "kv_up", tg, (double)heads * (c->qk_head_dim + v), c->kv_lora_rank);
+        tag_last(g, EP_RC_MLA_UP_PROJ);
     } else {
         qk = v = c->kv_channels;
         int groups = c->num_query_groups > 0 ? c->num_query_groups : c->num_attention_heads;
@@ -127,6 +138,7 @@ static void attention(gen *g, int mla) {
         gemm(g, "qkv", tg, (double)(heads + 2 * kv_heads) * qk, H);
     }
     spec *a = add(g, "core_attn", EP_OP_ATTENTION);
+    a->mods |= EP_RC_CORE_ATTN;
     a->m = (int)tg; /* query tokens of this rank (CP: its share of each sequence) */
     a->flops = ep_cost_attention_flops(tg, attn_seq(c), heads, qk, v, 1);
     a->bytes = ep_cost_attention_bytes(tg, heads, qk, v, kv_heads);
@@ -148,6 +160,7 @@ static void ssm(gen *g, int gdn) {
     inner /= g->tp;
     heads /= g->tp;
     mem(g, gdn ? "gdn_norm" : "mamba_norm", EP_OP_NORM, 2 * g->t * g->R);
+    tag_last(g, EP_RC_LAYERNORM);
     tp_gather(g, gdn ? "gdn_ag" : "mamba_ag");
     gemm(g, gdn ? "gdn_in_proj" : "mamba_in_proj", tg, 2 * inner + 2 * state + heads, H);
     spec *s = add(g, gdn ? "gdn_scan" : "mamba_scan", EP_OP_SCAN);
@@ -210,6 +223,7 @@ static void experts(gen *g, const moe_rows *r) {
     }
     grouped_gemm(g, "expert_fc1", m, F * (c->swiglu ? 2 : 1), H, local);
     mem(g, "expert_act", EP_OP_ELEMENTWISE, m * F * (c->swiglu ? 3 : 2) * EP_BF16);
+    tag_last(g, EP_RC_MOE_ACT);
     grouped_gemm(g, "expert_fc2", m, H, F, local);
     if (c->pad_mode == EP_PAD_HOST)
         mem(g, "unpad", EP_OP_ELEMENTWISE, (r->prows + r->erows) * g->R);
@@ -224,6 +238,8 @@ static void shared_experts(gen *g, int part) {
     const ep_config *c = g->cfg;
     if (c->moe_shared_expert_intermediate_size <= 0) return;
     double S = (double)c->moe_shared_expert_intermediate_size / g->tp, H = c->hidden_size;
+    int saved = g->mods; /* part of the MoE layer in Megatron-LM (its moe module) */
+    g->mods |= EP_RC_SHARED_EXPERTS | EP_RC_MOE;
     if (part == SHARED_FC1) {
         tp_gather(g, "shared_ag");
         gemm(g, "shared_fc1", g->tg, S * (c->swiglu ? 2 : 1), H);
@@ -232,6 +248,7 @@ static void shared_experts(gen *g, int part) {
         gemm(g, "shared_fc2", g->tg, H, S);
         tp_scatter(g, "shared_rs");
     }
+    g->mods = saved;
 }
 
 static int sms_of(const ep_config *c, ep_backend be) {
@@ -248,7 +265,18 @@ static double permuted_rows(const ep_config *c, const moe_rows *r) {
     return c->pad_mode == EP_PAD_DEVICE ? r->prows : r->erows;
 }
 
+static int moe_node_specs(gen *g, ep_node node);
+
+/* The MoE layer's ops of a node, all in the moe recompute module. */
 static int moe_node(gen *g, ep_node node) {
+    int saved = g->mods;
+    g->mods |= EP_RC_MOE;
+    int rc = moe_node_specs(g, node);
+    g->mods = saved;
+    return rc;
+}
+
+static int moe_node_specs(gen *g, ep_node node) {
     const ep_config *c = g->cfg;
     ep_backend be = ep_config_backend(c);
     moe_rows r;
@@ -379,7 +407,10 @@ static int node_specs(gen *g, ep_node node) {
             gemm(g, "eh_proj", g->tg, H, 2 * H);
         }
         mixers(g);
-        if (last == 'E' || last == '-') mem(g, "mlp_norm", EP_OP_NORM, 2 * g->t * g->R);
+        if (last == 'E' || last == '-') {
+            mem(g, "mlp_norm", EP_OP_NORM, 2 * g->t * g->R);
+            tag_last(g, EP_RC_LAYERNORM);
+        }
         if (last == 'E') return moe_node(g, node);
         return 0;
     case EP_NODE_DISPATCH:
@@ -389,11 +420,13 @@ static int node_specs(gen *g, ep_node node) {
         if (last == 'E') return moe_node(g, node);
         if (last == '-') {
             double F = (double)c->ffn_hidden_size / g->tp;
+            g->mods = EP_RC_MLP;
             tp_gather(g, "mlp_ag");
             gemm(g, "fc1", g->tg, F * (c->swiglu ? 2 : 1), H);
             mem(g, "act", EP_OP_ELEMENTWISE, g->tg * F * (c->swiglu ? 3 : 2) * EP_BF16);
             gemm(g, "fc2", g->tg, H, F);
             tp_scatter(g, "mlp_rs");
+            g->mods = 0;
         }
         return 0;
     case EP_NODE_MTP:
@@ -517,23 +550,44 @@ static ep_op wgrad_op(const gen *g, const spec *sp, int chunk, ep_node node, ep_
     return op;
 }
 
-/* The ops of a pass over the specs g->out[0..g->n): forward in order, or backward in reverse
- * without the forward-only ops, each weighted op's dgrad followed by its wgrad unless deferred.
+/* Selective recomputation (docs/schedule.md, "Recomputation"): is the op's forward run again
+ * right before its backward? The moe module spans the layer's nodes and is recomputed whole
+ * (recompute_layer below), so its ops are not rerun one by one as well. */
+static int rerun_in_bwd(const gen *g, const spec *sp) {
+    const ep_config *c = g->cfg;
+    if (c->recompute_granularity != EP_RECOMPUTE_SELECTIVE || g->layer < 0) return 0;
+    if ((c->recompute_mask & EP_RC_MOE) && (sp->mods & EP_RC_MOE)) return 0;
+    return (sp->mods & c->recompute_mask & ~EP_RC_MOE) != 0;
+}
+
+/* The ops of a pass over the specs g->out[0..g->n): forward (or its recomputation) in order, or
+ * backward in reverse without the forward-only ops, each weighted op's dgrad followed by its
+ * wgrad unless deferred, and a run of selectively recomputed ops preceded by its forward again.
  * wait[i] marks the ops that wait on the event chain (all but the wgrads). ops and wait hold
- * 2 x g->n. Returns the count. */
+ * 3 x g->n. Returns the count. */
 static int pass_ops(const gen *g, int chunk, ep_node node, ep_stream stream, ep_phase phase,
                     int defer_dw, ep_op *ops, int *wait) {
     int n = 0;
-    if (phase == EP_PHASE_FWD) {
+    if (phase == EP_PHASE_FWD || phase == EP_PHASE_RECOMPUTE) {
         for (int i = 0; i < g->n; i++) {
             ops[n] = op_of(g, &g->out[i], chunk, node, stream);
-            ops[n].phase = EP_PHASE_FWD;
+            ops[n].phase = phase;
             wait[n++] = 1;
         }
         return n;
     }
     for (int i = g->n - 1; i >= 0; i--) {
         const spec *sp = &g->out[i];
+        if (rerun_in_bwd(g, sp) && (i == g->n - 1 || !rerun_in_bwd(g, &g->out[i + 1]))) {
+            int a = i; /* the backward reaches a recomputed run: its forward first */
+            while (a > 0 && rerun_in_bwd(g, &g->out[a - 1]))
+                a--;
+            for (int j = a; j <= i; j++) {
+                ops[n] = op_of(g, &g->out[j], chunk, node, stream);
+                ops[n].phase = EP_PHASE_RECOMPUTE;
+                wait[n++] = 1;
+            }
+        }
         if (sp->fwd_only) continue;
         ops[n] = backward_op(g, sp, chunk, node, stream);
         wait[n++] = 1;
@@ -592,8 +646,8 @@ static int shared_side(ep_rank_builder *rb, ep_chain *c, const ep_chain *before,
     gen g;
     gen_init(&g, rb, layer, mb, specs);
     shared_experts(&g, node == EP_NODE_DISPATCH ? SHARED_FC1 : SHARED_FC2);
-    ep_op ops[8];
-    int wait[8]; /* the first op waits on `before` instead */
+    ep_op ops[12];
+    int wait[12]; /* the first op waits on `before` instead */
     int n = pass_ops(&g, chunk, EP_NODE_PRE_DISPATCH, EP_STREAM_COMP, phase, 0, ops, wait);
     for (int i = 0; i < n; i++) {
         int idx = ep_rb_emit(rb, &ops[i]);
@@ -604,11 +658,12 @@ static int shared_side(ep_rank_builder *rb, ep_chain *c, const ep_chain *before,
     return 0;
 }
 
-int ep_layer_emit_node(ep_rank_builder *rb, ep_chain *c, int layer, int mb, int chunk, ep_node node,
-                       ep_phase phase, int defer_dw) {
+/* A node's pass; mask -1 keeps every op, else only those of the EP_RC_* modules in mask. */
+static int emit_node(ep_rank_builder *rb, ep_chain *c, int layer, int mb, int chunk, ep_node node,
+                     ep_phase phase, int defer_dw, int mask) {
     spec specs[EP_MAX_NODE_OPS];
-    ep_op ops[2 * EP_MAX_NODE_OPS];
-    int wait[2 * EP_MAX_NODE_OPS];
+    ep_op ops[3 * EP_MAX_NODE_OPS];
+    int wait[3 * EP_MAX_NODE_OPS];
     gen g;
     gen_init(&g, rb, layer, mb, specs);
     if (node_specs(&g, node) != 0 || g.failed) {
@@ -617,11 +672,60 @@ int ep_layer_emit_node(ep_rank_builder *rb, ep_chain *c, int layer, int mb, int 
                  ep_node_name(node));
         return -1;
     }
+    if (mask != -1) {
+        int kept = 0;
+        for (int i = 0; i < g.n; i++)
+            if (specs[i].mods & mask) specs[kept++] = specs[i];
+        g.n = kept;
+    }
     ep_stream stream = node_stream(node);
     int n = pass_ops(&g, chunk, node, stream, phase, defer_dw, ops, wait);
     ep_chain before = *c;
-    if (emit_list(rb, c, ops, wait, n, stream, layer, phase != EP_PHASE_FWD) != 0) return -1;
+    if (emit_list(rb, c, ops, wait, n, stream, layer, phase == EP_PHASE_BWD) != 0) return -1;
     return shared_side(rb, c, &before, layer, mb, chunk, node, phase);
+}
+
+int ep_layer_emit_node(ep_rank_builder *rb, ep_chain *c, int layer, int mb, int chunk, ep_node node,
+                       ep_phase phase, int defer_dw) {
+    return emit_node(rb, c, layer, mb, chunk, node, phase, defer_dw, -1);
+}
+
+/* A layer's forward again, node by node on each node's stream: all of it (mask -1) or the ops of
+ * the given modules. */
+static int recompute_layer(ep_rank_builder *rb, ep_chain *c, int layer, int mb, int chunk,
+                           int mask) {
+    static const ep_node nodes[] = {EP_NODE_PRE_DISPATCH, EP_NODE_DISPATCH, EP_NODE_MLP,
+                                    EP_NODE_COMBINE};
+    for (int i = 0; i < 4; i++)
+        if (emit_node(rb, c, layer, mb, chunk, nodes[i], EP_PHASE_RECOMPUTE, 0, mask) != 0)
+            return -1;
+    return 0;
+}
+
+int ep_layer_emit_recompute(ep_rank_builder *rb, ep_chain *c, int layer, int mb, int chunk) {
+    const ep_config *cfg = rb->cfg;
+    const ep_layer_plan *plan = &rb->s->plan;
+    const ep_layer *L = &plan->layers[layer];
+    if (cfg->recompute_granularity == EP_RECOMPUTE_SELECTIVE)
+        return (cfg->recompute_mask & EP_RC_MOE) && L->is_moe
+                   ? recompute_layer(rb, c, layer, mb, chunk, EP_RC_MOE)
+                   : 0;
+    if (cfg->recompute_granularity != EP_RECOMPUTE_FULL || L->is_mtp) return 0;
+    int first, count, N = cfg->recompute_num_layers;
+    ep_layer_range(plan, rb->pp, rb->vpp, rb->stage, chunk, &first, &count);
+    while (count > 0 && plan->layers[first + count - 1].is_mtp)
+        count--; /* MTP layers are not in the decoder's checkpoints */
+    int i = layer - first, lo = layer, hi = layer;
+    if (cfg->recompute_method == EP_RECOMPUTE_BLOCK) {
+        if (i >= N) return 0; /* only the chunk's first N layers are checkpointed */
+    } else {
+        lo = first + i / N * N; /* groups of N; the group reruns at its top layer's backward */
+        hi = lo + N < first + count ? lo + N - 1 : first + count - 1;
+        if (layer != hi) return 0;
+    }
+    for (int l = lo; l <= hi; l++)
+        if (recompute_layer(rb, c, l, mb, chunk, -1) != 0) return -1;
+    return 0;
 }
 
 int ep_layer_emit_dw(ep_rank_builder *rb, int layer, int mb, int chunk, ep_node node) {
@@ -659,8 +763,8 @@ int ep_layer_emit_embedding(ep_rank_builder *rb, ep_chain *c, int mb, int chunk,
 
 int ep_layer_emit_output(ep_rank_builder *rb, ep_chain *c, int mb, int chunk, ep_phase phase) {
     spec specs[4];
-    ep_op ops[6];
-    int wait[6];
+    ep_op ops[12];
+    int wait[12];
     gen g;
     gen_init(&g, rb, -1, mb, specs);
     const ep_config *cfg = rb->cfg;

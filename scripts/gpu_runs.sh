@@ -120,6 +120,8 @@ if [ "${RUNSET:-h200x2}" = h200x1 ]; then
     "x1_commbound_alltoall|$CB $A2A $X1 --global-batch-size 8"
     "x1_dsv3_alltoall|$DSV3 $A2A $X1 --global-batch-size 4"
     "x1_dsv3_alltoall_sharedov|$DSV3 $A2A $X1 --global-batch-size 4 --moe-shared-expert-overlap"
+    "x1_dsv3_alltoall_rcfull|$DSV3 $A2A $X1 --global-batch-size 4 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+    "x1_dsv3_alltoall_rcsel|$DSV3 $A2A $X1 --global-batch-size 4 --recompute-granularity selective --recompute-modules core_attn moe_act layernorm"
     "x1_hybrid_mamba_moe_alltoall|$HYB $A2A $X1 --global-batch-size 4"
   )
 fi

@@ -163,6 +163,31 @@ static void test_shared_expert_overlap(void) {
     remove(d);
 }
 
+/* Activation recomputation costs time: full layers more than the selective default (core
+ * attention); full recomputation of MoE layers reruns their all-to-alls and host syncs. */
+static void test_recompute(void) {
+    char a[512], b[512], c[512];
+    tmp_path(a, sizeof a, "rc0.json");
+    tmp_path(b, sizeof b, "rc1.json");
+    tmp_path(c, sizeof c, "rc2.json");
+    CU_ASSERT_EQUAL_FATAL(run_summary("", a), 0);
+    CU_ASSERT_EQUAL_FATAL(run_summary("--recompute-granularity selective", b), 0);
+    CU_ASSERT_EQUAL_FATAL(run_summary("--recompute-granularity full --recompute-method uniform "
+                                      "--recompute-num-layers 1",
+                                      c),
+                          0);
+    double t0 = json_num(a, "iteration_time_s"), t1 = json_num(b, "iteration_time_s"),
+           t2 = json_num(c, "iteration_time_s");
+    CU_ASSERT(t0 < t1 && t1 < t2);
+    CU_ASSERT(t2 < 1.5 * t0); /* a forward is about a third of a forward and backward */
+    CU_ASSERT_DOUBLE_EQUAL(json_num(b, "host_syncs"), json_num(a, "host_syncs"), 0);
+    CU_ASSERT_DOUBLE_EQUAL(json_num(c, "host_syncs"), 2 * json_num(a, "host_syncs"), 0);
+    CU_ASSERT(json_num(c, "a2a_bytes") > 1.4 * json_num(a, "a2a_bytes"));
+    remove(a);
+    remove(b);
+    remove(c);
+}
+
 /* Uneven pipeline stages: with the output layer and the loss on the last stage, a 9/7 split of the
  * 16-layer proxy over PP 2 is faster than 8/8 (as Megatron users balance DeepSeek-V3). */
 static void test_uneven_pipeline(void) {
@@ -512,6 +537,7 @@ void ep_suite_cli(void) {
     CU_add_test(s, "capacity factor drops tokens, padding removes syncs", test_capacity_factor);
     CU_add_test(s, "--moe-shared-expert-overlap hides shared experts behind the a2as",
                 test_shared_expert_overlap);
+    CU_add_test(s, "recomputation: selective and full cost time", test_recompute);
     CU_add_test(s, "feature 3: device padding removes host syncs", test_feature_device_padding);
     CU_add_test(s, "feature 4: THD padding with hybridep, none with deepep", test_feature_thd);
     CU_add_test(s, "feature 5: HSDP inner groups on NVLink, outer on IB", test_feature_hsdp);

@@ -100,8 +100,8 @@ static void test_ignored_megatron_flags(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "--lr needs a value"));
     CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--lr --bf16", g_err), -1);
     CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--no-bf16", g_err), -1);
-    CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--recompute-granularity full", g_err), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "unknown flag --recompute-granularity"));
+    CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--tp-comm-overlap", g_err), -1); /* not modelled */
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "unknown flag --tp-comm-overlap"));
     /* a long list ends in "..." and never overflows */
     char many[4096] = "";
     static const char *const names[] = {
@@ -458,7 +458,48 @@ static const bad_case k_bad[] = {
     {"--moe-pad-mode host", {"--moe-pad-mode host", "--fp8-format", "--moe-pad-multiple"}},
     {"--tensor-model-parallel-size 2 --no-sequence-parallel",
      {"--tensor-model-parallel-size 2", "--sequence-parallel"}},
+    {"--recompute-granularity full --recompute-num-layers 1",
+     {"--recompute-granularity full", "--recompute-method uniform or block"}},
+    {"--recompute-granularity full --recompute-method block",
+     {"--recompute-num-layers between 1 and", "got 0"}},
+    {"--recompute-granularity full --recompute-method uniform --recompute-num-layers 5",
+     {"--recompute-num-layers", "(4)", "got 5"}},
+    {"--recompute-granularity selective --recompute-num-layers 2",
+     {"selective", "no --recompute-num-layers"}},
+    {"--recompute-method uniform", {"--recompute-method", "--recompute-granularity full"}},
+    {"--recompute-modules moe_act", {"--recompute-modules", "--recompute-granularity selective"}},
+    {"--recompute-granularity full --recompute-method block --recompute-num-layers 1 "
+     "--overlap-moe-expert-parallel-comm --expert-model-parallel-size 2 --world-size 2",
+     {"--overlap-moe-expert-parallel-comm", "--recompute-granularity full"}},
+    {"--recompute-granularity selective --recompute-modules core_attn moe "
+     "--overlap-moe-expert-parallel-comm --expert-model-parallel-size 2 --world-size 2",
+     {"--overlap-moe-expert-parallel-comm", "moe module"}},
 };
+
+/* --recompute-modules takes words up to the next flag, as Megatron-LM's nargs='*' does; a word
+ * that is no module is refused; selective alone means core_attn. */
+static void test_recompute_modules_words(void) {
+    CU_ASSERT_EQUAL_FATAL(ep_test_config(&g_cfg,
+                                         "--recompute-granularity selective --recompute-modules "
+                                         "moe_act layernorm --num-layers 4",
+                                         g_err),
+                          0);
+    CU_ASSERT_STRING_EQUAL(g_cfg.recompute_modules, "moe_act layernorm");
+    CU_ASSERT_EQUAL(g_cfg.recompute_mask, EP_RC_MOE_ACT | EP_RC_LAYERNORM);
+    CU_ASSERT_EQUAL(g_cfg.num_layers, 4);
+    CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--recompute-granularity selective", g_err), 0);
+    CU_ASSERT_EQUAL(g_cfg.recompute_mask, EP_RC_CORE_ATTN);
+    CU_ASSERT_EQUAL(
+        ep_test_config(&g_cfg, "--recompute-granularity selective --recompute-modules=mlp", g_err),
+        0);
+    CU_ASSERT_EQUAL(g_cfg.recompute_mask, EP_RC_MLP);
+    CU_ASSERT_NOT_EQUAL(ep_test_config(&g_cfg,
+                                       "--recompute-granularity selective --recompute-modules "
+                                       "core_attn attn",
+                                       g_err),
+                        0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "--recompute-modules: 'attn' is not one of core_attn"));
+}
 
 static void test_validation_messages(void) {
     for (size_t i = 0; i < sizeof k_bad / sizeof k_bad[0]; i++) {
@@ -743,4 +784,5 @@ void ep_suite_config(void) {
     CU_add_test(s, "--moe-layer-freq forms", test_moe_layer_freq_forms);
     CU_add_test(s, "validation is idempotent", test_validate_idempotent);
     CU_add_test(s, "presets load and validate", test_presets);
+    CU_add_test(s, "--recompute-modules words", test_recompute_modules_words);
 }

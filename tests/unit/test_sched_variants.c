@@ -417,6 +417,118 @@ static void test_fsdp_optimizer_shard(void) {
     CU_ASSERT_DOUBLE_EQUAL(state[1] / state[0], (2 + 4 + 3.0) / 18, 1e-12);
 }
 
+/* --- activation recomputation (docs/schedule.md, "Recomputation") ------------------------------
+ */
+
+/* Index of rank 0's first op of `layer` with the given phase, or of its last (last = 1); -1 if
+ * none. */
+static int layer_op(const ep_sched *s, int mb, int layer, ep_phase phase, int last) {
+    int found = -1;
+    for (int i = 0; i < s->ranks[0].nops; i++) {
+        const ep_op *o = &s->ranks[0].ops[i];
+        if (o->mb != mb || o->layer != layer || o->phase != phase) continue;
+        if (!last) return i;
+        found = i;
+    }
+    return found;
+}
+
+static int phase_count(const ep_sched *s, ep_phase phase) {
+    int n = 0;
+    for (int i = 0; i < s->ranks[0].nops; i++)
+        n += s->ranks[0].ops[i].phase == phase;
+    return n;
+}
+
+#define RC_MODEL SCHED_SMALL "--num-layers 4 --world-size 2 --expert-model-parallel-size 2 "
+
+/* Full recomputation: every op of a checkpoint group's forward runs again, after the backward of
+ * the layers above it and before the group's own backward; uniform groups of N rerun at their top
+ * layer, block checkpoints the first N layers only. */
+static void test_recompute_full(void) {
+    ep_sched plain, u1, u2, blk;
+    if (sched_build_flags(&plain, RC_MODEL "--global-batch-size 2") != 0) return;
+    if (sched_build_flags(&u1, RC_MODEL "--global-batch-size 2 --recompute-granularity full "
+                                        "--recompute-method uniform --recompute-num-layers 1") != 0)
+        return;
+    if (sched_build_flags(&u2, RC_MODEL "--global-batch-size 2 --recompute-granularity full "
+                                        "--recompute-method uniform --recompute-num-layers 2") != 0)
+        return;
+    if (sched_build_flags(&blk, RC_MODEL "--global-batch-size 2 --recompute-granularity full "
+                                         "--recompute-method block --recompute-num-layers 1") != 0)
+        return;
+    int L = 4, fwd = 0, fwd_first = 0; /* forward ops of the decoder layers (no MTP here) */
+    for (int i = 0; i < plain.ranks[0].nops; i++) {
+        const ep_op *o = &plain.ranks[0].ops[i];
+        if (o->phase == EP_PHASE_FWD && o->layer >= 0) fwd++;
+        if (o->phase == EP_PHASE_FWD && o->layer == 0) fwd_first++;
+    }
+    CU_ASSERT_EQUAL(phase_count(&plain, EP_PHASE_RECOMPUTE), 0);
+    CU_ASSERT_EQUAL(phase_count(&u1, EP_PHASE_RECOMPUTE), fwd);
+    CU_ASSERT_EQUAL(phase_count(&u2, EP_PHASE_RECOMPUTE), fwd);
+    CU_ASSERT_EQUAL(phase_count(&blk, EP_PHASE_RECOMPUTE), fwd_first);
+    CU_ASSERT_EQUAL(u1.ranks[0].nops, plain.ranks[0].nops + fwd);
+    /* the recomputed dispatch and combine are collectives of the EP group like any other */
+    CU_ASSERT_EQUAL(sched_count(&u1, 0, "dispatch.recompute"), sched_count(&u1, 0, "dispatch.fwd"));
+    for (int mb = 0; mb < u1.num_microbatches; mb++)
+        for (int l = 0; l < L; l++) {
+            int r0 = layer_op(&u1, mb, l, EP_PHASE_RECOMPUTE, 0);
+            int r1 = layer_op(&u1, mb, l, EP_PHASE_RECOMPUTE, 1);
+            int b0 = layer_op(&u1, mb, l, EP_PHASE_BWD, 0);
+            CU_ASSERT(r0 > layer_op(&u1, mb, l, EP_PHASE_FWD, 1) && r1 < b0);
+            if (l + 1 < L) CU_ASSERT(r0 > layer_op(&u1, mb, l + 1, EP_PHASE_BWD, 1));
+            /* groups {0,1} and {2,3}: layer 2k reruns with 2k+1, before 2k+1's backward */
+            int top = l | 1;
+            CU_ASSERT(layer_op(&u2, mb, l, EP_PHASE_RECOMPUTE, 1) <
+                      layer_op(&u2, mb, top, EP_PHASE_BWD, 0));
+            if (l != top) /* the group's forward in order, after the layers above it */
+                CU_ASSERT(layer_op(&u2, mb, l, EP_PHASE_RECOMPUTE, 1) <
+                              layer_op(&u2, mb, top, EP_PHASE_RECOMPUTE, 0) &&
+                          (top + 1 >= L || layer_op(&u2, mb, l, EP_PHASE_RECOMPUTE, 0) >
+                                               layer_op(&u2, mb, top + 1, EP_PHASE_BWD, 1)));
+            CU_ASSERT_EQUAL(layer_op(&blk, mb, l, EP_PHASE_RECOMPUTE, 0) >= 0, l == 0);
+        }
+    ep_sched_free(&plain);
+    ep_sched_free(&u1);
+    ep_sched_free(&u2);
+    ep_sched_free(&blk);
+}
+
+/* Selective recomputation: each named module's forward runs again right before its backward;
+ * the moe module reruns the MoE part of the layer (router to combine) before the layer's
+ * backward, with its all-to-alls and host syncs. */
+static void test_recompute_selective(void) {
+    ep_sched s, m;
+    if (sched_build_flags(&s, RC_MODEL "--global-batch-size 2 --recompute-granularity selective "
+                                       "--recompute-modules core_attn moe_act layernorm") != 0)
+        return;
+    const char *mods[] = {"core_attn", "expert_act", "attn_norm", "mlp_norm"};
+    char name[96];
+    for (int mb = 0; mb < s.num_microbatches; mb++)
+        for (int l = 0; l < 4; l++)
+            for (int k = 0; k < 4; k++) {
+                snprintf(name, sizeof name, "mb%d.c0.L%d.%s.recompute", mb, l, mods[k]);
+                int r = sched_find(&s, 0, name);
+                snprintf(name, sizeof name, "mb%d.c0.L%d.%s.bwd", mb, l, mods[k]);
+                int b = sched_find(&s, 0, name);
+                CU_ASSERT(r >= 0 && b == r + 1);
+            }
+    CU_ASSERT_EQUAL(sched_count(&s, 0, ".recompute"), 4 * 4 * s.num_microbatches);
+    ep_sched_free(&s);
+    if (sched_build_flags(&m, RC_MODEL "--global-batch-size 2 --recompute-granularity selective "
+                                       "--recompute-modules moe") != 0)
+        return;
+    int layers = 4 * m.num_microbatches;
+    CU_ASSERT_EQUAL(sched_count(&m, 0, "dispatch.recompute"), layers);
+    CU_ASSERT_EQUAL(sched_count(&m, 0, "count_sync.recompute"), layers);
+    CU_ASSERT_EQUAL(sched_count(&m, 0, "router.recompute"), layers);
+    CU_ASSERT_EQUAL(sched_count(&m, 0, "core_attn.recompute"), 0);
+    CU_ASSERT_EQUAL(sched_count(&m, 0, "mlp_norm.recompute"), 0);
+    int r = sched_find(&m, 0, "mb0.c0.L3.combine.recompute");
+    CU_ASSERT(r >= 0 && r < sched_find(&m, 0, "mb0.c0.L3.combine.bwd"));
+    ep_sched_free(&m);
+}
+
 static void test_ddp_buckets(void) {
     ep_sched s;
     /* world 4, EP 2: dense DP {0,1,2,3}, expert DP {0,2} */
@@ -608,6 +720,9 @@ void ep_suite_sched_variants(void) {
                 test_optimizer_dtypes);
     CU_add_test(s, "FSDP: the optimizer step covers the rank's Adam shard",
                 test_fsdp_optimizer_shard);
+    CU_add_test(s, "full recomputation: uniform groups and block", test_recompute_full);
+    CU_add_test(s, "selective recomputation: modules before their backward",
+                test_recompute_selective);
     CU_add_test(s, "same schedule for 1, 2 and 5 routing threads", test_threads_same_schedule);
     CU_add_test(s, "--moe-shared-expert-overlap: shared experts beside dispatch and combine",
                 test_shared_expert_overlap);
