@@ -6,7 +6,7 @@
  * rate, logging, checkpoints, data, dropout, losses). And flags that choose a kernel
  * implementation: epsim times kernels from the calibration, epref runs its own kernels, so the
  * choice changes neither; calibrate with the kernels you train with. Anything that changes the
- * step and is not modelled (recomputation, capacity factors, ...) stays an unknown flag: exit 2.
+ * step and is not modelled (TP communication overlap, fp16, ...) stays an unknown flag: exit 2.
  */
 #include <string.h>
 
