@@ -24,6 +24,23 @@ static int run_summary(const char *extra, const char *json) {
     return epsim_exec(args, NULL, NULL);
 }
 
+/* Runs SMALL + extra[i] for i < n, summary i to path[i] (a temporary "<stem><i>.json"); returns 0
+ * when every run exited 0. remove_all deletes them again. */
+static int run_summaries(int n, const char *stem, const char *const *extra, char path[][512]) {
+    for (int i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%d.json", stem, i);
+        tmp_path(path[i], 512, name);
+        if (run_summary(extra[i], path[i]) != 0) return -1;
+    }
+    return 0;
+}
+
+static void remove_all(int n, char path[][512]) {
+    for (int i = 0; i < n; i++)
+        remove(path[i]);
+}
+
 static void expect_error(const char *args) {
     char js[512], full[4096];
     tmp_path(js, sizeof js, "err.json");
@@ -140,52 +157,36 @@ static void test_feature_overlap(void) {
 /* --moe-shared-expert-overlap hides shared-expert GEMMs behind dispatch and combine: less exposed
  * dispatch, a shorter iteration; without shared experts it changes nothing. */
 static void test_shared_expert_overlap(void) {
-    char a[512], b[512], c[512], d[512];
-    tmp_path(a, sizeof a, "se0.json");
-    tmp_path(b, sizeof b, "se1.json");
-    tmp_path(c, sizeof c, "se2.json");
-    tmp_path(d, sizeof d, "se3.json");
-    CU_ASSERT_EQUAL_FATAL(run_summary("--moe-shared-expert-intermediate-size 8192", a), 0);
-    CU_ASSERT_EQUAL_FATAL(run_summary("--moe-shared-expert-intermediate-size 8192 "
-                                      "--moe-shared-expert-overlap",
-                                      b),
-                          0);
-    CU_ASSERT(json_num(b, "exposed_comm_s.dispatch") <
-              0.8 * json_num(a, "exposed_comm_s.dispatch"));
-    CU_ASSERT(json_num(b, "iteration_time_s") < json_num(a, "iteration_time_s"));
-    CU_ASSERT_EQUAL_FATAL(run_summary("--moe-shared-expert-intermediate-size 0", c), 0);
-    CU_ASSERT_EQUAL_FATAL(
-        run_summary("--moe-shared-expert-intermediate-size 0 --moe-shared-expert-overlap", d), 0);
-    CU_ASSERT_DOUBLE_EQUAL(json_num(c, "iteration_time_s"), json_num(d, "iteration_time_s"), 0);
-    remove(a);
-    remove(b);
-    remove(c);
-    remove(d);
+    const char *extra[] = {"--moe-shared-expert-intermediate-size 8192",
+                           "--moe-shared-expert-intermediate-size 8192 --moe-shared-expert-overlap",
+                           "--moe-shared-expert-intermediate-size 0",
+                           "--moe-shared-expert-intermediate-size 0 --moe-shared-expert-overlap"};
+    char p[4][512];
+    CU_ASSERT_EQUAL_FATAL(run_summaries(4, "se", extra, p), 0);
+    CU_ASSERT(json_num(p[1], "exposed_comm_s.dispatch") <
+              0.8 * json_num(p[0], "exposed_comm_s.dispatch"));
+    CU_ASSERT(json_num(p[1], "iteration_time_s") < json_num(p[0], "iteration_time_s"));
+    CU_ASSERT_DOUBLE_EQUAL(json_num(p[2], "iteration_time_s"), json_num(p[3], "iteration_time_s"),
+                           0);
+    remove_all(4, p);
 }
 
 /* Activation recomputation costs time: full layers more than the selective default (core
  * attention); full recomputation of MoE layers reruns their all-to-alls and host syncs. */
 static void test_recompute(void) {
-    char a[512], b[512], c[512];
-    tmp_path(a, sizeof a, "rc0.json");
-    tmp_path(b, sizeof b, "rc1.json");
-    tmp_path(c, sizeof c, "rc2.json");
-    CU_ASSERT_EQUAL_FATAL(run_summary("", a), 0);
-    CU_ASSERT_EQUAL_FATAL(run_summary("--recompute-granularity selective", b), 0);
-    CU_ASSERT_EQUAL_FATAL(run_summary("--recompute-granularity full --recompute-method uniform "
-                                      "--recompute-num-layers 1",
-                                      c),
-                          0);
-    double t0 = json_num(a, "iteration_time_s"), t1 = json_num(b, "iteration_time_s"),
-           t2 = json_num(c, "iteration_time_s");
+    const char *extra[] = {"", "--recompute-granularity selective",
+                           "--recompute-granularity full --recompute-method uniform "
+                           "--recompute-num-layers 1"};
+    char p[3][512];
+    CU_ASSERT_EQUAL_FATAL(run_summaries(3, "rc", extra, p), 0);
+    double t0 = json_num(p[0], "iteration_time_s"), t1 = json_num(p[1], "iteration_time_s"),
+           t2 = json_num(p[2], "iteration_time_s");
     CU_ASSERT(t0 < t1 && t1 < t2);
     CU_ASSERT(t2 < 1.5 * t0); /* a forward is about a third of a forward and backward */
-    CU_ASSERT_DOUBLE_EQUAL(json_num(b, "host_syncs"), json_num(a, "host_syncs"), 0);
-    CU_ASSERT_DOUBLE_EQUAL(json_num(c, "host_syncs"), 2 * json_num(a, "host_syncs"), 0);
-    CU_ASSERT(json_num(c, "a2a_bytes") > 1.4 * json_num(a, "a2a_bytes"));
-    remove(a);
-    remove(b);
-    remove(c);
+    CU_ASSERT_DOUBLE_EQUAL(json_num(p[1], "host_syncs"), json_num(p[0], "host_syncs"), 0);
+    CU_ASSERT_DOUBLE_EQUAL(json_num(p[2], "host_syncs"), 2 * json_num(p[0], "host_syncs"), 0);
+    CU_ASSERT(json_num(p[2], "a2a_bytes") > 1.4 * json_num(p[0], "a2a_bytes"));
+    remove_all(3, p);
 }
 
 /* Uneven pipeline stages: with the output layer and the loss on the last stage, a 9/7 split of the
@@ -215,23 +216,16 @@ static void test_uneven_pipeline(void) {
  * all-to-all traffic, a shorter iteration); padding to the capacity removes the count exchange's
  * host syncs. */
 static void test_capacity_factor(void) {
-    char a[512], b[512], c[512];
-    tmp_path(a, sizeof a, "cap0.json");
-    tmp_path(b, sizeof b, "cap1.json");
-    tmp_path(c, sizeof c, "cap2.json");
-    CU_ASSERT_EQUAL_FATAL(run_summary("--routing zipf", a), 0);
-    CU_ASSERT_EQUAL_FATAL(run_summary("--routing zipf --moe-expert-capacity-factor 1", b), 0);
-    CU_ASSERT_EQUAL_FATAL(run_summary("--routing zipf --moe-expert-capacity-factor 1 "
-                                      "--moe-pad-expert-input-to-capacity",
-                                      c),
-                          0);
-    CU_ASSERT(json_num(b, "a2a_bytes") < json_num(a, "a2a_bytes"));
-    CU_ASSERT(json_num(b, "iteration_time_s") < json_num(a, "iteration_time_s"));
-    CU_ASSERT(json_num(a, "host_syncs") > 0);
-    CU_ASSERT_DOUBLE_EQUAL(json_num(c, "host_syncs"), 0, 0);
-    remove(a);
-    remove(b);
-    remove(c);
+    const char *extra[] = {"--routing zipf", "--routing zipf --moe-expert-capacity-factor 1",
+                           "--routing zipf --moe-expert-capacity-factor 1 "
+                           "--moe-pad-expert-input-to-capacity"};
+    char p[3][512];
+    CU_ASSERT_EQUAL_FATAL(run_summaries(3, "cap", extra, p), 0);
+    CU_ASSERT(json_num(p[1], "a2a_bytes") < json_num(p[0], "a2a_bytes"));
+    CU_ASSERT(json_num(p[1], "iteration_time_s") < json_num(p[0], "iteration_time_s"));
+    CU_ASSERT(json_num(p[0], "host_syncs") > 0);
+    CU_ASSERT_DOUBLE_EQUAL(json_num(p[2], "host_syncs"), 0, 0);
+    remove_all(3, p);
 }
 
 /* Counts CSV rows of rank 0 with `kind`, and the largest sms of rows with kind2. */
