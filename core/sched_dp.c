@@ -435,15 +435,20 @@ static int adam_sharded(const ep_rank_builder *rb) {
            (fsdp(rb) && rb->cfg->data_parallel_sharding_strategy >= EP_SHARD_OPTIM);
 }
 
+/* The ranks one copy of Adam's state is spread over, for the dense (expert = 0) or the expert
+ * parameters: the (inner) DP group, times the outer group for an HSDP `optim` step; 1 unsharded. */
+static double adam_shards(const ep_rank_builder *rb, int expert) {
+    if (!adam_sharded(rb)) return 1;
+    int outer = hsdp(rb) && rb->cfg->outer_dp_sharding_strategy == EP_OUTER_OPTIM;
+    double g = gsize(rb, expert ? expert_group(rb) : dense_group(rb));
+    return g * (outer ? gsize(rb, expert ? rb->g_edp_out : rb->g_dp_out) : 1);
+}
+
+/* Parameters the optimizer step updates on this rank: its shard of Adam's state. */
 static double local_params(const ep_rank_builder *rb) {
     double dense, expert;
     stage_params(rb, &dense, &expert);
-    if (adam_sharded(rb)) { /* each rank updates only its shard */
-        int outer = hsdp(rb) && rb->cfg->outer_dp_sharding_strategy == EP_OUTER_OPTIM;
-        dense /= gsize(rb, dense_group(rb)) * (outer ? gsize(rb, rb->g_dp_out) : 1);
-        expert /= gsize(rb, expert_group(rb)) * (outer ? gsize(rb, rb->g_edp_out) : 1);
-    }
-    return dense + expert;
+    return dense / adam_shards(rb, 0) + expert / adam_shards(rb, 1);
 }
 
 /* Bytes of model state this rank holds through the step (Megatron-LM's accounting in
@@ -456,16 +461,13 @@ static double model_state_bytes(const ep_rank_builder *rb) {
     double dense, expert;
     stage_params(rb, &dense, &expert);
     int strategy = fsdp(rb) ? (int)rb->cfg->data_parallel_sharding_strategy : EP_SHARD_NO_SHARD;
-    int opt = adam_sharded(rb);
-    int outer = hsdp(rb) && rb->cfg->outer_dp_sharding_strategy == EP_OUTER_OPTIM;
     double bytes = 0;
     for (int k = 0; k < 2; k++) {
         double n = k ? expert : dense;
         double g = gsize(rb, k ? expert_group(rb) : dense_group(rb));
-        double o = g * (outer ? gsize(rb, k ? rb->g_edp_out : rb->g_dp_out) : 1);
         bytes += n * (PARAM_BYTES / (strategy >= EP_SHARD_OPTIM_GRADS_PARAMS ? g : 1) +
                       grad_bytes(rb) / (strategy >= EP_SHARD_OPTIM_GRADS ? g : 1) +
-                      adam_state_bytes(rb) / (opt ? o : 1));
+                      adam_state_bytes(rb) / adam_shards(rb, k));
     }
     return bytes;
 }
