@@ -206,6 +206,11 @@ static int is_flag(const char *s) {
     return s[0] == '-' && s[1] == '-' && s[2];
 }
 
+/* One more value of a flag that takes several: neither a flag nor an @file. */
+static int is_word(const char *s) {
+    return !is_flag(s) && s[0] != '@';
+}
+
 static int parse_tokens(parse_ctx *c, char **tok, int n, const char *dir, int depth) {
     int from_file = depth > 0;
     for (int i = 0; i < n; i++) {
@@ -247,8 +252,7 @@ static int parse_tokens(parse_ctx *c, char **tok, int n, const char *dir, int de
                     return -1;
                 }
                 i++;
-                while (ignored == EP_IGNORED_VALUES && i + 1 < n && !is_flag(tok[i + 1]) &&
-                       tok[i + 1][0] != '@')
+                while (ignored == EP_IGNORED_VALUES && i + 1 < n && is_word(tok[i + 1]))
                     i++;
             } else if (ignored == EP_IGNORED_BOOL && eq) {
                 snprintf(c->err, EP_ERRLEN, "--%s takes no value", name);
@@ -281,8 +285,7 @@ static int parse_tokens(parse_ctx *c, char **tok, int n, const char *dir, int de
             char words[256];
             size_t used = 0;
             words[0] = 0;
-            while (i + 1 < n && !is_flag(tok[i + 1]) && tok[i + 1][0] != '@' &&
-                   used + strlen(tok[i + 1]) + 2 < sizeof words)
+            while (i + 1 < n && is_word(tok[i + 1]) && used + strlen(tok[i + 1]) + 2 < sizeof words)
                 used += (size_t)snprintf(words + used, sizeof words - used, "%s%s", used ? " " : "",
                                          tok[++i]);
             if (ep_config_set(c->cfg, f->name, words, c->err) != 0) return -1;

@@ -267,34 +267,23 @@ static void list_choices(const char *const *c, char *buf, size_t n) {
         used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", c[i]);
 }
 
-/* A word-list flag's value: each space-separated word one of the choices. */
-static int check_words(const ep_flag *f, const char *value, char err[EP_ERRLEN]) {
-    for (const char *w = value; *w;) {
+int ep_config_word_mask(const ep_flag *f, const char *value, char err[EP_ERRLEN]) {
+    int mask = 0;
+    for (const char *w = value; *w; w += strspn(w, " ")) {
         size_t n = strcspn(w, " ");
-        int known = 0;
-        for (int i = 0; f->choices[i] && !known; i++)
-            known = strlen(f->choices[i]) == n && strncmp(f->choices[i], w, n) == 0;
-        if (!known) {
+        int i = 0;
+        while (f->choices[i] && !(strlen(f->choices[i]) == n && strncmp(f->choices[i], w, n) == 0))
+            i++;
+        if (!f->choices[i]) {
             char list[256];
             list_choices(f->choices, list, sizeof list);
             snprintf(err, EP_ERRLEN, "--%s: '%.*s' is not one of %s", f->name,
                      (int)(n < 64 ? n : 64), w, list);
             return -1;
         }
+        mask |= 1 << i;
         w += n;
-        w += strspn(w, " ");
     }
-    return 0;
-}
-
-int ep_config_word_mask(const ep_flag *f, const char *value) {
-    int mask = 0;
-    for (int i = 0; f->choices && f->choices[i]; i++)
-        for (const char *w = value; *w; w += strspn(w, " ")) {
-            size_t n = strcspn(w, " ");
-            if (strlen(f->choices[i]) == n && strncmp(f->choices[i], w, n) == 0) mask |= 1 << i;
-            w += n;
-        }
     return mask;
 }
 
@@ -347,7 +336,7 @@ int ep_config_set(ep_config *cfg, const char *name, const char *value, char err[
                      f->size - 1);
             return -1;
         }
-        if (f->choices && check_words(f, value, err) != 0) return -1;
+        if (f->choices && ep_config_word_mask(f, value, err) < 0) return -1;
         memcpy(field, value, strlen(value) + 1);
         return 0;
     case EP_FLAG_ENUM:

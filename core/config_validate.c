@@ -529,8 +529,10 @@ static int check_recompute(ep_config *c, char err[EP_ERRLEN]) {
     }
     if (n != 0) /* a --recompute-method is accepted and unused, as Megatron-LM does */
         FAIL("--recompute-granularity selective takes no --recompute-num-layers");
-    c->recompute_mask =
-        c->recompute_modules[0] ? ep_config_word_mask(mods, c->recompute_modules) : EP_RC_CORE_ATTN;
+    c->recompute_mask = c->recompute_modules[0]
+                            ? ep_config_word_mask(mods, c->recompute_modules, err)
+                            : EP_RC_CORE_ATTN;
+    if (c->recompute_mask < 0) return -1;
     if ((c->recompute_mask & EP_RC_MOE) && c->overlap_moe_expert_parallel_comm)
         FAIL("--overlap-moe-expert-parallel-comm does not allow the moe module in "
              "--recompute-modules");

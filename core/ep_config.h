@@ -270,8 +270,9 @@ typedef struct {
 } ep_flag;
 
 /* The table and its length. */
-/* Bits of the choices a word-list flag's value names (bit i: choice i). */
-int ep_config_word_mask(const ep_flag *f, const char *value);
+/* Bits of the choices a word-list flag's value names (bit i: choice i), or -1 with err set when a
+ * word is none of them. */
+int ep_config_word_mask(const ep_flag *f, const char *value, char err[EP_ERRLEN]);
 const ep_flag *ep_config_flags(int *count);
 /* The row for a flag name (without dashes, aliases resolved), or NULL. */
 const ep_flag *ep_config_find_flag(const char *name);
