@@ -138,30 +138,19 @@ static void default_layout(ep_config *cfg, const sim_platform *p) {
     }
 }
 
-/* CPU seconds (user + system) of this process so far */
-static double cpu(void) {
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
+/* This process's resource use so far, for --stats: CPU seconds (user + system), the kernel's
+ * share of them (mostly first-touch page faults), minor page faults and peak RSS. */
+typedef struct {
+    double cpu, sys;
+    long minflt, rss_kib;
+} usage_t;
 
-/* System CPU seconds of this process so far: the kernel's share, mostly first-touch page faults */
-static double sys_cpu(void) {
+static usage_t resources(void) {
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
-    return u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
-}
-
-static long minor_faults(void) {
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return u.ru_minflt;
-}
-
-static long peak_rss_kib(void) {
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return u.ru_maxrss; /* KiB on Linux */
+    double sys = u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
+    return (usage_t){u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + sys, sys, u.ru_minflt,
+                     u.ru_maxrss /* KiB on Linux */};
 }
 
 static double wall(void) {
@@ -194,7 +183,8 @@ static int fail2(const char *msg) {
 }
 
 int sim_cli_run(int argc, char **argv) {
-    double t0 = wall(), c0 = cpu(), k0 = sys_cpu();
+    double t0 = wall();
+    usage_t u0 = resources();
     char err[EP_ERRLEN];
     cli_opts o;
     memset(&o, 0, sizeof o);
@@ -287,15 +277,15 @@ int sim_cli_run(int argc, char **argv) {
         rc = fail2(err);
         goto out_plat;
     }
-    double t_built = wall(), c_built = cpu(), k_built = sys_cpu();
-    long rss_built = peak_rss_kib();
+    double t_built = wall();
+    usage_t u_built = resources();
     sim_result res;
     if (sim_engine_run(&s, &plat, &calib, &res, err) != 0) {
         fprintf(stderr, "epsim: %s\n", err);
         rc = 1;
     } else {
-        double t_sim = wall(), c_sim = cpu(), k_sim = sys_cpu();
-        long rss_sim = peak_rss_kib();
+        double t_sim = wall();
+        usage_t u_sim = resources();
         sim_metrics m;
         rc = 0;
         if (sim_metrics_compute(&s, &res, &plat, &m) != 0) {
@@ -309,7 +299,8 @@ int sim_cli_run(int argc, char **argv) {
         if (rc == 2) fprintf(stderr, "epsim: %s\n", err);
         if (rc == 0) sim_print_summary(stdout, &s, &m, &plat, &calib);
         if (o.stats) {
-            double t1 = wall(), c1 = cpu(), k1 = sys_cpu();
+            double t1 = wall();
+            usage_t u1 = resources();
             fprintf(stderr,
                     "epsim stats: wall %.3f s (schedule %.3f, simulation %.3f, outputs %.3f), "
                     "%ld ops, %.0f ops/s simulated, %ld transfers, %ld events, %ld SimGrid waits\n",
@@ -319,12 +310,14 @@ int sim_cli_run(int argc, char **argv) {
             fprintf(stderr,
                     "epsim stats: cpu %.3f s (schedule %.3f, simulation %.3f, outputs %.3f), "
                     "peak RSS %ld MiB (%ld after the schedule, %ld after the simulation)\n",
-                    c1 - c0, c_built - c0, c_sim - c_built, c1 - c_sim, peak_rss_kib() / 1024,
-                    rss_built / 1024, rss_sim / 1024);
+                    u1.cpu - u0.cpu, u_built.cpu - u0.cpu, u_sim.cpu - u_built.cpu,
+                    u1.cpu - u_sim.cpu, u1.rss_kib / 1024, u_built.rss_kib / 1024,
+                    u_sim.rss_kib / 1024);
             fprintf(stderr,
                     "epsim stats: system cpu %.3f s (schedule %.3f, simulation %.3f, outputs "
                     "%.3f), %ld minor page faults\n",
-                    k1 - k0, k_built - k0, k_sim - k_built, k1 - k_sim, minor_faults());
+                    u1.sys - u0.sys, u_built.sys - u0.sys, u_sim.sys - u_built.sys,
+                    u1.sys - u_sim.sys, u1.minflt);
         }
         sim_result_free(&res);
     }
