@@ -7,7 +7,7 @@
 #     the machine that runs the validation runs (docs/calibration.md, "The committed calibrations");
 #   - the 28-run validation matrix again (scripts/gpu_runs.sh), deepep/hybridep now over NVLink.
 # Writes $OUT/x2.tgz (one file: the device tool returns at most 8) holding calib/, runs/ and the
-# logs; unpack calib/ into traces/h200x2/calib and runs/ into traces/h200x2/runs, then
+# logs, after each part; unpack calib/ into traces/h200x2/calib and runs/ into traces/h200x2/runs, then
 # scripts/calibrate.sh (with traces/h200x2/calib first for h200x2) and scripts/validate.sh.
 set -u -o pipefail
 export NCCL_NVLS_ENABLE=0
@@ -27,10 +27,11 @@ fi
 t0=$(date +%s)
 part=${PART:-all}
 if [ "$part" != runs ]; then
-    timeout 180 "$TESTRUN" "$EPREF" > "$W/test_gpu_run.log" 2>&1
+    timeout 150 "$TESTRUN" "$EPREF" > "$W/test_gpu_run.log" 2>&1
     echo "test_gpu_run rc=$? at +$(($(date +%s) - t0)) s"; grep -E "FAIL|events checked" "$W/test_gpu_run.log"
     OUT="$W" BIN_DIR="$(dirname "$EPREF")" timeout 420 bash scripts/gpu_calib.sh h200x2,h200x1 2
     echo "calib rc=$? at +$(($(date +%s) - t0)) s"
+    (cd "$W" && tar czf "$OUT/x2.tgz" .) # what is done comes back even if the runs overrun
 fi
 if [ "$part" != calib ]; then
     ITERS=${ITERS:-3} WARMUP=${WARMUP:-1} RUN_TIMEOUT=90 \
