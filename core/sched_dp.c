@@ -489,6 +489,11 @@ int ep_dp_end(ep_rank_builder *rb) {
     op.flops = params * OPTIMIZER_FLOPS_PER_PARAM;
     int idx = ep_rb_emit(rb, &op);
     if (idx < 0 || ep_rb_dep(rb, idx, rb->dp_last) != 0) return -1;
+    /* Megatron waits on the pipeline's send handles before the step ends, so the optimizer
+     * follows the rank's last exchange. Without it the optimizer's kernels can take every SM
+     * first and hold the last send, and the neighbour's backward that waits for it, behind
+     * them (measured on 2 x H200: +0.1 s of a 0.63 s PP 2 step). */
+    if (ep_rb_dep(rb, idx, rb->last_on_stream[EP_STREAM_PP]) != 0) return -1;
     if (!fsdp(rb) && sharded_params(rb) && !rb->cfg->overlap_param_gather)
         return gather_all(rb, idx);
     if (fsdp(rb) && !fsdp_params_sharded(rb) &&

@@ -9,10 +9,9 @@ cd "$(dirname "$0")/.."
 epsim=${1:-build}/sim/epsim
 [ -x "$epsim" ] || { echo "calibrate.sh: $epsim not built" >&2; exit 2; }
 mkdir -p traces/calib
-# 2 x H200: compute and host costs timed on a one-H200 machine (same GPU; the two-GPU machine
-# was not lent when the host-ahead timing was added), NCCL, interference and the NCCL launch on
-# the two-GPU machine itself
-"$epsim" calibrate traces/h200/calib traces/h200x2/calib traces/h200x2/bench \
+# 2 x H200: everything timed on the two-GPU machine itself (2026-11-26: compute with the host
+# ahead and the caches flushed, host, NCCL, the NVLink transport curve, interference, corun)
+"$epsim" calibrate traces/h200x2/calib traces/h200x2/bench \
   --topo h200x2 --out traces/calib/h200x2.json
 # 4 x H200: its own NCCL, host and interference files, the same GPU's compute
 "$epsim" calibrate traces/h200x4/calib traces/h200/calib traces/h200x4/bench \
