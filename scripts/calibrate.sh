@@ -13,6 +13,11 @@ mkdir -p traces/calib
 # ahead and the caches flushed, host, NCCL, the NVLink transport curve, interference, corun)
 "$epsim" calibrate traces/h200x2/calib traces/h200x2/bench \
   --topo h200x2 --out traces/calib/h200x2.json
+# one H200 (`nvidia-h200`): the one-GPU validation runs of traces/h200/runs were made on that
+# machine, so they are compared with its compute and host costs (CALIB=traces/calib/h200.json);
+# NCCL and interference of the two-GPU machine fill what one GPU cannot measure
+"$epsim" calibrate traces/h200/calib traces/h200x2/calib traces/h200x2/bench \
+  --topo h200x2 --out traces/calib/h200.json
 # 4 x H200: its own NCCL, host and interference files, the same GPU's compute
 "$epsim" calibrate traces/h200x4/calib traces/h200/calib traces/h200x4/bench \
   --topo h200x4 --out traces/calib/h200x4.json

@@ -654,6 +654,36 @@ static void test_shared_expert_overlap(void) {
 #undef SHARED
 }
 
+/* Megatron waits on its pipeline send handles before the step ends: each rank's optimizer step
+ * depends on the rank's last op on the pp stream (a send or a receive of the last exchange). */
+static void test_optimizer_waits_for_last_exchange(void) {
+    const char *variants[] = {"", "--num-virtual-stages-per-pipeline-rank 2 "};
+    for (int v = 0; v < 2; v++) {
+        char flags[512];
+        snprintf(flags, sizeof flags,
+                 SCHED_SMALL "--num-layers 4 --global-batch-size 8 --world-size 2 "
+                             "--pipeline-model-parallel-size 2 %s",
+                 variants[v]);
+        ep_sched s;
+        if (sched_build_flags(&s, flags) != 0) return;
+        for (int r = 0; r < 2; r++) {
+            const ep_rank_sched *rs = &s.ranks[r];
+            int last_pp = -1, opt = -1;
+            for (int i = 0; i < rs->nops; i++) {
+                if (rs->ops[i].stream == EP_STREAM_PP) last_pp = i;
+                if (rs->ops[i].kind == EP_OP_OPTIMIZER) opt = i;
+            }
+            CU_ASSERT_FATAL(last_pp >= 0 && opt > last_pp);
+            const ep_op *o = &rs->ops[opt];
+            int waits = 0;
+            for (int d = 0; d < o->ndeps; d++)
+                waits |= rs->deps[o->deps_off + d] == last_pp;
+            CU_ASSERT(waits);
+        }
+        ep_sched_free(&s);
+    }
+}
+
 static void test_threads_same_schedule(void) {
     static const char *const flags[] = {
         SCHED_SMALL "--expert-model-parallel-size 4 --world-size 8 --global-batch-size 8 "
@@ -724,6 +754,8 @@ void ep_suite_sched_variants(void) {
     CU_add_test(s, "selective recomputation: modules before their backward",
                 test_recompute_selective);
     CU_add_test(s, "same schedule for 1, 2 and 5 routing threads", test_threads_same_schedule);
+    CU_add_test(s, "PP: the optimizer step waits for the last exchange",
+                test_optimizer_waits_for_last_exchange);
     CU_add_test(s, "--moe-shared-expert-overlap: shared experts beside dispatch and combine",
                 test_shared_expert_overlap);
 }
