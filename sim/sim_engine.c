@@ -300,9 +300,11 @@ static int throttle_setup(engine *e) {
         }
         for (int k = 0; k < 2; k++) {
             if (peers[k] < 0) continue;
+            /* the peer on the rail: through the NIC hosts where the platform has them */
+            const sg_host_t *h = k == 1 && p->nic ? p->nic : p->host;
             for (int dir = 0; dir < 2; dir++) {
                 xbt_dynar_reset(d);
-                sg_host_get_route(p->host[dir ? peers[k] : r], p->host[dir ? r : peers[k]], d);
+                sg_host_get_route(h[dir ? peers[k] : r], h[dir ? r : peers[k]], d);
                 unsigned n = xbt_dynar_length(d);
                 if (n > 0) own_link(e, r, xbt_dynar_get_as(d, dir ? n - 1 : 0, sg_link_t));
             }
@@ -487,8 +489,7 @@ static double ring_latency(engine *e, int group) {
     const ep_group *g = &e->s->groups[group];
     double m = 0;
     for (int i = 0; i < g->size && g->size > 1; i++) {
-        double l = sg_host_get_route_latency(e->p->host[g->ranks[i]],
-                                             e->p->host[g->ranks[(i + 1) % g->size]]);
+        double l = sim_flows_latency(&e->flows, g->ranks[i], g->ranks[(i + 1) % g->size]);
         if (l > m) m = l;
     }
     return e->grp_lat[group] = m;
@@ -516,7 +517,7 @@ static void coll_begin(engine *e, long id) {
     }
     sg_host_t hosts[e->flows.nhosts];
     for (int h = 0; h < e->flows.nhosts; h++)
-        hosts[h] = e->p->host[e->flows.rank[h]];
+        hosts[h] = sim_platform_endpoint(e->p, e->flows.ends[h]);
     c->exec = sg_actor_parallel_exec_init(e->flows.nhosts, hosts, NULL, e->flows.matrix);
     push(e, e->now + fixed, EV_GO, id, 0, -1);
 }
