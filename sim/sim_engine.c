@@ -570,9 +570,11 @@ static void handle(engine *e, const sim_event *ev) {
     long o = ev->a;
     switch (ev->type) {
     case EV_LAUNCH:
+        /* the op is its stream's head with deps done, and nothing moved its start since the
+         * event was pushed (the stream runs nothing before its head): start it without looking
+         * the head up again, which try_start would */
         if (e->rec[o].state != ST_WAKE) break;
-        e->rec[o].state = ST_LAUNCHED;
-        try_start(e, ev->rank, e->rec[o].stream);
+        start_op(e, o, ev->rank);
         break;
     case EV_END: {
         int r = ev->rank;
