@@ -113,7 +113,7 @@ typedef struct {
     int throttling; /* a transfer slowdown is calibrated (> 1): links follow compute */
     int world;
     long nops;
-    int *off, *rank_of;
+    int *off;     /* rank r's ops are off[r] .. off[r+1] (global index) */
     op_rec *rec;  /* [nops] */
     int *dep_off; /* CSR of dependents: dep_list[dep_off[o] .. dep_off[o+1]) wait on op o */
     int *dep_list;
@@ -150,8 +150,8 @@ static void net_changed(engine *e);
 
 static engine *E; /* the one simulation of this process (SimGrid allows one) */
 
-static inline const ep_op *op_of(const engine *e, long g) {
-    int r = e->rank_of[g];
+/* The schedule entry of op g of rank r (callers know the rank: no per-op rank array to read). */
+static inline const ep_op *op_of(const engine *e, long g, int r) {
     return &e->s->ranks[r].ops[g - e->off[r]];
 }
 
@@ -300,9 +300,11 @@ static int throttle_setup(engine *e) {
         }
         for (int k = 0; k < 2; k++) {
             if (peers[k] < 0) continue;
+            /* the peer on the rail: through the NIC hosts where the platform has them */
+            const sg_host_t *h = k == 1 && p->nic ? p->nic : p->host;
             for (int dir = 0; dir < 2; dir++) {
                 xbt_dynar_reset(d);
-                sg_host_get_route(p->host[dir ? peers[k] : r], p->host[dir ? r : peers[k]], d);
+                sg_host_get_route(h[dir ? peers[k] : r], h[dir ? r : peers[k]], d);
                 unsigned n = xbt_dynar_length(d);
                 if (n > 0) own_link(e, r, xbt_dynar_get_as(d, dir ? n - 1 : 0, sg_link_t));
             }
@@ -373,7 +375,6 @@ static void host_issue(engine *e, int r, long o) {
             __builtin_prefetch(&rs->ops[i + ISSUE_PREFETCH]);
             __builtin_prefetch((const char *)&rs->ops[i + ISSUE_PREFETCH] + 64);
             __builtin_prefetch(&e->rec[ahead], 1);
-            __builtin_prefetch(&e->rank_of[ahead]);
             __builtin_prefetch(&e->dep_off[ahead]);
         }
         const ep_op *op = &rs->ops[i];
@@ -410,7 +411,7 @@ static void complete(engine *e, long o, int r) {
 static void coll_begin(engine *e, long id);
 
 static void start_op(engine *e, long o, int r) {
-    const ep_op *op = op_of(e, o);
+    const ep_op *op = op_of(e, o, r);
     e->rec[o].state = ST_RUNNING;
     double launch_t = *launch_slot(e, o);
     e->rec[o].t.start = e->rec[o].t.xfer = e->now;
@@ -487,8 +488,7 @@ static double ring_latency(engine *e, int group) {
     const ep_group *g = &e->s->groups[group];
     double m = 0;
     for (int i = 0; i < g->size && g->size > 1; i++) {
-        double l = sg_host_get_route_latency(e->p->host[g->ranks[i]],
-                                             e->p->host[g->ranks[(i + 1) % g->size]]);
+        double l = sim_flows_latency(&e->flows, g->ranks[i], g->ranks[(i + 1) % g->size]);
         if (l > m) m = l;
     }
     return e->grp_lat[group] = m;
@@ -496,11 +496,12 @@ static double ring_latency(engine *e, int group) {
 
 static void coll_begin(engine *e, long id) {
     coll_t *c = &e->coll[id];
+    const int *granks = e->s->groups[c->group].ranks; /* members are in group order */
     for (int i = 0; i < c->n; i++) {
         long o = e->members[c->off + i];
-        int r = e->rank_of[o];
+        int r = granks[i];
         e->rec[o].t.xfer = e->now;
-        e->scratch_ops[i] = op_of(e, o);
+        e->scratch_ops[i] = op_of(e, o, r);
         e->scratch_ranks[i] = r;
         e->gpu[r].nxfer++;
         if (e->scratch_ops[i]->sms <= 0) e->gpu[r].nxfer_nccl++;
@@ -516,17 +517,18 @@ static void coll_begin(engine *e, long id) {
     }
     sg_host_t hosts[e->flows.nhosts];
     for (int h = 0; h < e->flows.nhosts; h++)
-        hosts[h] = e->p->host[e->flows.rank[h]];
+        hosts[h] = sim_platform_endpoint(e->p, e->flows.ends[h]);
     c->exec = sg_actor_parallel_exec_init(e->flows.nhosts, hosts, NULL, e->flows.matrix);
     push(e, e->now + fixed, EV_GO, id, 0, -1);
 }
 
 static void coll_done(engine *e, long id) {
     coll_t *c = &e->coll[id];
+    const int *granks = e->s->groups[c->group].ranks;
     for (int i = 0; i < c->n; i++) {
         long o = e->members[c->off + i];
-        int r = e->rank_of[o];
-        const ep_op *op = op_of(e, o);
+        int r = granks[i];
+        const ep_op *op = op_of(e, o, r);
         e->gpu[r].nxfer--;
         if (op->sms <= 0)
             e->gpu[r].nxfer_nccl--;
@@ -568,9 +570,11 @@ static void handle(engine *e, const sim_event *ev) {
     long o = ev->a;
     switch (ev->type) {
     case EV_LAUNCH:
+        /* the op is its stream's head with deps done, and nothing moved its start since the
+         * event was pushed (the stream runs nothing before its head): start it without looking
+         * the head up again, which try_start would */
         if (e->rec[o].state != ST_WAKE) break;
-        e->rec[o].state = ST_LAUNCHED;
-        try_start(e, ev->rank, e->rec[o].stream);
+        start_op(e, o, ev->rank);
         break;
     case EV_END: {
         int r = ev->rank;
@@ -710,35 +714,80 @@ static uint64_t key_of(int group, int seq) {
     return ((uint64_t)(uint32_t)group << 32) | (uint32_t)seq;
 }
 
-static int build_collectives(engine *e) {
+static int is_coll_op(const ep_sched *s, const ep_op *op) {
+    return ep_op_is_comm(op) && op->group >= 0 && op->group < s->ngroups;
+}
+
+/* Position of rank r in group g: a CSR of each rank's memberships (a rank is in a few groups), so
+ * that matching ops to members costs no scan of a 1024-rank group per op. */
+typedef struct {
+    int *off, *group, *pos;
+} membership;
+
+static int membership_build(const ep_sched *s, membership *m) {
+    long n = 0;
+    for (int g = 0; g < s->ngroups; g++)
+        n += s->groups[g].size;
+    m->off = calloc((size_t)s->world + 2, sizeof *m->off);
+    m->group = malloc(sizeof *m->group * (size_t)(n + 1));
+    m->pos = malloc(sizeof *m->pos * (size_t)(n + 1));
+    if (!m->off || !m->group || !m->pos || n >= INT_MAX) return -1;
+    for (int g = 0; g < s->ngroups; g++)
+        for (int j = 0; j < s->groups[g].size; j++) {
+            int r = s->groups[g].ranks[j];
+            if (r >= 0 && r < s->world) m->off[r + 2]++;
+        }
+    for (int r = 0; r < s->world; r++)
+        m->off[r + 2] += m->off[r + 1];
+    for (int g = 0; g < s->ngroups; g++) /* off[r + 1] runs ahead as the fill pointer */
+        for (int j = 0; j < s->groups[g].size; j++) {
+            int r = s->groups[g].ranks[j];
+            if (r < 0 || r >= s->world) continue;
+            m->group[m->off[r + 1]] = g;
+            m->pos[m->off[r + 1]++] = j;
+        }
+    return 0;
+}
+
+static int membership_pos(const membership *m, int r, int g) {
+    int pos = -1;
+    for (int k = m->off[r]; k < m->off[r + 1]; k++)
+        if (m->group[k] == g) pos = m->pos[k]; /* a rank listed twice: its last place */
+    return pos;
+}
+
+static void membership_free(membership *m) {
+    free(m->off);
+    free(m->group);
+    free(m->pos);
+}
+
+/* Collective instances: ops of one (group, seq) form one, each member in its group position; a
+ * member missing (or an op whose rank is not in its group) leaves the instance unable to start,
+ * which the run reports as a deadlock. coll_op/coll_rank list the ncomm collective ops. */
+static int build_collectives(engine *e, const int *coll_op, const int *coll_rank, long ncomm) {
     const ep_sched *s = e->s;
-    long ncomm = 0;
-    for (long o = 0; o < e->nops; o++)
-        if (ep_op_is_comm(op_of(e, o)) && op_of(e, o)->group >= 0) ncomm++;
     long tsize = 16;
     while (tsize < 2 * ncomm + 16)
         tsize *= 2;
     uint64_t *keys = malloc(sizeof *keys * (size_t)tsize);
     long *ids = malloc(sizeof *ids * (size_t)tsize);
+    membership m = {0};
     e->coll = calloc((size_t)(ncomm + 1), sizeof *e->coll);
-    if (!keys || !ids || !e->coll) {
-        free(keys);
-        free(ids);
-        return -1;
-    }
+    int rc = -1;
+    if (!keys || !ids || !e->coll || membership_build(s, &m) != 0) goto done;
     for (long i = 0; i < tsize; i++)
         ids[i] = -1;
     e->ncoll = 0;
-    for (long o = 0; o < e->nops; o++) {
-        const ep_op *op = op_of(e, o);
-        e->rec[o].coll = -1;
-        if (!ep_op_is_comm(op) || op->group < 0 || op->group >= s->ngroups) continue;
-        uint64_t k = key_of(op->group, op->seq);
-        long h = (long)((k * 0x9E3779B97F4A7C15ull) >> 20) & (tsize - 1);
-        while (ids[h] >= 0 && keys[h] != k)
+    for (long k = 0; k < ncomm; k++) {
+        long o = coll_op[k];
+        const ep_op *op = op_of(e, o, coll_rank[k]);
+        uint64_t key = key_of(op->group, op->seq);
+        long h = (long)((key * 0x9E3779B97F4A7C15ull) >> 20) & (tsize - 1);
+        while (ids[h] >= 0 && keys[h] != key)
             h = (h + 1) & (tsize - 1);
         if (ids[h] < 0) {
-            keys[h] = k;
+            keys[h] = key;
             ids[h] = e->ncoll;
             e->coll[e->ncoll].group = op->group;
             e->coll[e->ncoll].n = s->groups[op->group].size;
@@ -746,24 +795,18 @@ static int build_collectives(engine *e) {
         }
         e->rec[o].coll = (int32_t)ids[h];
     }
-    free(keys);
-    free(ids);
     long tot = 0;
     for (long i = 0; i < e->ncoll; i++) {
         e->coll[i].off = tot;
         tot += e->coll[i].n;
     }
     e->members = malloc(sizeof(int) * (size_t)(tot + 1));
-    if (!e->members) return -1;
+    if (!e->members) goto done;
     for (long i = 0; i < tot; i++)
         e->members[i] = -1;
-    for (long o = 0; o < e->nops; o++) {
-        long id = e->rec[o].coll;
-        if (id < 0) continue;
-        const ep_group *g = &s->groups[e->coll[id].group];
-        int pos = -1;
-        for (int j = 0; j < g->size; j++)
-            if (g->ranks[j] == e->rank_of[o]) pos = j;
+    for (long k = 0; k < ncomm; k++) {
+        long o = coll_op[k], id = e->rec[o].coll;
+        int pos = membership_pos(&m, coll_rank[k], e->coll[id].group);
         if (pos < 0 || e->members[e->coll[id].off + pos] >= 0) {
             e->rec[o].coll = -1; /* not a member, or a duplicate: leave it unmatched */
             continue;
@@ -774,63 +817,85 @@ static int build_collectives(engine *e) {
     for (long i = 0; i < e->ncoll; i++)
         for (int j = 0; j < e->coll[i].n; j++)
             if (e->members[e->coll[i].off + j] < 0) e->coll[i].arrived = -1000000000;
-    return 0;
+    rc = 0;
+done:
+    free(keys);
+    free(ids);
+    membership_free(&m);
+    return rc;
 }
 
-static int build_streams(engine *e) {
+/* The per-op index in two passes over the schedule (each pass streams every rank's ops, which is
+ * what setting up 1024 ranks costs): the records, stream lists, dependents (CSR) and collective
+ * instances. Returns 0, -1 out of memory, -2 for a dependency outside its rank's ops. */
+static int build_index(engine *e) {
+    const ep_sched *s = e->s;
     int W = e->world;
     if (e->nops >= INT_MAX) return -1;
     /* a rank's streams in one cache line */
     e->st = aligned_alloc(64, (sizeof *e->st * (size_t)W * NS + 63) / 64 * 64);
     e->st_list = sim_big_malloc(sizeof(int) * (size_t)(e->nops + 1));
-    e->dep_off = sim_big_calloc((size_t)e->nops + 1, sizeof *e->dep_off);
-    long ndeps = 0;
-    for (int r = 0; r < W; r++)
-        ndeps += e->s->ranks[r].ndeps;
-    if (ndeps >= INT_MAX) return -1;
-    e->dep_list = sim_big_malloc(sizeof(int) * (size_t)(ndeps + 1));
-    if (!e->st || !e->st_list || !e->dep_off || !e->dep_list) return -1;
+    /* dependents of op o: dep_list[dep_off[o] .. dep_off[o + 1]); counted at o + 2, filled
+     * through o + 1, which ends as o + 1's start */
+    e->dep_off = sim_big_calloc((size_t)e->nops + 2, sizeof *e->dep_off);
+    if (!e->st || !e->st_list || !e->dep_off) return -1;
     memset(e->st, 0, sizeof *e->st * (size_t)W * NS);
-    for (long o = 0; o < e->nops; o++)
-        e->st[(long)e->rank_of[o] * NS + e->rec[o].stream].end++;
+    long ndeps = 0, ncomm = 0;
+    for (int r = 0; r < W; r++) {
+        const ep_rank_sched *rs = &s->ranks[r];
+        long base = e->off[r];
+        for (int i = 0; i < rs->nops; i++) {
+            const ep_op *op = &rs->ops[i];
+            op_rec *rc = &e->rec[base + i];
+            rc->stream = (uint8_t)op->stream & 7;
+            rc->sync = op->kind == EP_OP_HOST_SYNC;
+            rc->deps_left = op->ndeps;
+            rc->coll = -1;
+            e->st[(long)r * NS + rc->stream].end++;
+            ncomm += is_coll_op(s, op);
+            for (int d = 0; d < op->ndeps; d++) {
+                int j = rs->deps[op->deps_off + d];
+                if (j < 0 || j >= rs->nops) return -2;
+                e->dep_off[base + j + 2]++;
+            }
+        }
+        ndeps += rs->ndeps;
+    }
+    if (ndeps >= INT_MAX || ncomm >= INT_MAX) return -1;
     int at = 0;
     for (long k = 0; k < (long)W * NS; k++) {
         e->st[k].head = at;
         at += e->st[k].end;
-        e->st[k].end = e->st[k].head;
-    }
-    for (long o = 0; o < e->nops; o++) /* end runs ahead as the fill pointer */
-        e->st_list[e->st[(long)e->rank_of[o] * NS + e->rec[o].stream].end++] = (int)o;
-    /* dependents: CSR of dep -> ops waiting on it */
-    for (int r = 0; r < W; r++) {
-        const ep_rank_sched *rs = &e->s->ranks[r];
-        for (int i = 0; i < rs->nops; i++) {
-            const ep_op *op = &rs->ops[i];
-            e->rec[e->off[r] + i].deps_left = op->ndeps;
-            for (int d = 0; d < op->ndeps; d++) {
-                int j = rs->deps[op->deps_off + d];
-                if (j < 0 || j >= rs->nops) return -2;
-                e->dep_off[e->off[r] + j + 1]++;
-            }
-        }
+        e->st[k].end = e->st[k].head; /* runs ahead as the fill pointer */
     }
     for (long o = 0; o < e->nops; o++)
-        e->dep_off[o + 1] += e->dep_off[o];
-    int *fill = malloc(sizeof *fill * (size_t)(e->nops + 1));
-    if (!fill) return -1;
-    memcpy(fill, e->dep_off, sizeof *fill * (size_t)(e->nops + 1));
+        e->dep_off[o + 2] += e->dep_off[o + 1];
+    e->dep_list = sim_big_malloc(sizeof(int) * (size_t)(ndeps + 1));
+    int *coll_op = malloc(sizeof(int) * (size_t)(ncomm + 1));
+    int *coll_rank = malloc(sizeof(int) * (size_t)(ncomm + 1));
+    int rc = -1;
+    if (!e->dep_list || !coll_op || !coll_rank) goto done;
+    long nc = 0;
     for (int r = 0; r < W; r++) {
-        const ep_rank_sched *rs = &e->s->ranks[r];
+        const ep_rank_sched *rs = &s->ranks[r];
+        long base = e->off[r];
         for (int i = 0; i < rs->nops; i++) {
             const ep_op *op = &rs->ops[i];
-            for (int d = 0; d < op->ndeps; d++) {
-                int j = rs->deps[op->deps_off + d];
-                e->dep_list[fill[e->off[r] + j]++] = e->off[r] + i;
+            long o = base + i;
+            e->st_list[e->st[(long)r * NS + e->rec[o].stream].end++] = (int)o;
+            for (int d = 0; d < op->ndeps; d++)
+                e->dep_list[e->dep_off[base + rs->deps[op->deps_off + d] + 1]++] = (int)o;
+            if (is_coll_op(s, op)) {
+                coll_op[nc] = (int)o;
+                coll_rank[nc++] = r;
             }
         }
     }
-    free(fill);
-    return 0;
+    rc = build_collectives(e, coll_op, coll_rank, ncomm);
+done:
+    free(coll_op);
+    free(coll_rank);
+    return rc;
 }
 
 /* Turns the op records into the result's times in place (each record's times move to a lower or
@@ -848,7 +913,6 @@ static sim_op_time *result_times(op_rec **rec, long nops) {
 static void engine_free(engine *e) {
     throttle_free(&e->thr);
     sim_cost_free(&e->cost);
-    free(e->rank_of);
     free(e->rec);
     free(e->dep_off);
     free(e->dep_list);
@@ -897,7 +961,6 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     e.off = out->off;
     e.nops = out->nops = out->off[s->world];
     size_t n = (size_t)e.nops + 1;
-    e.rank_of = sim_big_malloc(sizeof(int) * n);
     e.rec = sim_big_calloc(n, sizeof *e.rec);
     e.host = calloc((size_t)s->world, sizeof *e.host);
     e.gpu = aligned_alloc(_Alignof(gpu_t), sizeof(gpu_t) * (size_t)s->world);
@@ -905,28 +968,21 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     e.scratch_ops = malloc(sizeof(ep_op *) * (size_t)(p->ngpus + 1));
     e.scratch_ranks = malloc(sizeof(int) * (size_t)(p->ngpus + 1));
     int rc = -1;
-    if (!e.rank_of || !e.rec || !e.host || !e.gpu || !e.grp_lat || !e.scratch_ops ||
-        !e.scratch_ranks || sim_flows_init(&e.flows, p, s->world)) {
+    if (!e.rec || !e.host || !e.gpu || !e.grp_lat || !e.scratch_ops || !e.scratch_ranks ||
+        sim_flows_init(&e.flows, p, s->world)) {
         snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
         goto done;
     }
     memset(e.gpu, 0, sizeof(gpu_t) * (size_t)s->world);
-    for (int r = 0; r < s->world; r++)
-        for (long o = e.off[r]; o < e.off[r + 1]; o++) {
-            const ep_op *op = &s->ranks[r].ops[o - e.off[r]];
-            e.rank_of[o] = r;
-            e.rec[o].stream = (uint8_t)op->stream & 7;
-            e.rec[o].sync = op->kind == EP_OP_HOST_SYNC;
-        }
     for (int g = 0; g < s->ngroups; g++)
         e.grp_lat[g] = -1;
     sim_cost_init(&e.cost, c, &s->cfg);
-    int b = build_streams(&e);
+    int b = build_index(&e);
     if (b == -2) {
         snprintf(err, EP_ERRLEN, "schedule has a dependency outside its rank's ops");
         goto done;
     }
-    if (b != 0 || build_collectives(&e) != 0) {
+    if (b != 0) {
         snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
         goto done;
     }
@@ -935,12 +991,16 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     simgrid_run();
     E = NULL;
     if (e.failed) goto done;
-    for (long o = 0; o < e.nops; o++) {
+    for (long o = 0, r = 0; o < e.nops; o++) {
+        while (o >= e.off[r + 1])
+            r++;
         if (e.rec[o].state != ST_DONE) {
             char name[256];
-            ep_op_name(op_of(&e, o), name, sizeof name);
-            snprintf(err, EP_ERRLEN, "schedule deadlocked at t=%.6f s: rank %d op %s (%s) never %s",
-                     e.now, e.rank_of[o], name, ep_op_kind_name(op_of(&e, o)->kind),
+            const ep_op *op = op_of(&e, o, (int)r);
+            ep_op_name(op, name, sizeof name);
+            snprintf(err, EP_ERRLEN,
+                     "schedule deadlocked at t=%.6f s: rank %ld op %s (%s) never %s", e.now, r,
+                     name, ep_op_kind_name(op->kind),
                      e.rec[o].state == ST_RUNNING ? "finished (a collective member is missing?)"
                                                   : "started");
             goto done;

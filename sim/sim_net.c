@@ -17,8 +17,9 @@ int sim_flows_init(sim_flows *f, const sim_platform *p, int world) {
     f->gpn = p->gpus_per_node;
     for (int r = 0; r < p->ngpus; r++)
         if (p->node[r] + 1 > f->nnodes) f->nnodes = p->node[r] + 1;
-    f->rank = malloc(sizeof(int) * (size_t)p->ngpus);
-    f->idx_of = malloc(sizeof(int) * (size_t)p->ngpus);
+    f->nends = p->nic ? 2 * p->ngpus : p->ngpus;
+    f->ends = malloc(sizeof(int) * (size_t)f->nends);
+    f->idx_of = malloc(sizeof(int) * (size_t)f->nends);
     size_t slots = (size_t)f->nnodes * (size_t)f->gpn;
     f->node_local = malloc(sizeof(int) * slots);
     f->star = calloc((size_t)f->nnodes, 1);
@@ -29,11 +30,11 @@ int sim_flows_init(sim_flows *f, const sim_platform *p, int world) {
     f->rsrc = malloc(sizeof(int) * 2 * slots);
     f->rdst = malloc(sizeof(int) * 2 * slots);
     f->rbytes = malloc(sizeof(double) * 2 * slots);
-    if (!f->rank || !f->idx_of || !f->node_local || !f->star || !f->touched || !f->tlist ||
+    if (!f->ends || !f->idx_of || !f->node_local || !f->star || !f->touched || !f->tlist ||
         !f->sent || !f->received || !f->rsrc || !f->rdst || !f->rbytes)
         return -1;
-    for (int r = 0; r < p->ngpus; r++)
-        f->idx_of[r] = -1;
+    for (int h = 0; h < f->nends; h++)
+        f->idx_of[h] = -1;
     for (long i = 0; i < (long)f->nnodes * f->gpn; i++)
         f->node_local[i] = -1;
     for (int r = 0; r < p->ngpus; r++)
@@ -103,7 +104,7 @@ void sim_flows_free(sim_flows *f) {
     free(f->fsrc);
     free(f->fdst);
     free(f->fbytes);
-    free(f->rank);
+    free(f->ends);
     free(f->idx_of);
     free(f->matrix);
     free(f->node_local);
@@ -142,6 +143,11 @@ static double nvl_eff(const sim_flows *f, double bytes) {
     return f->nvl_by_flow ? sim_table_eval(f->nvl_by_flow, bytes) : f->eff_nvl;
 }
 
+/* The GPU of a's node on b's rail: where a transfer from a to b crosses to the NICs. */
+static int relay_of(const sim_flows *f, int a, int b) {
+    return f->node_local[f->p->node[a] * f->gpn + f->p->local[b]];
+}
+
 /* One logical transfer a -> b: NVLink inside a node, the NIC on the same rail, and across rails
  * NVLink to the GPU of a's node on b's rail first (PXN). */
 static void flow(sim_flows *f, int a, int b, double bytes) {
@@ -151,8 +157,8 @@ static void flow(sim_flows *f, int a, int b, double bytes) {
     } else if (p->local[a] == p->local[b]) {
         put(f, a, b, bytes / f->eff_net);
     } else {
-        int relay = f->node_local[p->node[a] * f->gpn + p->local[b]];
-        if (relay < 0) {
+        int relay = relay_of(f, a, b);
+        if (relay < 0) { /* only on flat platforms (sim_platform_load checks those with NICs) */
             put(f, a, b, bytes / f->eff_net);
         } else {
             put(f, a, relay, bytes / nvl_eff(f, bytes));
@@ -244,15 +250,38 @@ static void regroup(sim_flows *f) {
         f->touched[f->tlist[t]] = 0;
 }
 
+/* With NIC hosts, rails have no routes to each other: a flow between nodes on different rails
+ * (one the schedule's nodes put there, such as deepep's fan-out with --gpus-per-node larger than
+ * the platform's; flow() relays its own) goes over NVLink to the relay first, as flow() does. */
+static void split_cross_rail(sim_flows *f) {
+    const sim_platform *p = f->p;
+    long n = f->nflows;
+    for (long i = 0; i < n; i++) {
+        int a = f->fsrc[i], b = f->fdst[i];
+        if (p->node[a] == p->node[b] || p->local[a] == p->local[b]) continue;
+        int relay = relay_of(f, a, b); /* every node is complete (sim_platform_load) */
+        f->fsrc[i] = relay;
+        append(f, a, relay, f->fbytes[i]);
+    }
+}
+
+/* Task endpoint of GPU r in a flow between GPUs a and b (sim_flows.ends). */
+static int endpoint(const sim_flows *f, int r, int a, int b) {
+    const sim_platform *p = f->p;
+    return p->nic && p->node[a] != p->node[b] ? p->ngpus + r : r;
+}
+
 static void finish(sim_flows *f) {
+    if (f->p->nic) split_cross_rail(f);
     regroup(f);
     f->nhosts = 0;
     for (long i = 0; i < f->nflows; i++) {
-        int ends[2] = {f->fsrc[i], f->fdst[i]};
+        int a = f->fsrc[i], b = f->fdst[i];
+        int ends[2] = {endpoint(f, a, a, b), endpoint(f, b, a, b)};
         for (int e = 0; e < 2; e++)
             if (f->idx_of[ends[e]] < 0) {
                 f->idx_of[ends[e]] = f->nhosts;
-                f->rank[f->nhosts++] = ends[e];
+                f->ends[f->nhosts++] = ends[e];
             }
     }
     long need = (long)f->nhosts * f->nhosts;
@@ -263,10 +292,23 @@ static void finish(sim_flows *f) {
         f->matcap = need;
     }
     memset(f->matrix, 0, sizeof(double) * (size_t)need);
-    for (long i = 0; i < f->nflows; i++)
-        f->matrix[(long)f->idx_of[f->fsrc[i]] * f->nhosts + f->idx_of[f->fdst[i]]] += f->fbytes[i];
+    for (long i = 0; i < f->nflows; i++) {
+        int a = f->fsrc[i], b = f->fdst[i];
+        long row = f->idx_of[endpoint(f, a, a, b)], col = f->idx_of[endpoint(f, b, a, b)];
+        f->matrix[row * f->nhosts + col] += f->fbytes[i];
+    }
     for (int h = 0; h < f->nhosts; h++)
-        f->idx_of[f->rank[h]] = -1;
+        f->idx_of[f->ends[h]] = -1;
+}
+
+double sim_flows_latency(const sim_flows *f, int a, int b) {
+    const sim_platform *p = f->p;
+    if (!p->nic || p->node[a] == p->node[b])
+        return sg_host_get_route_latency(p->host[a], p->host[b]);
+    double l = 0;
+    int relay = relay_of(f, a, b);
+    if (relay != a) l = sg_host_get_route_latency(p->host[a], p->host[relay]);
+    return l + sg_host_get_route_latency(p->nic[relay], p->nic[b]);
 }
 
 double sim_net_link_bytes(ep_op_kind k, int n, double bytes) {

@@ -25,8 +25,10 @@ typedef struct {
     int *fsrc, *fdst;
     double *fbytes;
     int nhosts;
-    int *rank;      /* [world] global ranks of the task's hosts, first nhosts used */
-    int *idx_of;    /* [world] index in rank[] or -1 */
+    int *ends;   /* [nends] endpoint of each task host, first nhosts used (sim_platform_endpoint):
+                  * a GPU rank r, or ngpus + r for GPU r's NIC host */
+    int *idx_of; /* [nends] index in ends[] or -1 */
+    int nends;   /* ngpus, twice that with NIC hosts */
     double *matrix; /* [nhosts*nhosts] row = source */
     long matcap;
     int *node_local; /* [nnodes*gpn] rank at (node, local index) or -1 */
@@ -57,10 +59,16 @@ int sim_flows_init(sim_flows *f, const sim_platform *p, int world);
 int sim_flows_find_stars(sim_flows *f);
 void sim_flows_free(sim_flows *f);
 
+/* Latency of the route a transfer from GPU a to GPU b takes (flow decomposition above): inside a
+ * node or without NIC hosts the GPUs' route; between nodes the NICs' route, after the NVLink hop to
+ * the GPU on b's rail when a is on another (as long as a flat platform's shortest route). */
+double sim_flows_latency(const sim_flows *f, int a, int b);
+
 /* Fills f for the instance whose member ops are ops[0..n) on ranks[0..n) (group order).
  * Sets *fixed_s to the time the algorithm adds beyond the parallel task (base cost, extra ring
  * steps, each costing nccl_step_s + hop_latency_s). Returns the payload bytes (before efficiency).
- * After it, f->nhosts, f->rank and f->matrix describe the task (nhosts may be 0: nothing to move).
+ * After it, f->nhosts, f->ends and f->matrix describe the task (nhosts may be 0: nothing to move);
+ * with NIC hosts (sim_platform.h), flows between nodes run between the NIC hosts of their GPUs.
  */
 double sim_net_build(sim_flows *f, const ep_sched *s, const sim_calib *c, const ep_op *const *ops,
                      const int *ranks, int n, double hop_latency_s, double *fixed_s);

@@ -6,6 +6,7 @@
 #include <simgrid/zone.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,58 @@ static int prop_num(sg_host_t h, const char *key, double *v, char err[EP_ERRLEN]
     return 0;
 }
 
+/* Finds the NIC hosts gpu<r>.nic: every GPU has one or none does. With them, traffic between two
+ * GPUs of different nodes on different rails is relayed over NVLink to the GPU of the sender's node
+ * on the receiver's rail (sim_net.c), so every node needs a GPU of every local index. */
+static int load_nics(sim_platform *p, char err[EP_ERRLEN]) {
+    char name[48];
+    int found = 0;
+    for (int r = 0; r < p->ngpus; r++) {
+        snprintf(name, sizeof name, "gpu%d.nic", r);
+        found += sg_host_by_name(name) != NULL;
+    }
+    if (found == 0) return 0;
+    p->nic = calloc((size_t)p->ngpus, sizeof *p->nic);
+    int nnodes = 0, g = p->gpus_per_node;
+    for (int r = 0; r < p->ngpus; r++)
+        if (p->node[r] + 1 > nnodes) nnodes = p->node[r] + 1;
+    uint8_t *have = calloc((size_t)nnodes * (size_t)g, 1);
+    if (!p->nic || !have) {
+        free(have);
+        snprintf(err, EP_ERRLEN, "out of memory reading platform %.400s", p->path);
+        return -1;
+    }
+    int rc = 0;
+    for (int r = 0; r < p->ngpus && rc == 0; r++) {
+        snprintf(name, sizeof name, "gpu%d.nic", r);
+        p->nic[r] = sg_host_by_name(name);
+        if (!p->nic[r]) {
+            snprintf(err, EP_ERRLEN,
+                     "platform %.300s: host gpu%d has no NIC host %s (give every GPU one, or none)",
+                     p->path, r, name);
+            rc = -1;
+        } else if (p->node[r] < 0 || p->local[r] < 0) {
+            snprintf(err, EP_ERRLEN,
+                     "platform %.300s: host gpu%d needs properties node >= 0 and "
+                     "local_index >= 0 (it has a NIC host)",
+                     p->path, r);
+            rc = -1;
+        } else {
+            have[(size_t)p->node[r] * g + p->local[r]] = 1;
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < (size_t)nnodes * g; i++)
+        if (!have[i]) {
+            snprintf(err, EP_ERRLEN,
+                     "platform %.300s: node %d has no GPU of local_index %d (with NIC hosts, every "
+                     "node needs all %d: traffic to another rail is relayed in the sender's node)",
+                     p->path, (int)(i / g), (int)(i % g), g);
+            rc = -1;
+        }
+    free(have);
+    return rc;
+}
+
 int sim_platform_load(sim_platform *p, const char *topo, char err[EP_ERRLEN]) {
     memset(p, 0, sizeof *p);
     if (sim_find_data("topos", topo, ".xml", p->path, sizeof p->path) != 0) {
@@ -148,12 +201,15 @@ int sim_platform_load(sim_platform *p, const char *topo, char err[EP_ERRLEN]) {
         if (p->local[r] + 1 > maxlocal) maxlocal = p->local[r] + 1;
     }
     p->gpus_per_node = maxlocal;
-    XBT_DEBUG("platform %.400s: %d GPUs, %d per node", p->path, n, maxlocal);
+    if (load_nics(p, err) != 0) return -1;
+    XBT_DEBUG("platform %.400s: %d GPUs, %d per node, %s", p->path, n, maxlocal,
+              p->nic ? "NIC hosts" : "flat");
     return 0;
 }
 
 void sim_platform_free(sim_platform *p) {
     free(p->host);
+    free(p->nic);
     free(p->node);
     free(p->local);
     free(p->peak_flops);

@@ -3,7 +3,9 @@
  * A GPU is a host named gpu<rank> with properties peak_flops, hbm_bw, sm_count, node and
  * local_index, optionally hbm_bytes (docs/epsim.md, "Platform files"); rank r runs on gpu<r>. The
  * root zone may name a default calibration (property calibration: a file, or a name under
- * traces/calib/).
+ * traces/calib/). A platform may give every GPU a NIC host gpu<rank>.nic: traffic between nodes
+ * then runs between NIC hosts (each rail its own small zone), traffic inside a node between GPU
+ * hosts; without them (a flat platform) the GPU hosts carry both.
  */
 #ifndef SIM_PLATFORM_H
 #define SIM_PLATFORM_H
@@ -18,6 +20,7 @@ typedef struct {
     int ngpus;
     int gpus_per_node;
     sg_host_t *host;   /* [ngpus] */
+    sg_host_t *nic;    /* [ngpus] host gpu<r>.nic, or NULL: the platform has none */
     int *node, *local; /* [ngpus] node index and index inside the node */
     double *peak_flops, *hbm_bw;
     int *sm_count;
@@ -29,6 +32,12 @@ typedef struct {
  * dir>/<kind>, <exe dir>/../share/epsim/<kind>, and the source tree compiled in. Returns 0 or -1.
  */
 int sim_find_data(const char *kind, const char *arg, const char *suffix, char *out, size_t len);
+
+/* The SimGrid host of endpoint id of a transfer (sim_net.h): GPU id below ngpus, the NIC host of
+ * GPU id - ngpus above. */
+static inline sg_host_t sim_platform_endpoint(const sim_platform *p, int id) {
+    return id < p->ngpus ? p->host[id] : p->nic[id - p->ngpus];
+}
 
 /* Resolves and loads the platform (SimGrid must be initialised) and reads the GPU hosts.
  * Returns 0, or -1 with one line in err. */

@@ -77,8 +77,8 @@ static int uneven_a2a_regrouped(const sim_platform *p) {
             if (x == 0) continue;
             nonzero++;
             if (a == b) rc |= 2;
-            got_out[f.rank[a]] += x * c.nccl_nvlink_efficiency;
-            got_in[f.rank[b]] += x * c.nccl_nvlink_efficiency;
+            got_out[f.ends[a]] += x * c.nccl_nvlink_efficiency;
+            got_in[f.ends[b]] += x * c.nccl_nvlink_efficiency;
         }
     if (nonzero > 15 || f.nhosts != 8) rc |= 4;
     for (int r = 0; r < 8; r++)
