@@ -287,4 +287,21 @@ static inline void expect_exit2(const char *args, const char *absent) {
     remove(err);
 }
 
+/* Loads topo in a child, runs check(platform) there and returns its exit status (0: all held). */
+static inline int platform_in_child(const char *topo, int (*check)(const sim_platform *)) {
+    fflush(NULL);
+    pid_t p = fork();
+    if (p == 0) {
+        sim_child_init();
+        sim_platform pl;
+        char err[EP_ERRLEN];
+        if (sim_platform_load(&pl, topo, err) != 0) _exit(90);
+        sim_platform_seal();
+        _exit(check(&pl));
+    }
+    int st;
+    waitpid(p, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+}
+
 #endif

@@ -6,23 +6,6 @@
 #include "sim_net.h"
 #include "sim_test_util.h"
 
-/* Loads topo in a child, runs check(platform) there and returns its exit status (0: all held). */
-static int in_child(const char *topo, int (*check)(const sim_platform *)) {
-    fflush(NULL);
-    pid_t p = fork();
-    if (p == 0) {
-        sim_child_init();
-        sim_platform pl;
-        char err[EP_ERRLEN];
-        if (sim_platform_load(&pl, topo, err) != 0) _exit(90);
-        sim_platform_seal();
-        _exit(check(&pl));
-    }
-    int st;
-    waitpid(p, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
-}
-
 static int stars_found(const sim_platform *p) {
     sim_flows f;
     if (sim_flows_init(&f, p, p->ngpus) || sim_flows_find_stars(&f)) return 80;
@@ -34,9 +17,9 @@ static int stars_found(const sim_platform *p) {
 }
 
 static void test_stars(void) {
-    CU_ASSERT_EQUAL(in_child("dgx16", stars_found), 0);
-    CU_ASSERT_EQUAL(in_child("h200x4", stars_found), 0);
-    CU_ASSERT_EQUAL(in_child("h200x2", stars_found), 0);
+    CU_ASSERT_EQUAL(platform_in_child("dgx16", stars_found), 0);
+    CU_ASSERT_EQUAL(platform_in_child("h200x4", stars_found), 0);
+    CU_ASSERT_EQUAL(platform_in_child("h200x2", stars_found), 0);
 }
 
 /* An uneven token all-to-all among the 8 GPUs of node 0 of dgx16: the task has at most 15 flows,
@@ -90,7 +73,7 @@ static int uneven_a2a_regrouped(const sim_platform *p) {
 }
 
 static void test_regrouped_a2a(void) {
-    CU_ASSERT_EQUAL(in_child("dgx16", uneven_a2a_regrouped), 0);
+    CU_ASSERT_EQUAL(platform_in_child("dgx16", uneven_a2a_regrouped), 0);
 }
 
 void ep_suite_net(void) {

@@ -9,23 +9,6 @@
 #include "sim_net.h"
 #include "sim_test_util.h"
 
-/* Loads topo in a child, runs check(platform) there and returns its exit status (0: all held). */
-static int in_child(const char *topo, int (*check)(const sim_platform *)) {
-    fflush(NULL);
-    pid_t p = fork();
-    if (p == 0) {
-        sim_child_init();
-        sim_platform pl;
-        char err[EP_ERRLEN];
-        if (sim_platform_load(&pl, topo, err) != 0) _exit(90);
-        sim_platform_seal();
-        _exit(check(&pl));
-    }
-    int st;
-    waitpid(p, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
-}
-
 /* The flat layout of the bundled clusters (epsim_gen_topos --flat) in a temporary directory. */
 static const char *flat_dir(void) {
     static char dir[512];
@@ -56,12 +39,12 @@ static int no_nics(const sim_platform *p) {
 static void test_nic_hosts_found(void) {
     char flat[600];
     snprintf(flat, sizeof flat, "%s/dgx16.xml", flat_dir());
-    CU_ASSERT_EQUAL(in_child("dgx16", has_nics), 0);
-    CU_ASSERT_EQUAL(in_child("dgx256", has_nics), 0);
-    CU_ASSERT_EQUAL(in_child(flat, no_nics), 0);
-    CU_ASSERT_EQUAL(in_child("dgx8", no_nics), 0);
-    CU_ASSERT_EQUAL(in_child("h200x2", no_nics), 0);
-    CU_ASSERT_EQUAL(in_child("nvl72", no_nics), 0);
+    CU_ASSERT_EQUAL(platform_in_child("dgx16", has_nics), 0);
+    CU_ASSERT_EQUAL(platform_in_child("dgx256", has_nics), 0);
+    CU_ASSERT_EQUAL(platform_in_child(flat, no_nics), 0);
+    CU_ASSERT_EQUAL(platform_in_child("dgx8", no_nics), 0);
+    CU_ASSERT_EQUAL(platform_in_child("h200x2", no_nics), 0);
+    CU_ASSERT_EQUAL(platform_in_child("nvl72", no_nics), 0);
 }
 
 /* Every flow of f's task stays inside one zone: GPU hosts of one node, or NIC hosts of one rail on
@@ -87,6 +70,18 @@ static int flows_in_zones(const sim_flows *f, int *gpu_flows, int *nic_flows) {
     return rc;
 }
 
+/* The task of one instance whose members are ops[0..2) on ranks[0..2), built with the default
+ * calibration into f (16 ranks). Returns 0, or -1 out of memory. */
+static int build_pair(const sim_platform *p, const hand_sched *h, const ep_op *const *ops,
+                      const int *ranks, sim_flows *f) {
+    sim_calib c;
+    sim_calib_default(&c);
+    if (sim_flows_init(f, p, 16) || sim_flows_find_stars(f)) return -1;
+    double fixed;
+    sim_net_build(f, &h->s, &c, ops, ranks, 2, 0, &fixed);
+    return 0;
+}
+
 /* A ring all-reduce between GPU 1 (node 0, rail 1) and GPU 8 (node 1, rail 0) of dgx16: each way
  * one NVLink hop to the sender's GPU on the receiver's rail, then NIC host to NIC host. */
 static int ring_on_nics(const sim_platform *p) {
@@ -99,12 +94,8 @@ static int ring_on_nics(const sim_platform *p) {
         op[i] = hand_op(EP_OP_ALL_REDUCE, EP_STREAM_COMM);
         op[i].bytes = 1 << 20;
     }
-    sim_calib c;
-    sim_calib_default(&c);
     sim_flows f;
-    if (sim_flows_init(&f, p, 16) || sim_flows_find_stars(&f)) return 80;
-    double fixed;
-    sim_net_build(&f, &h.s, &c, ops, ranks, 2, 0, &fixed);
+    if (build_pair(p, &h, ops, ranks, &f) != 0) return 80;
     int gpu, nic, rc = flows_in_zones(&f, &gpu, &nic);
     if (gpu != 2 || nic != 2 || f.nhosts != 8) rc |= 8;
     /* the ring's hop: NVLink to GPU 0, then GPU 0's NIC to GPU 8's (1 + 2 us) */
@@ -117,7 +108,7 @@ static int ring_on_nics(const sim_platform *p) {
 }
 
 static void test_internode_flows_on_nics(void) {
-    CU_ASSERT_EQUAL(in_child("dgx16", ring_on_nics), 0);
+    CU_ASSERT_EQUAL(platform_in_child("dgx16", ring_on_nics), 0);
 }
 
 /* deepep's NVLink fan-out between ranks the schedule puts on one node (--gpus-per-node larger than
@@ -140,12 +131,8 @@ static int fanout_across_nodes(const sim_platform *p) {
         op[i].group = g;
         op[i].traffic = 0;
     }
-    sim_calib c;
-    sim_calib_default(&c);
     sim_flows f;
-    if (sim_flows_init(&f, p, 16) || sim_flows_find_stars(&f)) return 80;
-    double fixed;
-    sim_net_build(&f, &h.s, &c, ops, ranks, 2, 0, &fixed);
+    if (build_pair(p, &h, ops, ranks, &f) != 0) return 80;
     int gpu, nic, rc = flows_in_zones(&f, &gpu, &nic);
     if (p->nic)
         rc = rc || gpu != 1 || nic != 1 || f.nhosts != 4;
@@ -158,8 +145,8 @@ static int fanout_across_nodes(const sim_platform *p) {
 static void test_fanout_split_at_relay(void) {
     char flat[600];
     snprintf(flat, sizeof flat, "%s/dgx16.xml", flat_dir());
-    CU_ASSERT_EQUAL(in_child("dgx16", fanout_across_nodes), 0);
-    CU_ASSERT_EQUAL(in_child(flat, fanout_across_nodes), 0);
+    CU_ASSERT_EQUAL(platform_in_child("dgx16", fanout_across_nodes), 0);
+    CU_ASSERT_EQUAL(platform_in_child(flat, fanout_across_nodes), 0);
 }
 
 /* Writes a platform of 2 nodes x 2 GPUs with NIC hosts for `nics` of them, GPU `skip` left out
