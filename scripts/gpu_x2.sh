@@ -5,7 +5,7 @@
 #   - the full calibration with the host ahead and the caches flushed (compute of the validation
 #     models and of the one-GPU runs, host, NCCL, the nvl_a2a transport curve, interference), on
 #     the machine that runs the validation runs (docs/calibration.md, "The committed calibrations");
-#   - the 28-run validation matrix again (scripts/gpu_runs.sh), deepep/hybridep now over NVLink.
+#   - the validation matrix again (scripts/gpu_runs.sh, 30 runs), deepep/hybridep over NVLink.
 # Writes $OUT/x2.tgz (one file: the device tool returns at most 8) holding calib/, runs/ and the
 # logs, after each part; unpack calib/ into traces/h200x2/calib and runs/ into traces/h200x2/runs, then
 # scripts/calibrate.sh (with traces/h200x2/calib first for h200x2) and scripts/validate.sh.
