@@ -14,6 +14,7 @@
 #include "ep_sched.h"
 #include "sim_calib.h"
 #include "sim_engine.h"
+#include "sim_net.h"
 #include "sim_platform.h"
 #include "sim_report.h"
 
@@ -280,7 +281,7 @@ int sim_cli_run(int argc, char **argv) {
     double t_built = wall();
     usage_t u_built = resources();
     sim_result res;
-    if (sim_engine_run(&s, &plat, &calib, &res, err) != 0) {
+    if (sim_engine_run(&s, &plat, &calib, SIM_NET_SPLIT_HOSTS, &res, err) != 0) {
         fprintf(stderr, "epsim: %s\n", err);
         rc = 1;
     } else {

@@ -35,7 +35,10 @@ typedef struct {
     int n, arrived;
     long off; /* members in eng.members[off .. off+n), group order */
     int group;
-    sg_exec_t exec;
+    int npieces;     /* SimGrid tasks of the transfer (sim_net_build splits large ones) */
+    int left;        /* of them still running */
+    sg_exec_t exec;  /* the one task, from coll_begin to coll_go */
+    sg_exec_t *more; /* with several pieces: all of them, from coll_begin to coll_go */
 } coll_t;
 
 /* What an event reads and writes of an op, in 32 bytes (not the op itself): one cache miss per op
@@ -515,10 +518,23 @@ static void coll_begin(engine *e, long id) {
         push(e, e->now + fixed, EV_DONE, id, 0, -1);
         return;
     }
-    sg_host_t hosts[e->flows.nhosts];
-    for (int h = 0; h < e->flows.nhosts; h++)
-        hosts[h] = sim_platform_endpoint(e->p, e->flows.ends[h]);
-    c->exec = sg_actor_parallel_exec_init(e->flows.nhosts, hosts, NULL, e->flows.matrix);
+    const sim_flows *f = &e->flows;
+    c->npieces = f->npieces;
+    if (f->npieces > 1 && !(c->more = malloc(sizeof *c->more * (size_t)f->npieces))) {
+        fail(e, "out of memory for the pieces of a transfer");
+        return;
+    }
+    sg_host_t hosts[f->nhosts];
+    for (int k = 0; k < f->npieces; k++) {
+        int h0 = f->piece_host[k], nh = f->piece_host[k + 1] - h0;
+        for (int h = 0; h < nh; h++)
+            hosts[h] = sim_platform_endpoint(e->p, f->ends[h0 + h]);
+        sg_exec_t x = sg_actor_parallel_exec_init(nh, hosts, NULL, f->matrix + f->piece_mat[k]);
+        if (c->more)
+            c->more[k] = x;
+        else
+            c->exec = x;
+    }
     push(e, e->now + fixed, EV_GO, id, 0, -1);
 }
 
@@ -540,8 +556,9 @@ static void coll_done(engine *e, long id) {
 }
 
 static void coll_go(engine *e, long id) {
+    coll_t *c = &e->coll[id];
     if (simgrid_get_clock() < e->now) sg_actor_sleep_until(e->now);
-    if (e->nact + 1 >= e->actcap) {
+    while (e->nact + c->npieces >= e->actcap) {
         int cap = e->actcap ? 2 * e->actcap : 256;
         sg_exec_t *a = realloc(e->act, sizeof *a * (size_t)cap);
         long *b = realloc(e->act_coll, sizeof *b * (size_t)cap);
@@ -556,10 +573,17 @@ static void coll_go(engine *e, long id) {
         e->actcap = cap;
     }
     net_changed(e);
-    sg_exec_start(e->coll[id].exec);
-    e->act[e->nact] = e->coll[id].exec;
-    e->act_coll[e->nact] = id;
-    e->nact++;
+    for (int k = 0; k < c->npieces; k++) {
+        sg_exec_t x = c->more ? c->more[k] : c->exec;
+        sg_exec_start(x);
+        e->act[e->nact] = x;
+        e->act_coll[e->nact] = id;
+        e->nact++;
+    }
+    c->left = c->npieces;
+    c->exec = NULL;
+    free(c->more);
+    c->more = NULL;
     e->res->ntransfers++;
 }
 
@@ -681,13 +705,12 @@ static void run_loop(engine *e) {
         if (t < e->now) e->res->nlate++;
         if (t > e->now) e->now = t;
         long id = e->act_coll[idx];
+        sim_exec_release(e->act[idx]);
         e->act[idx] = e->act[n - 1];
         e->act_coll[idx] = e->act_coll[n - 1];
         e->nact--;
-        sim_exec_release(e->coll[id].exec);
-        e->coll[id].exec = NULL;
         net_changed(e);
-        coll_done(e, id);
+        if (--e->coll[id].left == 0) coll_done(e, id);
     }
 }
 
@@ -920,6 +943,8 @@ static void engine_free(engine *e) {
     free(e->st_list);
     free(e->host);
     free(e->gpu);
+    for (long i = 0; e->coll && i < e->ncoll; i++)
+        free(e->coll[i].more); /* a run that failed between a transfer's begin and go */
     free(e->coll);
     free(e->members);
     free(e->grp_lat);
@@ -932,8 +957,8 @@ static void engine_free(engine *e) {
     sim_flows_free(&e->flows);
 }
 
-int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c, sim_result *out,
-                   char err[EP_ERRLEN]) {
+int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c, int split_hosts,
+                   sim_result *out, char err[EP_ERRLEN]) {
     memset(out, 0, sizeof *out);
     if (s->world > p->ngpus) {
         snprintf(err, EP_ERRLEN, "world size %d does not fit platform %.400s with %d GPUs",
@@ -973,6 +998,7 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
         snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
         goto done;
     }
+    e.flows.split_hosts = split_hosts;
     memset(e.gpu, 0, sizeof(gpu_t) * (size_t)s->world);
     for (int g = 0; g < s->ngroups; g++)
         e.grp_lat[g] = -1;

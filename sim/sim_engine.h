@@ -33,16 +33,17 @@ typedef struct {
     sim_op_time *t; /* [nops] */
     double makespan;
     long nevents;    /* engine events processed */
-    long ntransfers; /* SimGrid parallel tasks started */
+    long ntransfers; /* transfers started (one SimGrid parallel task each, or one per zone) */
     long nwaits;     /* SimGrid waits (the rest of the events needed no SimGrid step) */
     long nlate;      /* transfers seen finishing before engine time (a wrong prediction): 0 */
 } sim_result;
 
 /* Runs the schedule to completion inside SimGrid (simgrid_init and sim_platform_load done, no actor
- * started yet). Returns 0, or -1 with one line in err (deadlock, world larger than the platform).
- */
-int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c, sim_result *out,
-                   char err[EP_ERRLEN]);
+ * started yet). A transfer over more than split_hosts hosts runs as one SimGrid task per zone
+ * (SIM_NET_SPLIT_HOSTS, sim_net.h). Returns 0, or -1 with one line in err (deadlock, world larger
+ * than the platform). */
+int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c, int split_hosts,
+                   sim_result *out, char err[EP_ERRLEN]);
 void sim_result_free(sim_result *r);
 
 #endif

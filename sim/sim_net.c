@@ -18,7 +18,7 @@ int sim_flows_init(sim_flows *f, const sim_platform *p, int world) {
     for (int r = 0; r < p->ngpus; r++)
         if (p->node[r] + 1 > f->nnodes) f->nnodes = p->node[r] + 1;
     f->nends = p->nic ? 2 * p->ngpus : p->ngpus;
-    f->ends = malloc(sizeof(int) * (size_t)f->nends);
+    f->ends = malloc(sizeof(int) * 2 * (size_t)f->nends); /* a host may be in two pieces */
     f->idx_of = malloc(sizeof(int) * (size_t)f->nends);
     size_t slots = (size_t)f->nnodes * (size_t)f->gpn;
     f->node_local = malloc(sizeof(int) * slots);
@@ -30,8 +30,13 @@ int sim_flows_init(sim_flows *f, const sim_platform *p, int world) {
     f->rsrc = malloc(sizeof(int) * 2 * slots);
     f->rdst = malloc(sizeof(int) * 2 * slots);
     f->rbytes = malloc(sizeof(double) * 2 * slots);
+    f->piece_host = malloc(sizeof(int) * (size_t)(f->nnodes + f->gpn + 2));
+    f->piece_mat = malloc(sizeof(long) * (size_t)(f->nnodes + f->gpn + 2));
+    f->zone_head = malloc(sizeof(int) * (size_t)(f->nnodes + f->gpn + 1));
+    f->split_hosts = SIM_NET_SPLIT_HOSTS;
     if (!f->ends || !f->idx_of || !f->node_local || !f->star || !f->touched || !f->tlist ||
-        !f->sent || !f->received || !f->rsrc || !f->rdst || !f->rbytes)
+        !f->sent || !f->received || !f->rsrc || !f->rdst || !f->rbytes || !f->piece_host ||
+        !f->piece_mat || !f->zone_head)
         return -1;
     for (int h = 0; h < f->nends; h++)
         f->idx_of[h] = -1;
@@ -108,6 +113,10 @@ void sim_flows_free(sim_flows *f) {
     free(f->idx_of);
     free(f->matrix);
     free(f->node_local);
+    free(f->piece_host);
+    free(f->piece_mat);
+    free(f->flow_next);
+    free(f->zone_head);
     memset(f, 0, sizeof *f);
 }
 
@@ -120,7 +129,9 @@ static void append(sim_flows *f, int a, int b, double bytes) {
         if (d) f->fdst = d;
         double *y = realloc(f->fbytes, sizeof(double) * (size_t)cap);
         if (y) f->fbytes = y;
-        if (!s || !d || !y)
+        int *nx = realloc(f->flow_next, sizeof(int) * (size_t)cap);
+        if (nx) f->flow_next = nx;
+        if (!s || !d || !y || !nx)
             abort(); /* out of memory in the middle of a simulation: nothing sensible to return */
         f->flowcap = cap;
     }
@@ -271,34 +282,87 @@ static int endpoint(const sim_flows *f, int r, int a, int b) {
     return p->nic && p->node[a] != p->node[b] ? p->ngpus + r : r;
 }
 
-static void finish(sim_flows *f) {
-    if (f->p->nic) split_cross_rail(f);
-    regroup(f);
-    f->nhosts = 0;
-    for (long i = 0; i < f->nflows; i++) {
+/* Room for need entries, keeping the pieces already there. */
+static void grow_matrix(sim_flows *f, long need) {
+    if (need <= f->matcap) return;
+    long cap = need > 2 * f->matcap ? need : 2 * f->matcap;
+    double *m = realloc(f->matrix, sizeof(double) * (size_t)cap);
+    if (!m) abort(); /* out of memory in the middle of a simulation, as append() */
+    f->matrix = m;
+    f->matcap = cap;
+}
+
+/* The zone a flow between GPUs a and b runs in: its node when both are in one, else its rail
+ * (flows between nodes are on one rail: flow() and split_cross_rail relay the others first). */
+static int zone_of(const sim_flows *f, int a, int b) {
+    const sim_platform *p = f->p;
+    return p->node[a] == p->node[b] ? p->node[a] : f->nnodes + p->local[a];
+}
+
+/* Appends a piece made of the flows in list (f->flow_next from head; every flow when head is
+ * -1 and all is set): its hosts to ends, its matrix after the previous pieces'. */
+static void add_piece(sim_flows *f, int head, int all) {
+    int h0 = f->nhosts;
+    for (long i = all ? 0 : head; i >= 0 && i < f->nflows; i = all ? i + 1 : f->flow_next[i]) {
         int a = f->fsrc[i], b = f->fdst[i];
         int ends[2] = {endpoint(f, a, a, b), endpoint(f, b, a, b)};
         for (int e = 0; e < 2; e++)
             if (f->idx_of[ends[e]] < 0) {
-                f->idx_of[ends[e]] = f->nhosts;
+                f->idx_of[ends[e]] = f->nhosts - h0;
                 f->ends[f->nhosts++] = ends[e];
             }
     }
-    long need = (long)f->nhosts * f->nhosts;
-    if (need > f->matcap) {
-        free(f->matrix);
-        f->matrix = malloc(sizeof(double) * (size_t)need);
-        if (!f->matrix) abort();
-        f->matcap = need;
-    }
-    memset(f->matrix, 0, sizeof(double) * (size_t)need);
-    for (long i = 0; i < f->nflows; i++) {
+    long nh = f->nhosts - h0, m0 = f->piece_mat[f->npieces];
+    grow_matrix(f, m0 + nh * nh);
+    double *m = f->matrix + m0;
+    memset(m, 0, sizeof(double) * (size_t)(nh * nh));
+    for (long i = all ? 0 : head; i >= 0 && i < f->nflows; i = all ? i + 1 : f->flow_next[i]) {
         int a = f->fsrc[i], b = f->fdst[i];
         long row = f->idx_of[endpoint(f, a, a, b)], col = f->idx_of[endpoint(f, b, a, b)];
-        f->matrix[row * f->nhosts + col] += f->fbytes[i];
+        m[row * nh + col] += f->fbytes[i];
     }
-    for (int h = 0; h < f->nhosts; h++)
+    for (int h = h0; h < f->nhosts; h++)
         f->idx_of[f->ends[h]] = -1;
+    f->npieces++;
+    f->piece_host[f->npieces] = f->nhosts;
+    f->piece_mat[f->npieces] = m0 + nh * nh;
+}
+
+/* The task's hosts and byte matrix. A dense matrix over h hosts costs h^2 to build, copy and walk
+ * (SimGrid's L07 does all three): over split_hosts hosts, the flows of each zone (a node, a rail)
+ * become a task of their own, and the transfer ends with the last (docs/epsim.md, "Collectives").
+ */
+static void finish(sim_flows *f) {
+    if (f->p->nic) split_cross_rail(f);
+    regroup(f);
+    f->nhosts = 0;
+    f->npieces = 0;
+    f->piece_host[0] = 0;
+    f->piece_mat[0] = 0;
+    if (f->nflows == 0) return;
+    int hosts = 0;
+    for (long i = 0; i < f->nflows && hosts <= f->split_hosts; i++) {
+        int a = f->fsrc[i], b = f->fdst[i];
+        int ends[2] = {endpoint(f, a, a, b), endpoint(f, b, a, b)};
+        for (int e = 0; e < 2; e++)
+            if (f->idx_of[ends[e]] < 0) f->ends[f->idx_of[ends[e]] = hosts++] = ends[e];
+    }
+    for (int h = 0; h < hosts; h++)
+        f->idx_of[f->ends[h]] = -1;
+    if (hosts <= f->split_hosts) {
+        add_piece(f, -1, 1);
+        return;
+    }
+    int nz = f->nnodes + f->gpn;
+    for (int z = 0; z < nz; z++)
+        f->zone_head[z] = -1;
+    for (long i = f->nflows - 1; i >= 0; i--) { /* lists in flow order */
+        int z = zone_of(f, f->fsrc[i], f->fdst[i]);
+        f->flow_next[i] = f->zone_head[z];
+        f->zone_head[z] = (int)i;
+    }
+    for (int z = 0; z < nz; z++)
+        if (f->zone_head[z] >= 0) add_piece(f, f->zone_head[z], 0);
 }
 
 double sim_flows_latency(const sim_flows *f, int a, int b) {

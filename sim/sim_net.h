@@ -19,6 +19,9 @@
 #include "sim_calib.h"
 #include "sim_platform.h"
 
+/* Tasks over more hosts than this are split by zone (sim_flows.split_hosts, sim_net_build). */
+#define SIM_NET_SPLIT_HOSTS 512
+
 typedef struct {
     /* flows as triplets, then the dense matrix over the hosts they touch */
     long nflows, flowcap;
@@ -29,8 +32,15 @@ typedef struct {
                   * a GPU rank r, or ngpus + r for GPU r's NIC host */
     int *idx_of; /* [nends] index in ends[] or -1 */
     int nends;   /* ngpus, twice that with NIC hosts */
-    double *matrix; /* [nhosts*nhosts] row = source */
+    double *matrix; /* pieces' matrices one after the other, each [h*h] row = source */
     long matcap;
+    /* a task of more than split_hosts hosts is split into pieces by zone (sim_net_build) */
+    int npieces;
+    int *piece_host; /* [npieces+1] piece k's hosts are ends[piece_host[k] .. piece_host[k+1]) */
+    long *piece_mat; /* [npieces+1] its matrix starts at matrix + piece_mat[k] */
+    int split_hosts;
+    int *flow_next;  /* [flowcap] scratch: flows of one zone, as a list */
+    int *zone_head;  /* [nnodes+gpn] scratch */
     int *node_local; /* [nnodes*gpn] rank at (node, local index) or -1 */
     int nnodes, gpn, world;
     const sim_platform *p;

@@ -19,6 +19,7 @@
 #include "ep_sched.h"
 #include "sim_calib.h"
 #include "sim_engine.h"
+#include "sim_net.h"
 #include "sim_platform.h"
 
 #define HAND_MAX_RANKS 16
@@ -152,9 +153,10 @@ static inline void sim_child_init(void) {
     sg_cfg_set_string("host/model", "ptask_L07");
 }
 
-/* Simulates h on topology `topo` with calibration c in a forked child. */
-static inline void hand_run(const hand_sched *h, const char *topo, const sim_calib *c,
-                            hand_result *out) {
+/* Simulates h on topology `topo` with calibration c in a forked child, transfers over more than
+ * split_hosts hosts split by zone (sim_engine_run). */
+static inline void hand_run_split(const hand_sched *h, const char *topo, const sim_calib *c,
+                                  int split_hosts, hand_result *out) {
     memset(out, 0, sizeof *out);
     int fd[2];
     if (pipe(fd) != 0) {
@@ -173,7 +175,7 @@ static inline void hand_run(const hand_sched *h, const char *topo, const sim_cal
             o->rc = -2;
         } else {
             sim_result r;
-            o->rc = sim_engine_run(&h->s, &pl, c, &r, err);
+            o->rc = sim_engine_run(&h->s, &pl, c, split_hosts, &r, err);
             if (o->rc == 0) {
                 o->makespan = r.makespan;
                 o->nevents = r.nevents;
@@ -213,6 +215,11 @@ static inline void hand_run(const hand_sched *h, const char *topo, const sim_cal
     int st;
     waitpid(p, &st, 0);
     if (left > 0) out->rc = -8; /* the child died */
+}
+
+static inline void hand_run(const hand_sched *h, const char *topo, const sim_calib *c,
+                            hand_result *out) {
+    hand_run_split(h, topo, c, SIM_NET_SPLIT_HOSTS, out);
 }
 
 /* Runs the epsim program with `args` (shell words) in the build folder; stdout and stderr go to

@@ -64,6 +64,26 @@ static void test_ring_allreduce_dgx8(void) {
     CU_ASSERT(REL(sim, exact));
 }
 
+/* The same ring over both nodes of dgx16 (16 GPUs: NVLink hops and rail 0's NICs) as one SimGrid
+ * task and split into its three zones (sim_engine_run's split_hosts): every piece moves at its
+ * zone's pace and the transfer ends with the last, the rail's, as the one task did. */
+static void test_ring_split_same_end(void) {
+    hand_sched h;
+    hand_init(&h, 16);
+    int g = hand_group(&h, 16);
+    hand_collective(&h, 16, EP_OP_ALL_REDUCE, EP_STREAM_DP, g, 1 << 30);
+    sim_calib c;
+    sim_calib_default(&c);
+    hand_result one, split;
+    hand_run_split(&h, "dgx16", &c, 1000, &one);
+    hand_run_split(&h, "dgx16", &c, 4, &split);
+    CU_ASSERT_EQUAL_FATAL(one.rc, 0);
+    CU_ASSERT_EQUAL_FATAL(split.rc, 0);
+    CU_ASSERT(one.makespan > 0.005); /* 1 GiB at most 50 GB/s per NIC */
+    for (int r = 0; r < 16; r++)
+        CU_ASSERT(REL(split.end[r][0], one.end[r][0]));
+}
+
 /* Two microbatches: GEMM(mb0) -> dispatch(mb0) on comm, GEMM(mb1) overlaps the dispatch, then
  * dispatch(mb1) and the expert GEMM of mb0. No SM or HBM interference in this calibration, so
  * every time follows from launch, GEMM and all-to-all durations. */
@@ -334,6 +354,8 @@ void ep_suite_engine(void) {
     CU_add_test(s, "one all-to-all on h200x2 = launch + base + bytes/bw + latency",
                 test_a2a_h200x2);
     CU_add_test(s, "ring all-reduce on dgx8 within 1% of 2(n-1)/n S/B", test_ring_allreduce_dgx8);
+    CU_add_test(s, "a ring over two nodes ends at the same time split by zone",
+                test_ring_split_same_end);
     CU_add_test(s, "two-microbatch overlap times", test_two_microbatch_overlap);
     CU_add_test(s, "host sync blocks launching", test_host_sync_blocks_launch);
     CU_add_test(s, "comm SMs slow a concurrent GEMM", test_sm_contention);

@@ -76,8 +76,71 @@ static void test_regrouped_a2a(void) {
     CU_ASSERT_EQUAL(platform_in_child("dgx16", uneven_a2a_regrouped), 0);
 }
 
+/* A ring all-reduce over the 16 GPUs of dgx16 as one task (f->split_hosts at least its 18
+ * hosts) or split by zone (split_hosts 4): node 0's NVLink hops, node 1's, and rail 0's NIC hops
+ * (7 -> 8 and 15 -> 0 are relayed to the GPU on rail 0 first). Fills bytes[src end][dst end]
+ * with the pieces' matrices added up; returns the number of pieces, or -1 when a flow has no
+ * route, a host is in a piece twice or (split) a piece has flows of two zones. */
+static int ring16_pieces(const sim_platform *p, int split_hosts, double *bytes, int nends) {
+    hand_sched h;
+    hand_init(&h, 16);
+    int g = hand_group(&h, 16);
+    hand_collective(&h, 16, EP_OP_ALL_REDUCE, EP_STREAM_DP, g, 64 << 20);
+    const ep_op *ops[16];
+    for (int r = 0; r < 16; r++)
+        ops[r] = &h.ops[r][0];
+    sim_calib c;
+    sim_calib_default(&c);
+    sim_flows f;
+    if (sim_flows_init(&f, p, 16) || sim_flows_find_stars(&f)) return -1;
+    f.split_hosts = split_hosts;
+    double fixed;
+    sim_net_build(&f, &h.s, &c, ops, h.groups[g].ranks, 16, 0, &fixed);
+    int n = f.npieces, bad = f.piece_host[n] != f.nhosts;
+    for (int k = 0; k < n; k++) {
+        const int *ends = f.ends + f.piece_host[k];
+        int nh = f.piece_host[k + 1] - f.piece_host[k], zone = -1;
+        const double *m = f.matrix + f.piece_mat[k];
+        bad |= f.piece_mat[k + 1] - f.piece_mat[k] != (long)nh * nh;
+        for (int a = 0; a < nh; a++)
+            for (int b = 0; b < nh; b++) {
+                bad |= a != b && ends[a] == ends[b];
+                if (m[a * nh + b] == 0) continue;
+                int ea = ends[a], eb = ends[b], ga = ea % p->ngpus, gb = eb % p->ngpus;
+                int z = ea < p->ngpus ? p->node[ga] : 100 + p->local[ga];
+                bad |= (ea < p->ngpus) != (eb < p->ngpus); /* GPU to NIC host: no route */
+                bad |= ea < p->ngpus ? p->node[gb] != p->node[ga] : p->local[gb] != p->local[ga];
+                bad |= n > 1 && zone >= 0 && z != zone; /* a piece is one zone's */
+                zone = z;
+                bytes[ea * nends + eb] += m[a * nh + b];
+            }
+    }
+    sim_flows_free(&f);
+    return bad ? -1 : n;
+}
+
+static int ring_split_by_zone(const sim_platform *p) {
+    int nends = 2 * p->ngpus, rc = 0;
+    double *one = calloc((size_t)(nends * nends), sizeof *one);
+    double *split = calloc((size_t)(nends * nends), sizeof *split);
+    if (!one || !split) return 80;
+    if (ring16_pieces(p, 18, one, nends) != 1) rc |= 1;
+    if (ring16_pieces(p, 4, split, nends) != 3) rc |= 2;
+    for (int i = 0; i < nends * nends; i++)
+        if (one[i] != split[i]) rc |= 4;
+    free(one);
+    free(split);
+    return rc;
+}
+
+static void test_ring_split_by_zone(void) {
+    CU_ASSERT_EQUAL(platform_in_child("dgx16", ring_split_by_zone), 0);
+}
+
 void ep_suite_net(void) {
     CU_pSuite s = CU_add_suite("sim_net", NULL, NULL);
     CU_add_test(s, "NVSwitch nodes found, a direct pair not", test_stars);
     CU_add_test(s, "uneven all-to-all in a node: 15 flows, same bytes per GPU", test_regrouped_a2a);
+    CU_add_test(s, "a task over split_hosts hosts: one piece per zone, the same bytes",
+                test_ring_split_by_zone);
 }
