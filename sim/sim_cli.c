@@ -281,7 +281,7 @@ int sim_cli_run(int argc, char **argv) {
     double t_built = wall();
     usage_t u_built = resources();
     sim_result res;
-    if (sim_engine_run(&s, &plat, &calib, SIM_NET_SPLIT_HOSTS, &res, err) != 0) {
+    if (sim_engine_run(&s, &plat, &calib, NULL, &res, err) != 0) {
         fprintf(stderr, "epsim: %s\n", err);
         rc = 1;
     } else {
@@ -302,12 +302,14 @@ int sim_cli_run(int argc, char **argv) {
         if (o.stats) {
             double t1 = wall();
             usage_t u1 = resources();
-            fprintf(stderr,
-                    "epsim stats: wall %.3f s (schedule %.3f, simulation %.3f, outputs %.3f), "
-                    "%ld ops, %.0f ops/s simulated, %ld transfers, %ld events, %ld SimGrid waits\n",
-                    t1 - t0, t_built - t0, t_sim - t_built, t1 - t_sim, res.nops,
-                    res.nops / (t_sim - t_built > 0 ? t_sim - t_built : 1e-9), res.ntransfers,
-                    res.nevents, res.nwaits);
+            fprintf(
+                stderr,
+                "epsim stats: wall %.3f s (schedule %.3f, simulation %.3f, outputs %.3f), "
+                "%ld ops, %.0f ops/s simulated, %ld transfers (%ld timed directly), %ld events, "
+                "%ld SimGrid waits\n",
+                t1 - t0, t_built - t0, t_sim - t_built, t1 - t_sim, res.nops,
+                res.nops / (t_sim - t_built > 0 ? t_sim - t_built : 1e-9), res.ntransfers,
+                res.ndirect, res.nevents, res.nwaits);
             fprintf(stderr,
                     "epsim stats: cpu %.3f s (schedule %.3f, simulation %.3f, outputs %.3f), "
                     "peak RSS %ld MiB (%ld after the schedule, %ld after the simulation)\n",

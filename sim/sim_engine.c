@@ -11,16 +11,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xbt/config.h>
 #include <xbt/log.h>
 
 #include "sim_bigmem.h"
 #include "sim_cost.h"
+#include "sim_direct.h"
 #include "sim_heap.h"
 #include "sim_net.h"
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_engine, root, "epsim: schedule executor");
 
-enum { EV_LAUNCH, EV_END, EV_GO, EV_DONE, EV_FINISH };
+enum { EV_LAUNCH, EV_END, EV_GO, EV_DONE, EV_FINISH, EV_DIRECT_END };
 /* ST_LAUNCHED: the host issued the op (launch_t known); ST_WAKE: also at the head of its stream
  * with deps done, an EV_LAUNCH pending at launch_t */
 enum { ST_PENDING, ST_LAUNCHED, ST_WAKE, ST_RUNNING, ST_DONE };
@@ -35,10 +37,14 @@ typedef struct {
     int n, arrived;
     long off; /* members in eng.members[off .. off+n), group order */
     int group;
-    int npieces;     /* SimGrid tasks of the transfer (sim_net_build splits large ones) */
-    int left;        /* of them still running */
-    sg_exec_t exec;  /* the one task, from coll_begin to coll_go */
-    sg_exec_t *more; /* with several pieces: all of them, from coll_begin to coll_go */
+    int npieces;         /* SimGrid tasks of the transfer (sim_net_build splits large ones) */
+    int left;            /* of them still running */
+    sg_exec_t exec;      /* the one task, from coll_begin to coll_go */
+    sg_exec_t *more;     /* with several pieces: all of them, from coll_begin to coll_go */
+    sim_direct *direct;  /* alone in a star node: timed by the engine (sim_direct.h) */
+    uint32_t direct_ver; /* version of its pending EV_DIRECT_END */
+    long ntouch;         /* GPU links its SimGrid tasks may load, while they run */
+    int *touch;          /* [ntouch] sim_direct_link ids, repeats possible */
 } coll_t;
 
 /* What an event reads and writes of an op, in 32 bytes (not the op itself): one cache miss per op
@@ -134,6 +140,10 @@ typedef struct {
     long *act_coll;
     int nact, actcap;
     sim_flows flows;
+    int direct_ok;    /* the platform has star nodes: transfers alone in one run directly */
+    double tcp_gamma; /* SimGrid's network/TCP-gamma (L07's bound, sim_direct_rate) */
+    int *link_direct; /* [2 ngpus] by sim_direct_link: the direct transfer loading it, or -1 */
+    int *link_sg;     /* [2 ngpus] SimGrid tasks in flight that may load it */
     const ep_op **scratch_ops;
     int *scratch_ranks;
     sim_result *res;
@@ -236,6 +246,8 @@ static double gpu_slow(const engine *e, int r) {
 
 /* Sets the bandwidth of the links of GPUs whose compute or transfers changed, before time moves
  * on: SimGrid integrates every transfer at the new rate from now. */
+static void direct_rerate(engine *e, int l);
+
 static void throttle_flush(engine *e) {
     throttle_t *t = &e->thr;
     int moved = 0;
@@ -256,6 +268,9 @@ static void throttle_flush(engine *e) {
             moved = 1;
             sg_link_set_bandwidth(t->link[l], bw);
             t->applied[l] = bw;
+            for (int k = t->owner_off[l]; k < t->owner_off[l + 1]; k++)
+                for (int dir = 0; dir < 2; dir++)
+                    direct_rerate(e, sim_direct_link(t->owner[k], dir));
         }
     }
     t->ndirty = 0;
@@ -497,33 +512,36 @@ static double ring_latency(engine *e, int group) {
     return e->grp_lat[group] = m;
 }
 
-static void coll_begin(engine *e, long id) {
-    coll_t *c = &e->coll[id];
+/* Builds the flows of instance id into e->flows (sim_net_build over its members); returns the
+ * time the algorithm adds beyond the task. */
+static double task_flows(engine *e, long id) {
+    const coll_t *c = &e->coll[id];
     const int *granks = e->s->groups[c->group].ranks; /* members are in group order */
     for (int i = 0; i < c->n; i++) {
-        long o = e->members[c->off + i];
-        int r = granks[i];
-        e->rec[o].t.xfer = e->now;
-        e->scratch_ops[i] = op_of(e, o, r);
-        e->scratch_ranks[i] = r;
-        e->gpu[r].nxfer++;
-        if (e->scratch_ops[i]->sms <= 0) e->gpu[r].nxfer_nccl++;
-        gpu_update(e, r);
+        e->scratch_ranks[i] = granks[i];
+        e->scratch_ops[i] = op_of(e, e->members[c->off + i], granks[i]);
     }
     double fixed = 0;
     int ring = sim_net_ring_steps(e->scratch_ops[0]->kind, c->n) > 0;
     double lat = ring ? ring_latency(e, c->group) : 0;
     sim_net_build(&e->flows, e->s, e->c, e->scratch_ops, e->scratch_ranks, c->n, lat, &fixed);
-    if (e->flows.nhosts == 0) {
-        push(e, e->now + fixed, EV_DONE, id, 0, -1);
-        return;
-    }
-    const sim_flows *f = &e->flows;
+    return fixed;
+}
+
+/* The SimGrid tasks of the flows in e->flows for instance id (one per piece), and the nodes whose
+ * NVLinks they load. Returns 0, or -1 out of memory. */
+static int task_execs(engine *e, long id) {
+    coll_t *c = &e->coll[id];
+    sim_flows *f = &e->flows;
     c->npieces = f->npieces;
-    if (f->npieces > 1 && !(c->more = malloc(sizeof *c->more * (size_t)f->npieces))) {
-        fail(e, "out of memory for the pieces of a transfer");
-        return;
+    c->ntouch = 0;
+    if (e->direct_ok) {
+        int *t = malloc(sizeof(int) * (size_t)(4 * f->nflows));
+        if (!t) return -1;
+        c->ntouch = sim_direct_touched(f, t);
+        c->touch = t;
     }
+    if (f->npieces > 1 && !(c->more = malloc(sizeof *c->more * (size_t)f->npieces))) return -1;
     sg_host_t hosts[f->nhosts];
     for (int k = 0; k < f->npieces; k++) {
         int h0 = f->piece_host[k], nh = f->piece_host[k + 1] - h0;
@@ -534,6 +552,36 @@ static void coll_begin(engine *e, long id) {
             c->more[k] = x;
         else
             c->exec = x;
+    }
+    return 0;
+}
+
+static void coll_begin(engine *e, long id) {
+    coll_t *c = &e->coll[id];
+    const int *granks = e->s->groups[c->group].ranks;
+    for (int i = 0; i < c->n; i++) {
+        long o = e->members[c->off + i];
+        int r = granks[i];
+        e->rec[o].t.xfer = e->now;
+        e->gpu[r].nxfer++;
+        if (op_of(e, o, r)->sms <= 0) e->gpu[r].nxfer_nccl++;
+        gpu_update(e, r);
+    }
+    double fixed = task_flows(e, id);
+    if (e->flows.nhosts == 0) {
+        push(e, e->now + fixed, EV_DONE, id, 0, -1);
+        return;
+    }
+    int nd = e->direct_ok ? sim_direct_node(&e->flows) : -1;
+    if (nd >= 0) {
+        c->direct = sim_direct_new(&e->flows, nd);
+        if (!c->direct) {
+            fail(e, "out of memory for a transfer");
+            return;
+        }
+    } else if (task_execs(e, id) != 0) {
+        fail(e, "out of memory for the tasks of a transfer");
+        return;
     }
     push(e, e->now + fixed, EV_GO, id, 0, -1);
 }
@@ -555,9 +603,86 @@ static void coll_done(engine *e, long id) {
     }
 }
 
-static void coll_go(engine *e, long id) {
+/* A transfer timed directly: it ends at its present rate (a newer version replaces the event). */
+static void direct_schedule(engine *e, long id) {
+    coll_t *c = &e->coll[id];
+    push(e, sim_direct_end(c->direct), EV_DIRECT_END, id, ++c->direct_ver, -1);
+}
+
+/* Marks the GPU links direct transfer id loads as its own (id), or as free (-1). */
+static void direct_own(engine *e, long id, int owner) {
+    int links[2 * e->flows.gpn];
+    int n = sim_direct_links(&e->flows, e->coll[id].direct, links);
+    for (int k = 0; k < n; k++)
+        e->link_direct[links[k]] = owner;
+}
+
+/* Whether the direct transfer id may start: no other transfer loads its links. */
+static int direct_alone(engine *e, long id) {
+    int links[2 * e->flows.gpn];
+    int n = sim_direct_links(&e->flows, e->coll[id].direct, links);
+    for (int k = 0; k < n; k++)
+        if (e->link_direct[links[k]] >= 0 || e->link_sg[links[k]] > 0) return 0;
+    return 1;
+}
+
+static void direct_start(engine *e, long id) {
+    sim_direct *d = e->coll[id].direct;
+    d->t_moving = d->last = e->now + d->lat;
+    d->progress = 0;
+    d->rate = sim_direct_rate(&e->flows, d, e->tcp_gamma);
+    direct_own(e, id, (int)id);
+    direct_schedule(e, id);
+}
+
+/* GPU link l changed bandwidth: the direct transfer on it goes on at the new rate. */
+static void direct_rerate(engine *e, int l) {
+    int id = e->link_direct[l];
+    if (id < 0) return;
+    sim_direct *d = e->coll[id].direct;
+    sim_direct_advance(d, e->now);
+    double rate = sim_direct_rate(&e->flows, d, e->tcp_gamma);
+    if (rate == d->rate) return;
+    d->rate = rate;
+    direct_schedule(e, id);
+}
+
+static void sg_go(engine *e, long id);
+
+/* Another transfer is about to load a link of direct transfer id: it becomes a SimGrid task with
+ * the bytes it will have left when that task's latency is over. A joining task moves only after
+ * its own latency, at least this one's (every route over a star node's GPU links is), so until
+ * then this transfer still moves alone; one that ends by then stays direct. */
+static void direct_to_simgrid(engine *e, long id) {
+    coll_t *c = &e->coll[id];
+    sim_direct *d = c->direct;
+    double t_moving = e->now + d->lat;
+    if (sim_direct_end(d) <= t_moving) return;
+    sim_direct_advance(d, t_moving);
+    double left = 1.0 - d->progress;
+    direct_own(e, id, -1);
+    c->direct_ver++; /* its pending end no longer holds */
+    free(c->direct);
+    c->direct = NULL;
+    task_flows(e, id);
+    sim_flows *f = &e->flows;
+    for (long i = 0; i < f->piece_mat[f->npieces]; i++)
+        f->matrix[i] *= left;
+    if (task_execs(e, id) != 0) {
+        fail(e, "out of memory for the tasks of a transfer");
+        return;
+    }
+    sg_go(e, id);
+}
+
+/* Starts instance id's SimGrid tasks, after the direct transfers in the nodes they load. */
+static void sg_go(engine *e, long id) {
     coll_t *c = &e->coll[id];
     if (simgrid_get_clock() < e->now) sg_actor_sleep_until(e->now);
+    for (long k = 0; k < c->ntouch; k++) {
+        if (e->link_direct[c->touch[k]] >= 0) direct_to_simgrid(e, e->link_direct[c->touch[k]]);
+        e->link_sg[c->touch[k]]++;
+    }
     while (e->nact + c->npieces >= e->actcap) {
         int cap = e->actcap ? 2 * e->actcap : 256;
         sg_exec_t *a = realloc(e->act, sizeof *a * (size_t)cap);
@@ -584,7 +709,37 @@ static void coll_go(engine *e, long id) {
     c->exec = NULL;
     free(c->more);
     c->more = NULL;
+}
+
+/* The last SimGrid task of instance id finished. */
+static void sg_done(engine *e, long id) {
+    coll_t *c = &e->coll[id];
+    for (long k = 0; k < c->ntouch; k++)
+        e->link_sg[c->touch[k]]--;
+    free(c->touch);
+    c->touch = NULL;
+    c->ntouch = 0;
+    coll_done(e, id);
+}
+
+/* A transfer alone in its node runs directly; otherwise SimGrid shares the links. */
+static void coll_go(engine *e, long id) {
+    coll_t *c = &e->coll[id];
     e->res->ntransfers++;
+    if (c->direct) {
+        if (direct_alone(e, id)) {
+            direct_start(e, id);
+            return;
+        }
+        free(c->direct);
+        c->direct = NULL;
+        task_flows(e, id);
+        if (task_execs(e, id) != 0) {
+            fail(e, "out of memory for the tasks of a transfer");
+            return;
+        }
+    }
+    sg_go(e, id);
 }
 
 /* ---------------------------------------------------------------- main loop */
@@ -629,6 +784,16 @@ static void handle(engine *e, const sim_event *ev) {
     case EV_DONE:
         coll_done(e, o);
         break;
+    case EV_DIRECT_END: {
+        coll_t *c = &e->coll[o];
+        if (!c->direct || ev->ver != c->direct_ver) break; /* re-rated or moved to SimGrid */
+        direct_own(e, o, -1);
+        free(c->direct);
+        c->direct = NULL;
+        e->res->ndirect++;
+        coll_done(e, o);
+        break;
+    }
     }
 }
 
@@ -710,7 +875,7 @@ static void run_loop(engine *e) {
         e->act_coll[idx] = e->act_coll[n - 1];
         e->nact--;
         net_changed(e);
-        if (--e->coll[id].left == 0) coll_done(e, id);
+        if (--e->coll[id].left == 0) sg_done(e, id);
     }
 }
 
@@ -723,6 +888,8 @@ static void actor_main(int argc, char **argv) {
         fail(e, "out of memory for the links of the GPUs");
         return;
     }
+    e->direct_ok = e->direct_ok && e->flows.nstars > 0;
+    e->tcp_gamma = sg_cfg_get_double("network/TCP-gamma");
     for (int r = 0; r < e->world; r++)
         for (int st = 0; st < NS; st++)
             try_start(e, r, st);
@@ -943,8 +1110,13 @@ static void engine_free(engine *e) {
     free(e->st_list);
     free(e->host);
     free(e->gpu);
-    for (long i = 0; e->coll && i < e->ncoll; i++)
-        free(e->coll[i].more); /* a run that failed between a transfer's begin and go */
+    for (long i = 0; e->coll && i < e->ncoll; i++) { /* a run that failed midway */
+        free(e->coll[i].more);
+        free(e->coll[i].direct);
+        free(e->coll[i].touch);
+    }
+    free(e->link_direct);
+    free(e->link_sg);
     free(e->coll);
     free(e->members);
     free(e->grp_lat);
@@ -957,8 +1129,13 @@ static void engine_free(engine *e) {
     sim_flows_free(&e->flows);
 }
 
-int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c, int split_hosts,
-                   sim_result *out, char err[EP_ERRLEN]) {
+sim_engine_opts sim_engine_defaults(void) {
+    return (sim_engine_opts){.split_hosts = SIM_NET_SPLIT_HOSTS, .direct = 1};
+}
+
+int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
+                   const sim_engine_opts *opts, sim_result *out, char err[EP_ERRLEN]) {
+    sim_engine_opts o = opts ? *opts : sim_engine_defaults();
     memset(out, 0, sizeof *out);
     if (s->world > p->ngpus) {
         snprintf(err, EP_ERRLEN, "world size %d does not fit platform %.400s with %d GPUs",
@@ -998,7 +1175,16 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
         snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
         goto done;
     }
-    e.flows.split_hosts = split_hosts;
+    e.flows.split_hosts = o.split_hosts;
+    e.direct_ok = o.direct; /* until the actor finds the star nodes */
+    e.link_direct = malloc(sizeof(int) * 2 * (size_t)p->ngpus);
+    e.link_sg = calloc(2 * (size_t)p->ngpus, sizeof(int));
+    if (!e.link_direct || !e.link_sg) {
+        snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
+        goto done;
+    }
+    for (int l = 0; l < 2 * p->ngpus; l++)
+        e.link_direct[l] = -1;
     memset(e.gpu, 0, sizeof(gpu_t) * (size_t)s->world);
     for (int g = 0; g < s->ngroups; g++)
         e.grp_lat[g] = -1;

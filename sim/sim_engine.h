@@ -34,16 +34,25 @@ typedef struct {
     double makespan;
     long nevents;    /* engine events processed */
     long ntransfers; /* transfers started (one SimGrid parallel task each, or one per zone) */
+    long ndirect;    /* of them, ended without SimGrid (alone in an NVSwitch node, sim_direct.h) */
     long nwaits;     /* SimGrid waits (the rest of the events needed no SimGrid step) */
     long nlate;      /* transfers seen finishing before engine time (a wrong prediction): 0 */
 } sim_result;
 
+/* How the engine hands transfers to SimGrid (sim_engine_defaults). */
+typedef struct {
+    int split_hosts; /* a transfer over more hosts runs as one SimGrid task per zone (sim_net.h) */
+    int direct;      /* a transfer alone on the links of one NVSwitch node is timed by the engine
+                        (sim_direct.h); 0: every transfer goes through SimGrid */
+} sim_engine_opts;
+
+sim_engine_opts sim_engine_defaults(void);
+
 /* Runs the schedule to completion inside SimGrid (simgrid_init and sim_platform_load done, no actor
- * started yet). A transfer over more than split_hosts hosts runs as one SimGrid task per zone
- * (SIM_NET_SPLIT_HOSTS, sim_net.h). Returns 0, or -1 with one line in err (deadlock, world larger
- * than the platform). */
-int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c, int split_hosts,
-                   sim_result *out, char err[EP_ERRLEN]);
+ * started yet); opts NULL for the defaults. Returns 0, or -1 with one line in err (deadlock, world
+ * larger than the platform). */
+int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
+                   const sim_engine_opts *opts, sim_result *out, char err[EP_ERRLEN]);
 void sim_result_free(sim_result *r);
 
 #endif

@@ -30,13 +30,16 @@ int sim_flows_init(sim_flows *f, const sim_platform *p, int world) {
     f->rsrc = malloc(sizeof(int) * 2 * slots);
     f->rdst = malloc(sizeof(int) * 2 * slots);
     f->rbytes = malloc(sizeof(double) * 2 * slots);
+    f->star_out = calloc(slots, sizeof *f->star_out);
+    f->star_in = calloc(slots, sizeof *f->star_in);
+    f->star_lat = calloc((size_t)f->nnodes, sizeof *f->star_lat);
     f->piece_host = malloc(sizeof(int) * (size_t)(f->nnodes + f->gpn + 2));
     f->piece_mat = malloc(sizeof(long) * (size_t)(f->nnodes + f->gpn + 2));
     f->zone_head = malloc(sizeof(int) * (size_t)(f->nnodes + f->gpn + 1));
     f->split_hosts = SIM_NET_SPLIT_HOSTS;
     if (!f->ends || !f->idx_of || !f->node_local || !f->star || !f->touched || !f->tlist ||
         !f->sent || !f->received || !f->rsrc || !f->rdst || !f->rbytes || !f->piece_host ||
-        !f->piece_mat || !f->zone_head)
+        !f->piece_mat || !f->zone_head || !f->star_out || !f->star_in || !f->star_lat)
         return -1;
     for (int h = 0; h < f->nends; h++)
         f->idx_of[h] = -1;
@@ -79,7 +82,9 @@ int sim_flows_find_stars(sim_flows *f) {
                 sg_link_t l1 = xbt_dynar_get_as(d, 1, sg_link_t);
                 if (!out[la]) out[la] = l0;
                 if (!in[lb]) in[lb] = l1;
-                ok = out[la] == l0 && in[lb] == l1;
+                /* shared links: a link's load is the sum of its flows (not a fat pipe's max) */
+                ok =
+                    out[la] == l0 && in[lb] == l1 && sg_link_is_shared(l0) && sg_link_is_shared(l1);
             }
         }
         for (int i = 0; i < g && ok; i++) /* own links: no GPU's link is another's */
@@ -88,7 +93,26 @@ int sim_flows_find_stars(sim_flows *f) {
                      ((i == j || (out[i] != out[j] && in[i] != in[j])) && out[i] != in[j]);
         f->star[nd] = (uint8_t)(ok && members >= 3);
         f->nstars += f->star[nd];
+        for (int la = 0; la < g && f->star[nd]; la++) {
+            f->star_out[nd * g + la] = out[la];
+            f->star_in[nd * g + la] = in[la];
+        }
+        f->star_lat[nd] = f->star[nd] ? lat : 0;
     }
+    /* flat platforms: does a route between nodes on one rail cross GPU links of a star node? */
+    f->rail_uses_nvlink = 0;
+    for (int nd = 0; nd < f->nnodes && !p->nic && f->nnodes > 1; nd++)
+        for (int la = 0; la < g && !f->rail_uses_nvlink; la++) {
+            int a = f->node_local[nd * g + la], b = f->node_local[(nd + 1) % f->nnodes * g + la];
+            if (a < 0 || b < 0) continue;
+            xbt_dynar_reset(d);
+            sg_host_get_route(p->host[a], p->host[b], d);
+            for (unsigned long i = 0; i < xbt_dynar_length(d); i++) {
+                sg_link_t l = xbt_dynar_get_as(d, i, sg_link_t);
+                for (int k = 0; k < f->nnodes * g; k++)
+                    if (f->star_out[k] == l || f->star_in[k] == l) f->rail_uses_nvlink = 1;
+            }
+        }
     rc = 0;
 done:
     xbt_dynar_free(&d);
@@ -113,6 +137,9 @@ void sim_flows_free(sim_flows *f) {
     free(f->idx_of);
     free(f->matrix);
     free(f->node_local);
+    free(f->star_out);
+    free(f->star_in);
+    free(f->star_lat);
     free(f->piece_host);
     free(f->piece_mat);
     free(f->flow_next);

@@ -13,6 +13,7 @@
 #ifndef SIM_NET_H
 #define SIM_NET_H
 
+#include <simgrid/forward.h>
 #include <stdint.h>
 
 #include "ep_sched.h"
@@ -51,6 +52,11 @@ typedef struct {
      * before), the rest scratch */
     uint8_t *star;           /* [nnodes] the node's GPU-to-GPU routes are [own out, own in] */
     int nstars;              /* nodes with star set */
+    sg_link_t *star_out;     /* [nnodes*gpn] a star node's GPUs' own links out, by local index */
+    sg_link_t *star_in;      /* [nnodes*gpn] ... and in */
+    double *star_lat;        /* [nnodes] the latency of its GPU-to-GPU routes */
+    int rail_uses_nvlink;    /* without NIC hosts: a route between nodes on one rail crosses a
+                                star node's GPU links (found on some pair; 0 on the bundled files) */
     uint8_t *touched;        /* [nnodes] scratch: 1 regrouped in this task, 2 left as is */
     int *tlist;              /* [nnodes] scratch: touched nodes */
     double *sent, *received; /* [nnodes*gpn] bytes per GPU inside its node */

@@ -153,10 +153,9 @@ static inline void sim_child_init(void) {
     sg_cfg_set_string("host/model", "ptask_L07");
 }
 
-/* Simulates h on topology `topo` with calibration c in a forked child, transfers over more than
- * split_hosts hosts split by zone (sim_engine_run). */
-static inline void hand_run_split(const hand_sched *h, const char *topo, const sim_calib *c,
-                                  int split_hosts, hand_result *out) {
+/* Simulates h on topology `topo` with calibration c and engine options o in a forked child. */
+static inline void hand_run_opts(const hand_sched *h, const char *topo, const sim_calib *c,
+                                 sim_engine_opts opts, hand_result *out) {
     memset(out, 0, sizeof *out);
     int fd[2];
     if (pipe(fd) != 0) {
@@ -175,7 +174,7 @@ static inline void hand_run_split(const hand_sched *h, const char *topo, const s
             o->rc = -2;
         } else {
             sim_result r;
-            o->rc = sim_engine_run(&h->s, &pl, c, split_hosts, &r, err);
+            o->rc = sim_engine_run(&h->s, &pl, c, &opts, &r, err);
             if (o->rc == 0) {
                 o->makespan = r.makespan;
                 o->nevents = r.nevents;
@@ -219,7 +218,7 @@ static inline void hand_run_split(const hand_sched *h, const char *topo, const s
 
 static inline void hand_run(const hand_sched *h, const char *topo, const sim_calib *c,
                             hand_result *out) {
-    hand_run_split(h, topo, c, SIM_NET_SPLIT_HOSTS, out);
+    hand_run_opts(h, topo, c, sim_engine_defaults(), out);
 }
 
 /* Runs the epsim program with `args` (shell words) in the build folder; stdout and stderr go to

@@ -75,8 +75,11 @@ static void test_ring_split_same_end(void) {
     sim_calib c;
     sim_calib_default(&c);
     hand_result one, split;
-    hand_run_split(&h, "dgx16", &c, 1000, &one);
-    hand_run_split(&h, "dgx16", &c, 4, &split);
+    sim_engine_opts o = sim_engine_defaults();
+    o.split_hosts = 1000;
+    hand_run_opts(&h, "dgx16", &c, o, &one);
+    o.split_hosts = 4;
+    hand_run_opts(&h, "dgx16", &c, o, &split);
     CU_ASSERT_EQUAL_FATAL(one.rc, 0);
     CU_ASSERT_EQUAL_FATAL(split.rc, 0);
     CU_ASSERT(one.makespan > 0.005); /* 1 GiB at most 50 GB/s per NIC */
