@@ -528,8 +528,8 @@ static double task_flows(engine *e, long id) {
     return fixed;
 }
 
-/* The SimGrid tasks of the flows in e->flows for instance id (one per piece), and the nodes whose
- * NVLinks they load. Returns 0, or -1 out of memory. */
+/* The SimGrid tasks of the flows in e->flows for instance id (one per piece), and the GPU links
+ * they may load (where direct transfers can run). Returns 0, or -1 out of memory. */
 static int task_execs(engine *e, long id) {
     coll_t *c = &e->coll[id];
     sim_flows *f = &e->flows;
@@ -675,7 +675,8 @@ static void direct_to_simgrid(engine *e, long id) {
     sg_go(e, id);
 }
 
-/* Starts instance id's SimGrid tasks, after the direct transfers in the nodes they load. */
+/* Starts instance id's SimGrid tasks; a direct transfer on a link they may load goes to SimGrid
+ * first. */
 static void sg_go(engine *e, long id) {
     coll_t *c = &e->coll[id];
     if (simgrid_get_clock() < e->now) sg_actor_sleep_until(e->now);
