@@ -85,7 +85,9 @@ double sim_flows_latency(const sim_flows *f, int a, int b);
  * steps, each costing nccl_step_s + hop_latency_s). Returns the payload bytes (before efficiency).
  * After it, f->nhosts, f->ends and f->matrix describe the task (nhosts may be 0: nothing to move);
  * with NIC hosts (sim_platform.h), flows between nodes run between the NIC hosts of their GPUs.
- */
+ * Over f->split_hosts hosts the task is f->npieces tasks, one per zone (a node's flows, a rail's):
+ * piece k's hosts are ends[piece_host[k] .. piece_host[k+1]) and its matrix starts at
+ * matrix + piece_mat[k]; otherwise npieces is 1 and the matrix is nhosts x nhosts. */
 double sim_net_build(sim_flows *f, const ep_sched *s, const sim_calib *c, const ep_op *const *ops,
                      const int *ranks, int n, double hop_latency_s, double *fixed_s);
 
