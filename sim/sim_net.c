@@ -326,11 +326,21 @@ static int zone_of(const sim_flows *f, int a, int b) {
     return p->node[a] == p->node[b] ? p->node[a] : f->nnodes + p->local[a];
 }
 
-/* Appends a piece made of the flows in list (f->flow_next from head; every flow when head is
- * -1 and all is set): its hosts to ends, its matrix after the previous pieces'. */
-static void add_piece(sim_flows *f, int head, int all) {
+/* A piece's flows: f->flow_next from head, or every flow when head is -1; -1 after the last. */
+static long next_flow(const sim_flows *f, long i, int head) {
+    long n = head < 0 ? i + 1 : f->flow_next[i];
+    return n < f->nflows ? n : -1;
+}
+
+static long first_flow(int head) {
+    return head < 0 ? 0 : head;
+}
+
+/* Starts a piece: appends the hosts of its flows to ends (f->idx_of gives their place in the
+ * piece until piece_matrix). Returns how many. */
+static int piece_hosts(sim_flows *f, int head) {
     int h0 = f->nhosts;
-    for (long i = all ? 0 : head; i >= 0 && i < f->nflows; i = all ? i + 1 : f->flow_next[i]) {
+    for (long i = first_flow(head); i >= 0; i = next_flow(f, i, head)) {
         int a = f->fsrc[i], b = f->fdst[i];
         int ends[2] = {endpoint(f, a, a, b), endpoint(f, b, a, b)};
         for (int e = 0; e < 2; e++)
@@ -339,11 +349,17 @@ static void add_piece(sim_flows *f, int head, int all) {
                 f->ends[f->nhosts++] = ends[e];
             }
     }
+    return f->nhosts - h0;
+}
+
+/* Ends the piece piece_hosts started with the same flows: its matrix after the previous pieces'. */
+static void piece_matrix(sim_flows *f, int head) {
+    int h0 = f->piece_host[f->npieces];
     long nh = f->nhosts - h0, m0 = f->piece_mat[f->npieces];
     grow_matrix(f, m0 + nh * nh);
     double *m = f->matrix + m0;
     memset(m, 0, sizeof(double) * (size_t)(nh * nh));
-    for (long i = all ? 0 : head; i >= 0 && i < f->nflows; i = all ? i + 1 : f->flow_next[i]) {
+    for (long i = first_flow(head); i >= 0; i = next_flow(f, i, head)) {
         int a = f->fsrc[i], b = f->fdst[i];
         long row = f->idx_of[endpoint(f, a, a, b)], col = f->idx_of[endpoint(f, b, a, b)];
         m[row * nh + col] += f->fbytes[i];
@@ -367,19 +383,13 @@ static void finish(sim_flows *f) {
     f->piece_host[0] = 0;
     f->piece_mat[0] = 0;
     if (f->nflows == 0) return;
-    int hosts = 0;
-    for (long i = 0; i < f->nflows && hosts <= f->split_hosts; i++) {
-        int a = f->fsrc[i], b = f->fdst[i];
-        int ends[2] = {endpoint(f, a, a, b), endpoint(f, b, a, b)};
-        for (int e = 0; e < 2; e++)
-            if (f->idx_of[ends[e]] < 0) f->ends[f->idx_of[ends[e]] = hosts++] = ends[e];
-    }
-    for (int h = 0; h < hosts; h++)
-        f->idx_of[f->ends[h]] = -1;
-    if (hosts <= f->split_hosts) {
-        add_piece(f, -1, 1);
+    if (piece_hosts(f, -1) <= f->split_hosts) {
+        piece_matrix(f, -1);
         return;
     }
+    for (int h = 0; h < f->nhosts; h++) /* too many for one task: a piece per zone instead */
+        f->idx_of[f->ends[h]] = -1;
+    f->nhosts = 0;
     int nz = f->nnodes + f->gpn;
     for (int z = 0; z < nz; z++)
         f->zone_head[z] = -1;
@@ -389,7 +399,10 @@ static void finish(sim_flows *f) {
         f->zone_head[z] = (int)i;
     }
     for (int z = 0; z < nz; z++)
-        if (f->zone_head[z] >= 0) add_piece(f, f->zone_head[z], 0);
+        if (f->zone_head[z] >= 0) {
+            piece_hosts(f, f->zone_head[z]);
+            piece_matrix(f, f->zone_head[z]);
+        }
 }
 
 double sim_flows_latency(const sim_flows *f, int a, int b) {
