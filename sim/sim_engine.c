@@ -556,6 +556,21 @@ static int task_execs(engine *e, long id) {
     return 0;
 }
 
+/* Instance id, prepared as a direct transfer, as SimGrid tasks instead, with the share `left` of
+ * its bytes. Returns 0, or -1 (failed) out of memory. */
+static int simgrid_instead(engine *e, long id, double left) {
+    coll_t *c = &e->coll[id];
+    free(c->direct);
+    c->direct = NULL;
+    task_flows(e, id);
+    sim_flows *f = &e->flows;
+    for (long i = 0; i < f->piece_mat[f->npieces]; i++)
+        f->matrix[i] *= left;
+    if (task_execs(e, id) == 0) return 0;
+    fail(e, "out of memory for the tasks of a transfer");
+    return -1;
+}
+
 static void coll_begin(engine *e, long id) {
     coll_t *c = &e->coll[id];
     const int *granks = e->s->groups[c->group].ranks;
@@ -662,17 +677,7 @@ static void direct_to_simgrid(engine *e, long id) {
     double left = 1.0 - d->progress;
     direct_own(e, id, -1);
     c->direct_ver++; /* its pending end no longer holds */
-    free(c->direct);
-    c->direct = NULL;
-    task_flows(e, id);
-    sim_flows *f = &e->flows;
-    for (long i = 0; i < f->piece_mat[f->npieces]; i++)
-        f->matrix[i] *= left;
-    if (task_execs(e, id) != 0) {
-        fail(e, "out of memory for the tasks of a transfer");
-        return;
-    }
-    sg_go(e, id);
+    if (simgrid_instead(e, id, left) == 0) sg_go(e, id);
 }
 
 /* Starts instance id's SimGrid tasks; a direct transfer on a link they may load goes to SimGrid
@@ -727,19 +732,11 @@ static void sg_done(engine *e, long id) {
 static void coll_go(engine *e, long id) {
     coll_t *c = &e->coll[id];
     e->res->ntransfers++;
-    if (c->direct) {
-        if (direct_alone(e, id)) {
-            direct_start(e, id);
-            return;
-        }
-        free(c->direct);
-        c->direct = NULL;
-        task_flows(e, id);
-        if (task_execs(e, id) != 0) {
-            fail(e, "out of memory for the tasks of a transfer");
-            return;
-        }
+    if (c->direct && direct_alone(e, id)) {
+        direct_start(e, id);
+        return;
     }
+    if (c->direct && simgrid_instead(e, id, 1.0) != 0) return;
     sg_go(e, id);
 }
 
