@@ -3,7 +3,6 @@
 
 #include <simgrid/link.h>
 #include <stdlib.h>
-#include <string.h>
 
 /* A flow that may load the GPU links of its nodes: inside a node; between nodes only on a flat
  * platform, across rails (relayed on no node) or where routes on a rail cross GPU links. */
