@@ -101,13 +101,14 @@ typedef struct {
     int16_t chunk;      /* model chunk (VPP), -1 if none */
     int16_t layer;      /* global layer index, -1 if none */
     int16_t index;      /* bucket / unit index for DP ops, -1 if none */
-    int16_t sms;        /* SMs a communication kernel occupies (0: copy engine / not applicable) */
+    int16_t sms;        /* SMs its communication kernel holds (0: NCCL's channels / not comm) */
     int16_t ndeps;
     ep_op_kind kind : 8;
     ep_stream stream : 8;
     ep_phase phase : 8;
     ep_node node : 8;
     int8_t transpose; /* a2a: 1 = traffic matrix transposed (combine direction) */
+    int8_t algo;      /* ep_algo (ep_xfer.h): how a communication op moves, set by ep_rb_emit */
 } ep_op;
 
 typedef struct {

@@ -10,6 +10,7 @@
 #include "ep_cost.h"
 #include "ep_route.h"
 #include "ep_sched.h"
+#include "ep_xfer.h"
 
 #define EP_ROW_BYTES(cfg)  ((double)(cfg)->hidden_size * 2.0) /* one bf16 token row */
 #define EP_MAX_NODE_OPS    48 /* ops of one layer node (a bracket group of 8 blocks fits) */

@@ -16,7 +16,7 @@ typedef struct {
     ep_op_kind kind;
     double flops, bytes;
     int m, n, k, batch;
-    int group, traffic, transpose, sms;
+    int group, traffic, transpose;
     int weight; /* has a weight gradient */
     int fwd_only;
     int mods; /* EP_RC_* recompute modules the op belongs to */
@@ -202,13 +202,12 @@ static int moe_rows_get(gen *g, moe_rows *r) {
     return 0;
 }
 
-static void a2a(gen *g, const char *label, const moe_rows *r, int combine, int sms) {
+static void a2a(gen *g, const char *label, const moe_rows *r, int combine) {
     spec *s = add(g, label, combine ? EP_OP_A2A_COMBINE : EP_OP_A2A_DISPATCH);
     s->group = g->rb->g_ep;
     s->traffic = r->ti;
     s->transpose = combine;
     s->bytes = combine ? r->recv_bytes : r->sent_bytes;
-    s->sms = sms;
 }
 
 static void experts(gen *g, const moe_rows *r) {
@@ -251,15 +250,6 @@ static void shared_experts(gen *g, int part) {
     g->mods = saved;
 }
 
-static int sms_of(const ep_config *c, ep_backend be) {
-    if (c->ep_transport == EP_TRANSPORT_NCCL) return 0; /* NCCL's own channels */
-    if (be == EP_BACKEND_DEEPEP) return c->moe_deepep_num_sms;
-    if (be == EP_BACKEND_HYBRIDEP)
-        return c->moe_hybridep_num_sms +
-               (c->moe_hybridep_permute_fusion ? c->moe_hybridep_num_blocks_permute : 0);
-    return 0;
-}
-
 /* Rows the experts see after the receive-side permute (device padding pads inside it). */
 static double permuted_rows(const ep_config *c, const moe_rows *r) {
     return c->pad_mode == EP_PAD_DEVICE ? r->prows : r->erows;
@@ -282,7 +272,7 @@ static int moe_node_specs(gen *g, ep_node node) {
     moe_rows r;
     if (moe_rows_get(g, &r) != 0) return -1;
     double R = g->R, t = g->t, H = c->hidden_size, E = c->num_experts;
-    int ep = g->rb->ep_size, sms = sms_of(c, be);
+    int ep = g->rb->ep_size;
     int fused = be == EP_BACKEND_HYBRIDEP && c->moe_hybridep_permute_fusion;
     switch (node) {
     case EP_NODE_PRE_DISPATCH: {
@@ -324,7 +314,7 @@ static int moe_node_specs(gen *g, ep_node node) {
         if (be == EP_BACKEND_ALLGATHER) /* NCCL needs one size: the group's largest count */
             coll(g, "dispatch", EP_OP_ALL_GATHER, g->rb->g_ep, r.tmax * R);
         else
-            a2a(g, "dispatch", &r, 0, sms);
+            a2a(g, "dispatch", &r, 0);
         return 0;
     case EP_NODE_MLP:
         if (be == EP_BACKEND_ALLTOALL)
@@ -345,7 +335,7 @@ static int moe_node_specs(gen *g, ep_node node) {
         if (be == EP_BACKEND_ALLGATHER) {
             coll(g, "combine", EP_OP_REDUCE_SCATTER, g->rb->g_ep, ep * r.tmax * R);
         } else {
-            a2a(g, "combine", &r, 1, sms);
+            a2a(g, "combine", &r, 1);
             if (be == EP_BACKEND_ALLTOALL) mem(g, "unpermute", EP_OP_UNPERMUTE, (r.send + t) * R);
         }
         return 0;
@@ -480,7 +470,6 @@ static ep_op op_of(const gen *g, const spec *sp, int chunk, ep_node node, ep_str
     op.group = sp->group;
     op.traffic = sp->traffic;
     op.transpose = (int8_t)sp->transpose;
-    op.sms = sp->sms;
     return op;
 }
 

@@ -28,8 +28,8 @@ static void print_rank(const ep_sched *s, int rank, FILE *f) {
             ep_op_name(op, name, sizeof name);
             fprintf(f, "    %6d %-44s %-14s", i, name, ep_op_kind_name(op->kind));
             if (op->group >= 0)
-                fprintf(f, " %s#%d seq %d", ep_group_kind_name(s->groups[op->group].kind),
-                        op->group, op->seq);
+                fprintf(f, " %s#%d seq %d %s", ep_group_kind_name(s->groups[op->group].kind),
+                        op->group, op->seq, ep_algo_name(op->algo));
             if (op->bytes > 0) fprintf(f, " %.4g B", op->bytes);
             if (op->flops > 0) fprintf(f, " %.4g F", op->flops);
             if (op->sms > 0) fprintf(f, " sms %d", op->sms);
@@ -59,7 +59,7 @@ void ep_sched_print(const ep_sched *s, FILE *f, int rank_filter) {
             s->ngroups, s->ntraffic, s->route_period,
             s->route_groups > 0 ? ", EP groups sharing them" : "", s->model_flops_per_token,
             s->tokens_per_iteration);
-    fprintf(f, "# columns: launch index, op name, kind, [group#id seq], bytes, flops, SMs, "
+    fprintf(f, "# columns: launch index, op name, kind, [group#id seq algorithm], bytes, flops, SMs, "
                "after: launch indices of the ops it waits for\n");
     for (int r = 0; r < s->world; r++)
         if (rank_filter < 0 || rank_filter == r) print_rank(s, r, f);
@@ -68,17 +68,17 @@ void ep_sched_print(const ep_sched *s, FILE *f, int rank_filter) {
 void ep_sched_print_csv(const ep_sched *s, FILE *f, int rank_filter) {
     char name[160];
     fprintf(f,
-            "rank,index,stream,name,kind,phase,node,mb,chunk,layer,flops,bytes,group,seq,deps\n");
+            "rank,index,stream,name,kind,phase,node,mb,chunk,layer,flops,bytes,group,seq,algo,deps\n");
     for (int rank = 0; rank < s->world; rank++) {
         if (rank_filter >= 0 && rank_filter != rank) continue;
         const ep_rank_sched *r = &s->ranks[rank];
         for (int i = 0; i < r->nops; i++) {
             const ep_op *op = &r->ops[i];
             ep_op_name(op, name, sizeof name);
-            fprintf(f, "%d,%d,%s,%s,%s,%s,%s,%d,%d,%d,%.17g,%.17g,%d,%d,", rank, i,
+            fprintf(f, "%d,%d,%s,%s,%s,%s,%s,%d,%d,%d,%.17g,%.17g,%d,%d,%s,", rank, i,
                     ep_stream_name(op->stream), name, ep_op_kind_name(op->kind),
                     ep_phase_name(op->phase), ep_node_name(op->node), op->mb, op->chunk, op->layer,
-                    op->flops, op->bytes, op->group, op->seq);
+                    op->flops, op->bytes, op->group, op->seq, ep_algo_name(op->algo));
             print_deps(r, op, f, ';');
             fputc('\n', f);
         }

@@ -14,7 +14,6 @@
 #include "ep_sched.h"
 #include "sim_calib.h"
 #include "sim_engine.h"
-#include "sim_net.h"
 #include "sim_platform.h"
 #include "sim_report.h"
 

@@ -1,6 +1,6 @@
 /* sim_direct: a transfer alone on the links of one NVSwitch node, timed without SimGrid.
  *
- * Every route inside a star node (sim_flows_find_stars) is the sender's own link out and the
+ * Every route inside a star node (sim_topo_find_stars) is the sender's own link out and the
  * receiver's own link in, all of one latency. A parallel task whose flows all stay in such a node,
  * while no other task uses that node's links, gets from SimGrid's L07 model what follows from
  * those links alone: it waits the route latency, then moves at the rate of its most loaded link
@@ -13,7 +13,7 @@
 #ifndef SIM_DIRECT_H
 #define SIM_DIRECT_H
 
-#include "sim_net.h"
+#include "sim_flows.h"
 
 /* A transfer timed directly: its loads, then its progress once running. */
 typedef struct {

@@ -18,7 +18,7 @@
 #include "sim_cost.h"
 #include "sim_direct.h"
 #include "sim_heap.h"
-#include "sim_net.h"
+#include "sim_algo.h"
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_engine, root, "epsim: schedule executor");
 
@@ -37,7 +37,7 @@ typedef struct {
     int n, arrived;
     long off; /* members in eng.members[off .. off+n), group order */
     int group;
-    int npieces;         /* SimGrid tasks of the transfer (sim_net_build splits large ones) */
+    int npieces;         /* SimGrid tasks of the transfer (sim_flows_finish splits large ones) */
     int left;            /* of them still running */
     sg_exec_t exec;      /* the one task, from coll_begin to coll_go */
     sg_exec_t *more;     /* with several pieces: all of them, from coll_begin to coll_go */
@@ -139,6 +139,7 @@ typedef struct {
     sg_exec_t *act;
     long *act_coll;
     int nact, actcap;
+    sim_topo topo;
     sim_flows flows;
     int direct_ok;    /* the platform has star nodes: transfers alone in one run directly */
     double tcp_gamma; /* SimGrid's network/TCP-gamma (L07's bound, sim_direct_rate) */
@@ -506,13 +507,13 @@ static double ring_latency(engine *e, int group) {
     const ep_group *g = &e->s->groups[group];
     double m = 0;
     for (int i = 0; i < g->size && g->size > 1; i++) {
-        double l = sim_flows_latency(&e->flows, g->ranks[i], g->ranks[(i + 1) % g->size]);
+        double l = sim_topo_latency(&e->topo, g->ranks[i], g->ranks[(i + 1) % g->size]);
         if (l > m) m = l;
     }
     return e->grp_lat[group] = m;
 }
 
-/* Builds the flows of instance id into e->flows (sim_net_build over its members); returns the
+/* Builds the flows of instance id into e->flows (sim_algo_build over its members); returns the
  * time the algorithm adds beyond the task. */
 static double task_flows(engine *e, long id) {
     const coll_t *c = &e->coll[id];
@@ -522,9 +523,10 @@ static double task_flows(engine *e, long id) {
         e->scratch_ops[i] = op_of(e, e->members[c->off + i], granks[i]);
     }
     double fixed = 0;
-    int ring = sim_net_ring_steps(e->scratch_ops[0]->kind, c->n) > 0;
-    double lat = ring ? ring_latency(e, c->group) : 0;
-    sim_net_build(&e->flows, e->s, e->c, e->scratch_ops, e->scratch_ranks, c->n, lat, &fixed);
+    int ring = e->scratch_ops[0]->algo == EP_ALGO_RING;
+    sim_algo_args a = {e->s, e->c, e->scratch_ops, e->scratch_ranks, c->n,
+                       ring ? ring_latency(e, c->group) : 0};
+    sim_algo_build(&e->flows, &a, &fixed);
     return fixed;
 }
 
@@ -579,7 +581,7 @@ static void coll_begin(engine *e, long id) {
         int r = granks[i];
         e->rec[o].t.xfer = e->now;
         e->gpu[r].nxfer++;
-        if (op_of(e, o, r)->sms <= 0) e->gpu[r].nxfer_nccl++;
+        if (ep_algo_is_nccl(op_of(e, o, r)->algo)) e->gpu[r].nxfer_nccl++;
         gpu_update(e, r);
     }
     double fixed = task_flows(e, id);
@@ -609,10 +611,8 @@ static void coll_done(engine *e, long id) {
         int r = granks[i];
         const ep_op *op = op_of(e, o, r);
         e->gpu[r].nxfer--;
-        if (op->sms <= 0)
-            e->gpu[r].nxfer_nccl--;
-        else
-            e->gpu[r].comm_sms -= op->sms;
+        if (ep_algo_is_nccl(op->algo)) e->gpu[r].nxfer_nccl--;
+        if (op->sms > 0) e->gpu[r].comm_sms -= op->sms;
         complete(e, o, r);
         gpu_update(e, r);
     }
@@ -626,7 +626,7 @@ static void direct_schedule(engine *e, long id) {
 
 /* Marks the GPU links direct transfer id loads as its own (id), or as free (-1). */
 static void direct_own(engine *e, long id, int owner) {
-    int links[2 * e->flows.gpn];
+    int links[2 * e->topo.gpn];
     int n = sim_direct_links(&e->flows, e->coll[id].direct, links);
     for (int k = 0; k < n; k++)
         e->link_direct[links[k]] = owner;
@@ -634,7 +634,7 @@ static void direct_own(engine *e, long id, int owner) {
 
 /* Whether the direct transfer id may start: no other transfer loads its links. */
 static int direct_alone(engine *e, long id) {
-    int links[2 * e->flows.gpn];
+    int links[2 * e->topo.gpn];
     int n = sim_direct_links(&e->flows, e->coll[id].direct, links);
     for (int k = 0; k < n; k++)
         if (e->link_direct[links[k]] >= 0 || e->link_sg[links[k]] > 0) return 0;
@@ -881,12 +881,12 @@ static void actor_main(int argc, char **argv) {
     (void)argc;
     (void)argv;
     engine *e = E;
-    if (throttle_setup(e) != 0 || sim_flows_find_stars(&e->flows) != 0) {
+    if (throttle_setup(e) != 0 || sim_topo_find_stars(&e->topo) != 0) {
         /* routes: the platform is sealed once the actor runs */
         fail(e, "out of memory for the links of the GPUs");
         return;
     }
-    e->direct_ok = e->direct_ok && e->flows.nstars > 0;
+    e->direct_ok = e->direct_ok && e->topo.nstars > 0;
     e->tcp_gamma = sg_cfg_get_double("network/TCP-gamma");
     for (int r = 0; r < e->world; r++)
         for (int st = 0; st < NS; st++)
@@ -1125,10 +1125,11 @@ static void engine_free(engine *e) {
     free(e->scratch_ranks);
     sim_heap_free(&e->heap);
     sim_flows_free(&e->flows);
+    sim_topo_free(&e->topo);
 }
 
 sim_engine_opts sim_engine_defaults(void) {
-    return (sim_engine_opts){.split_hosts = SIM_NET_SPLIT_HOSTS, .direct = 1};
+    return (sim_engine_opts){.split_hosts = SIM_FLOWS_SPLIT_HOSTS, .direct = 1};
 }
 
 int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
@@ -1169,7 +1170,7 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     e.scratch_ranks = malloc(sizeof(int) * (size_t)(p->ngpus + 1));
     int rc = -1;
     if (!e.rec || !e.host || !e.gpu || !e.grp_lat || !e.scratch_ops || !e.scratch_ranks ||
-        sim_flows_init(&e.flows, p, s->world)) {
+        sim_topo_init(&e.topo, p, s->world) || sim_flows_init(&e.flows, &e.topo)) {
         snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
         goto done;
     }

@@ -8,7 +8,7 @@
  *    the running compute ops, HBM likewise minus comm_hbm_fraction per running transfer; progress
  * is re-rated whenever that set changes;
  *  - collectives and send/recv start their transfer when every member reached them (group, seq);
- *    the transfer is one SimGrid parallel task over the platform's links (sim_net.h).
+ *    the transfer is one SimGrid parallel task over the platform's links (sim_algo.h).
  * SimGrid's clock and link sharing decide transfer times; compute and host events live in the
  * engine's own heap, and the actor waits on "next own event or any transfer finishing", whichever
  * is first.
@@ -41,7 +41,7 @@ typedef struct {
 
 /* How the engine hands transfers to SimGrid (sim_engine_defaults). */
 typedef struct {
-    int split_hosts; /* a transfer over more hosts runs as one SimGrid task per zone (sim_net.h) */
+    int split_hosts; /* a transfer over more hosts runs as one SimGrid task per zone (sim_flows.h) */
     int direct;      /* a transfer alone on the links of one NVSwitch node is timed by the engine
                         (sim_direct.h); 0: every transfer goes through SimGrid */
 } sim_engine_opts;

@@ -1,6 +1,6 @@
 /* epsim calibrate: the cost model fitted from epref's raw calibration files (sim_fit.h;
  * docs/calibration.md, "The fit"). Every fitted number is chosen so that the simulator's own
- * formula (sim_cost.c for compute, sim_net.c + the engine for NCCL) gives back the measured time
+ * formula (sim_cost.c for compute, sim_algo.c + the engine for NCCL) gives back the measured time
  * of each record; the report prints how closely it does. */
 #include "sim_fit.h"
 
@@ -19,7 +19,7 @@
 #include "ep_sched.h"
 #include "sim_calib.h"
 #include "sim_cost.h"
-#include "sim_net.h"
+#include "ep_xfer.h"
 #include "sim_platform.h"
 
 #define MAX_DIRS 8
@@ -350,9 +350,9 @@ typedef struct {
 } comm_pt;
 
 /* Time the engine gives an NCCL operation alone besides link bytes / (bandwidth x efficiency):
- * base, extra ring steps, route latency (sim_net_build, coll_begin). */
+ * base, extra ring steps, route latency (sim_algo_build, coll_begin). */
 static double fixed_part(const fit *x, sim_coll k, int n, double base) {
-    int steps = sim_net_ring_steps(sim_coll_kind(k), n);
+    int steps = ep_xfer_size_of(sim_coll_kind(k), n, 0).steps;
     double extra = steps > 1 ? (steps - 1) * (x->c.nccl_step_s + x->lat) : 0;
     return base + extra + x->lat;
 }
@@ -368,15 +368,15 @@ static int fit_curve(fit *x, sim_coll k, int n, comm_pt *p, int np, sim_coll_cur
         if (!(p[i].t > fx)) return -1;
         if (p[i].t < p[fast].t) fast = i;
     }
-    double e_big = sim_net_link_bytes(ok, n, p[np - 1].bytes) / (x->bw * (p[np - 1].t - fx));
-    out->base_s = p[fast].t - fx - sim_net_link_bytes(ok, n, p[fast].bytes) / (x->bw * e_big);
+    double e_big = ep_xfer_size_of(ok, n, p[np - 1].bytes).link / (x->bw * (p[np - 1].t - fx));
+    out->base_s = p[fast].t - fx - ep_xfer_size_of(ok, n, p[fast].bytes).link / (x->bw * e_big);
     out->efficiency.n = 0;
     for (int i = 0; i < np && out->efficiency.n < SIM_CALIB_MAX_POINTS; i++) {
         double left = p[i].t - fx - out->base_s;
         int m = out->efficiency.n;
         if (!(left > 0) || (m && !(p[i].bytes > out->efficiency.x[m - 1]))) continue;
         out->efficiency.x[m] = p[i].bytes;
-        out->efficiency.y[m] = sim_net_link_bytes(ok, n, p[i].bytes) / (x->bw * left);
+        out->efficiency.y[m] = ep_xfer_size_of(ok, n, p[i].bytes).link / (x->bw * left);
         out->efficiency.n++;
     }
     return 0;

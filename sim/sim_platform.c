@@ -85,7 +85,7 @@ static int prop_num(sg_host_t h, const char *key, double *v, char err[EP_ERRLEN]
 
 /* Finds the NIC hosts gpu<r>.nic: every GPU has one or none does. With them, traffic between two
  * GPUs of different nodes on different rails is relayed over NVLink to the GPU of the sender's node
- * on the receiver's rail (sim_net.c), so every node needs a GPU of every local index. */
+ * on the receiver's rail (sim_flows.c), so every node needs a GPU of every local index. */
 static int load_nics(sim_platform *p, char err[EP_ERRLEN]) {
     char name[48];
     int found = 0;

@@ -19,7 +19,8 @@
 #include "ep_sched.h"
 #include "sim_calib.h"
 #include "sim_engine.h"
-#include "sim_net.h"
+#include "ep_xfer.h"
+#include "sim_algo.h"
 #include "sim_platform.h"
 
 #define HAND_MAX_RANKS 16
@@ -74,8 +75,17 @@ static inline ep_op hand_gemm(int n) {
     return op;
 }
 
+/* What the generators record in a communication op (ep_rb_emit): its algorithm and SMs, from the
+ * hand schedule's config and the op's group; SMs a case set itself stay. */
+static inline void hand_plan(const hand_sched *h, ep_op *op) {
+    int sms = op->sms;
+    ep_xfer_set(op, &h->s.cfg, op->group >= 0 ? &h->groups[op->group] : NULL);
+    if (sms) op->sms = (int16_t)sms;
+}
+
 static inline int hand_add(hand_sched *h, int r, ep_op op, int ndeps, const int *deps) {
     ep_rank_sched *rs = &h->rs[r];
+    hand_plan(h, &op);
     op.deps_off = rs->ndeps;
     op.ndeps = ndeps;
     op.index = rs->nops; /* unique names per rank */
@@ -308,6 +318,32 @@ static inline int platform_in_child(const char *topo, int (*check)(const sim_pla
     int st;
     waitpid(p, &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+}
+
+/* The topology and flow builder of a loaded platform, as the engine makes them. */
+typedef struct {
+    sim_topo t;
+    sim_flows f;
+} hand_net;
+
+/* Returns 0, or -1 out of memory. */
+static inline int hand_net_init(hand_net *n, const sim_platform *p, int world) {
+    memset(n, 0, sizeof *n);
+    if (sim_topo_init(&n->t, p, world) || sim_topo_find_stars(&n->t)) return -1;
+    return sim_flows_init(&n->f, &n->t);
+}
+
+static inline void hand_net_free(hand_net *n) {
+    sim_flows_free(&n->f);
+    sim_topo_free(&n->t);
+}
+
+/* The task(s) of one instance: its members' ops and GPUs in group order (sim_algo_build). */
+static inline double hand_net_build(hand_net *n, const hand_sched *h, const sim_calib *c,
+                                    const ep_op *const *ops, const int *ranks, int members,
+                                    double *fixed_s) {
+    sim_algo_args a = {&h->s, c, ops, ranks, members, 0};
+    return sim_algo_build(&n->f, &a, fixed_s);
 }
 
 #endif

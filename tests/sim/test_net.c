@@ -1,18 +1,18 @@
-/* sim_net: flows inside an NVSwitch node are regrouped with the same bytes per GPU (sim_net.h,
- * sim_flows_find_stars). SimGrid allows one platform per process: each case runs in a child. */
+/* sim_topo / sim_flows / sim_algo: star nodes found (sim_topo_find_stars), flows inside an NVSwitch
+ * node regrouped with the same bytes per GPU, large tasks split by zone. SimGrid allows one
+ * platform per process: each case runs in a child. */
 #include <CUnit/CUnit.h>
 #include <math.h>
 
-#include "sim_net.h"
 #include "sim_test_util.h"
 
 static int stars_found(const sim_platform *p) {
-    sim_flows f;
-    if (sim_flows_init(&f, p, p->ngpus) || sim_flows_find_stars(&f)) return 80;
+    sim_topo t;
+    if (sim_topo_init(&t, p, p->ngpus) || sim_topo_find_stars(&t)) return 80;
     int rc = 0;
-    for (int nd = 0; nd < f.nnodes; nd++)
-        if (f.star[nd] != (p->ngpus > 2)) rc = 1; /* the pair of h200x2 shares one direct link */
-    sim_flows_free(&f);
+    for (int nd = 0; nd < t.nnodes; nd++)
+        if (t.star[nd] != (p->ngpus > 2)) rc = 1; /* the pair of h200x2 shares one direct link */
+    sim_topo_free(&t);
     return rc;
 }
 
@@ -43,15 +43,17 @@ static int uneven_a2a_regrouped(const sim_platform *p) {
         ep_op op = hand_op(EP_OP_A2A_DISPATCH, EP_STREAM_COMM);
         op.group = g;
         op.traffic = 0;
+        hand_plan(&h, &op);
         h.ops[r][0] = op;
         ops[r] = &h.ops[r][0];
     }
     sim_calib c;
     sim_calib_default(&c);
-    sim_flows f;
-    if (sim_flows_init(&f, p, p->ngpus) || sim_flows_find_stars(&f)) return 80;
+    hand_net net;
+    if (hand_net_init(&net, p, p->ngpus)) return 80;
     double fixed;
-    sim_net_build(&f, &h.s, &c, ops, h.groups[g].ranks, 8, 0, &fixed);
+    hand_net_build(&net, &h, &c, ops, h.groups[g].ranks, 8, &fixed);
+    const sim_flows f = net.f;
     int nonzero = 0, rc = 0;
     double got_out[8] = {0}, got_in[8] = {0};
     for (int a = 0; a < f.nhosts; a++)
@@ -68,7 +70,7 @@ static int uneven_a2a_regrouped(const sim_platform *p) {
         if (fabs(got_out[r] - sent[r]) > 1e-9 * sent[r] ||
             fabs(got_in[r] - recv[r]) > 1e-9 * recv[r])
             rc |= 8;
-    sim_flows_free(&f);
+    hand_net_free(&net);
     return rc;
 }
 
@@ -91,11 +93,12 @@ static int ring16_pieces(const sim_platform *p, int split_hosts, double *bytes, 
         ops[r] = &h.ops[r][0];
     sim_calib c;
     sim_calib_default(&c);
-    sim_flows f;
-    if (sim_flows_init(&f, p, 16) || sim_flows_find_stars(&f)) return -1;
-    f.split_hosts = split_hosts;
+    hand_net net;
+    if (hand_net_init(&net, p, 16)) return -1;
+    net.f.split_hosts = split_hosts;
     double fixed;
-    sim_net_build(&f, &h.s, &c, ops, h.groups[g].ranks, 16, 0, &fixed);
+    hand_net_build(&net, &h, &c, ops, h.groups[g].ranks, 16, &fixed);
+    const sim_flows f = net.f;
     int n = f.npieces, bad = f.piece_host[n] != f.nhosts;
     for (int k = 0; k < n; k++) {
         const int *ends = f.ends + f.piece_host[k];
@@ -115,7 +118,7 @@ static int ring16_pieces(const sim_platform *p, int split_hosts, double *bytes, 
                 bytes[ea * nends + eb] += m[a * nh + b];
             }
     }
-    sim_flows_free(&f);
+    hand_net_free(&net);
     return bad ? -1 : n;
 }
 
@@ -138,7 +141,7 @@ static void test_ring_split_by_zone(void) {
 }
 
 void ep_suite_net(void) {
-    CU_pSuite s = CU_add_suite("sim_net", NULL, NULL);
+    CU_pSuite s = CU_add_suite("sim_flows", NULL, NULL);
     CU_add_test(s, "NVSwitch nodes found, a direct pair not", test_stars);
     CU_add_test(s, "uneven all-to-all in a node: 15 flows, same bytes per GPU", test_regrouped_a2a);
     CU_add_test(s, "a task over split_hosts hosts: one piece per zone, the same bytes",

@@ -6,7 +6,6 @@
 #include <math.h>
 #include <simgrid/host.h>
 
-#include "sim_net.h"
 #include "sim_test_util.h"
 
 /* The flat layout of the bundled clusters (epsim_gen_topos --flat) in a temporary directory. */
@@ -50,7 +49,7 @@ static void test_nic_hosts_found(void) {
 /* Every flow of f's task stays inside one zone: GPU hosts of one node, or NIC hosts of one rail on
  * two nodes. Returns 0, or a bit for what was wrong; counts the flows of each kind. */
 static int flows_in_zones(const sim_flows *f, int *gpu_flows, int *nic_flows) {
-    const sim_platform *p = f->p;
+    const sim_platform *p = f->t->p;
     int rc = 0;
     *gpu_flows = *nic_flows = 0;
     for (int i = 0; i < f->nhosts; i++)
@@ -71,14 +70,14 @@ static int flows_in_zones(const sim_flows *f, int *gpu_flows, int *nic_flows) {
 }
 
 /* The task of one instance whose members are ops[0..2) on ranks[0..2), built with the default
- * calibration into f (16 ranks). Returns 0, or -1 out of memory. */
+ * calibration into net (16 ranks). Returns 0, or -1 out of memory. */
 static int build_pair(const sim_platform *p, const hand_sched *h, const ep_op *const *ops,
-                      const int *ranks, sim_flows *f) {
+                      const int *ranks, hand_net *net) {
     sim_calib c;
     sim_calib_default(&c);
-    if (sim_flows_init(f, p, 16) || sim_flows_find_stars(f)) return -1;
+    if (hand_net_init(net, p, 16)) return -1;
     double fixed;
-    sim_net_build(f, &h->s, &c, ops, ranks, 2, 0, &fixed);
+    hand_net_build(net, h, &c, ops, ranks, 2, &fixed);
     return 0;
 }
 
@@ -93,17 +92,18 @@ static int ring_on_nics(const sim_platform *p) {
     for (int i = 0; i < 2; i++) {
         op[i] = hand_op(EP_OP_ALL_REDUCE, EP_STREAM_COMM);
         op[i].bytes = 1 << 20;
+        hand_plan(&h, &op[i]);
     }
-    sim_flows f;
-    if (build_pair(p, &h, ops, ranks, &f) != 0) return 80;
-    int gpu, nic, rc = flows_in_zones(&f, &gpu, &nic);
-    if (gpu != 2 || nic != 2 || f.nhosts != 8) rc |= 8;
+    hand_net net;
+    if (build_pair(p, &h, ops, ranks, &net) != 0) return 80;
+    int gpu, nic, rc = flows_in_zones(&net.f, &gpu, &nic);
+    if (gpu != 2 || nic != 2 || net.f.nhosts != 8) rc |= 8;
     /* the ring's hop: NVLink to GPU 0, then GPU 0's NIC to GPU 8's (1 + 2 us) */
-    if (fabs(sim_flows_latency(&f, 1, 8) - 3e-6) > 1e-15 ||
-        fabs(sim_flows_latency(&f, 0, 8) - 2e-6) > 1e-15 ||
-        fabs(sim_flows_latency(&f, 1, 0) - 1e-6) > 1e-15)
+    if (fabs(sim_topo_latency(&net.t, 1, 8) - 3e-6) > 1e-15 ||
+        fabs(sim_topo_latency(&net.t, 0, 8) - 2e-6) > 1e-15 ||
+        fabs(sim_topo_latency(&net.t, 1, 0) - 1e-6) > 1e-15)
         rc |= 16;
-    sim_flows_free(&f);
+    hand_net_free(&net);
     return rc;
 }
 
@@ -130,15 +130,16 @@ static int fanout_across_nodes(const sim_platform *p) {
         op[i] = hand_op(EP_OP_A2A_DISPATCH, EP_STREAM_COMM);
         op[i].group = g;
         op[i].traffic = 0;
+        hand_plan(&h, &op[i]);
     }
-    sim_flows f;
-    if (build_pair(p, &h, ops, ranks, &f) != 0) return 80;
-    int gpu, nic, rc = flows_in_zones(&f, &gpu, &nic);
+    hand_net net;
+    if (build_pair(p, &h, ops, ranks, &net) != 0) return 80;
+    int gpu, nic, rc = flows_in_zones(&net.f, &gpu, &nic);
     if (p->nic)
-        rc = rc || gpu != 1 || nic != 1 || f.nhosts != 4;
+        rc = rc || gpu != 1 || nic != 1 || net.f.nhosts != 4;
     else /* flat: one flow from GPU 1 to GPU 8 (bit 1: between nodes) */
-        rc = rc != 1 || gpu != 1 || f.nhosts != 2;
-    sim_flows_free(&f);
+        rc = rc != 1 || gpu != 1 || net.f.nhosts != 2;
+    hand_net_free(&net);
     return rc;
 }
 

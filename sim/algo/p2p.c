@@ -1,0 +1,20 @@
+/* NCCL send/recv between the two ranks of a directed pair (sim_algo.h): the sender's bytes to its
+ * peer, with the measured send curve's base and efficiency at that size where there is one. */
+#include "sim_algo.h"
+
+double sim_algo_p2p(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
+    const sim_calib *c = a->c;
+    const ep_op *op = a->ops[0];
+    const sim_coll_curve *curve = sim_algo_nccl_curve(c, op->kind);
+    sim_flows_begin(f, curve ? sim_table_eval(&curve->efficiency, op->bytes)
+                             : c->nccl_nvlink_efficiency,
+                    c->nccl_ib_efficiency, NULL);
+    *fixed_s = curve ? curve->base_s : c->p2p_base_s;
+    double payload = 0;
+    for (int i = 0; i < a->n; i++)
+        if (a->ops[i]->kind == EP_OP_SEND) {
+            sim_flows_send(f, a->ranks[i], a->ops[i]->peer, a->ops[i]->bytes);
+            payload += a->ops[i]->bytes;
+        }
+    return payload;
+}
