@@ -11,6 +11,7 @@
 #include "ep_cost.h"
 #include "ep_io.h"
 #include "ep_sched.h"
+#include "ep_xfer.h"
 #include "exec_gpu.h"
 #include "ref_check.h"
 #include "ref_comm.h"
@@ -258,17 +259,18 @@ static void time_comm(bench *b, calib_list *out) {
             op->bytes = by;
             if (p2p) op->peer = 1; /* rank 0 sends to rank 1; other ranks have nothing to do */
         }
+    ep_config cfg;
+    ep_config_defaults(&cfg);
     /* the schedule holds every rank's list: rank 0's (send), rank 1's (recv) and the rest */
     static ep_op rank1[MAX_OPS], rest[MAX_OPS];
     for (int i = 0; i < n; i++) {
+        ep_xfer_set(&ops[i], &cfg, NULL); /* NCCL's algorithm of each kind, as a run's */
         rank1[i] = rest[i] = ops[i];
         if (ops[i].kind == EP_OP_SEND) {
             rank1[i].kind = EP_OP_RECV, rank1[i].peer = 0;
             rest[i].kind = EP_OP_HOST_SYNC;
         }
     }
-    ep_config cfg;
-    ep_config_defaults(&cfg);
     calib_synth y;
     calib_synth_init(&y, &cfg, W);
     for (int r = 0; r < W; r++) {

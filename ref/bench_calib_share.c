@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bench_calib.h"
+#include "ep_xfer.h"
 #include "ep_stats.h"
 #include "exec_gpu.h"
 #include "exec_kern.h"
@@ -233,6 +234,7 @@ void calib_interference(bench *b, calib_list *out) {
         int na = 0;
         ep_op *a = calib_synth_op(aops[r], &na, 1, EP_OP_ALLTOALL, EP_PHASE_FWD);
         a->stream = EP_STREAM_COMM, a->group = 0, a->bytes = 256.0 * (1 << 20);
+        ep_xfer_set(a, &cfg, NULL);
         ay.rk[r].ops = aops[r], ay.rk[r].nops = 1;
     }
     exec_gpu *ag = exec_gpu_create_rank(b->ctx, &ay.s, me, 1);

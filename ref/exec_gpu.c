@@ -1,18 +1,14 @@
-/* exec_gpu: streams, events, communicators, buffers and the launch of every op (exec_gpu.h).
+/* exec_gpu: streams, events, buffers and the launch of every op (exec_gpu.h); communication ops
+ * are exec_comm.c's.
  * What each kind runs is listed in docs/epref-run.md ("What each op runs"). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cublas_v2.h>
-
 #include "ep_cost.h"
-#include "ep_expert.h"
-#include "ep_kernels.h"
-#include "exec_gpu.h"
+#include "exec_internal.h"
 #include "exec_kern.h"
-#include "ref_check.h"
 
 #if defined(__has_include)
 #if __has_include(<nvtx3/nvToolsExt.h>)
@@ -21,59 +17,11 @@
 #endif
 #endif
 
-#define MEM_BUF_CAP  ((size_t)512 << 20) /* source and destination of memory-bound ops */
-#define ATTN_S_CAP   ((size_t)256 << 20) /* score elements of one attention chunk */
-#define MIB_ALIGN(x) ((((size_t)(x)) + 255) & ~(size_t)255)
-
-#define CUBLAS_CHECK(call)                                                                         \
-    do {                                                                                           \
-        cublasStatus_t s_ = (call);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS) REF_DIE("%s: cuBLAS status %d", #call, (int)s_);          \
-    } while (0)
-
-typedef struct {
-    void *send, *recv;
-    size_t send_bytes, recv_bytes;
-} comm_buf;
-
-struct exec_gpu {
-    ref_ctx *ctx;
-    const ep_sched *s;
-    int rank, nops;
-    int compute_only; /* no communicators and no communication buffers */
-    const ep_op *ops;
-    const int *deps;
-    cudaStream_t st[EP_NUM_STREAMS];
-    cudaEvent_t *ev0, *ev1, base;
-    ncclComm_t *comm; /* [ngroups * EP_NUM_STREAMS], NULL where not a member or not used */
-    int *pos;         /* [ngroups] this rank's position in each group, -1 if not a member */
-    comm_buf cb[EP_NUM_STREAMS];
-    ep_gemm *gemm;
-    cublasHandle_t blas;
-    ep_bf16 *A, *B, *C;
-    size_t a_el, b_el, c_el;
-    void *msrc, *mdst;
-    size_t mbuf;
-    ep_bf16 *q, *k, *v, *sc, *o;
-    int attn_seq, attn_qk, attn_v, attn_chunk;
-    float *align;
-    int maxbatch;
-    int64_t *gM, *gN, *gK;
-    const ep_bf16 **gA, **gB;
-    ep_bf16 **gC;
-    char (*names)[160];
-    double alloc_bytes;
-    /* deepep / hybridep token all-to-alls over NVLink (SM stores into the peers' buffers),
-     * where the EP group is the whole world; NCCL otherwise */
-    int nvl_on;
-    ep_nvl nvl;
-};
-
 static size_t max_sz(size_t a, size_t b) {
     return a > b ? a : b;
 }
 
-static void *dev_alloc(exec_gpu *g, size_t bytes) {
+void *exec_dev_alloc(exec_gpu *g, size_t bytes) {
     void *p = NULL;
     bytes = MIB_ALIGN(bytes ? bytes : 256);
     CUDA_CHECK(cudaMalloc(&p, bytes));
@@ -106,143 +54,6 @@ static void gemm_need(const ep_op *op, size_t *a, size_t *b, size_t *c) {
     }
 }
 
-/* Bytes rank `me` sends peer p in a token all-to-all (combine: the transpose); what me receives
- * from p is a2a_out(tr, op, p, me). */
-static size_t a2a_out(const ep_traffic *tr, const ep_op *op, int me, int p) {
-    return (size_t)(op->transpose ? tr->bytes[p * tr->n + me] : tr->bytes[me * tr->n + p]);
-}
-
-/* Send and receive bytes of a communication op on this rank. */
-static void comm_need(const exec_gpu *g, const ep_op *op, size_t *snd, size_t *rcv) {
-    const ep_sched *s = g->s;
-    size_t b = (size_t)(op->bytes > 0 ? op->bytes : 0);
-    int n = op->group >= 0 ? s->groups[op->group].size : 1;
-    *snd = *rcv = 0;
-    switch (op->kind) {
-    case EP_OP_ALLTOALL:
-        *snd = *rcv = b * (size_t)n;
-        break;
-    case EP_OP_A2A_DISPATCH:
-    case EP_OP_A2A_COMBINE: {
-        if (op->traffic < 0 || op->traffic >= s->ntraffic) break;
-        const ep_traffic *tr = &s->traffic[op->traffic];
-        int me = g->pos[tr->group];
-        if (me < 0) break;
-        for (int j = 0; j < tr->n; j++) {
-            if (j == me) continue;
-            *snd += a2a_out(tr, op, me, j);
-            *rcv += a2a_out(tr, op, j, me);
-        }
-        break;
-    }
-    case EP_OP_ALL_GATHER:
-        *snd = b;
-        *rcv = b * (size_t)n;
-        break;
-    case EP_OP_REDUCE_SCATTER:
-        *snd = b + 4 * (size_t)n;
-        *rcv = b / (size_t)n + 4;
-        break;
-    case EP_OP_ALL_REDUCE:
-        *snd = *rcv = b + 4;
-        break;
-    case EP_OP_SEND:
-        *snd = b;
-        break;
-    case EP_OP_RECV:
-        *rcv = b;
-        break;
-    default:
-        break;
-    }
-}
-
-/* Opens every connection a communicator will use (send/recv to each member, the collective
- * algorithms) before the first iteration, in the same order on every member, so that no later
- * launch has to wait on the host for a lazy connection while the peer is blocked in a host sync. */
-static void connect_comm(exec_gpu *g, ncclComm_t c, int n, int me) {
-    const size_t bytes = (size_t)4 << 20;
-    char *buf = NULL;
-    CUDA_CHECK(cudaMalloc((void **)&buf, bytes * 2 * (size_t)n));
-    cudaStream_t st = g->st[EP_STREAM_COMP];
-    NCCL_CHECK(ncclGroupStart());
-    for (int p = 0; p < n; p++) {
-        if (p == me) continue;
-        NCCL_CHECK(ncclSend(buf + (size_t)p * bytes, bytes, ncclUint8, p, c, st));
-        NCCL_CHECK(ncclRecv(buf + (size_t)(n + p) * bytes, bytes, ncclUint8, p, c, st));
-    }
-    NCCL_CHECK(ncclGroupEnd());
-    NCCL_CHECK(ncclAllReduce(buf, buf, bytes / 4, ncclFloat, ncclSum, c, st));
-    NCCL_CHECK(ncclAllGather(buf, buf + bytes, bytes / (size_t)n, ncclUint8, c, st));
-    NCCL_CHECK(
-        ncclReduceScatter(buf, buf + bytes, bytes / 4 / (size_t)n, ncclFloat, ncclSum, c, st));
-    CUDA_CHECK(cudaStreamSynchronize(st));
-    CUDA_CHECK(cudaFree(buf));
-}
-
-static void make_comms(exec_gpu *g) {
-    const ep_sched *s = g->s;
-    int ng = s->ngroups;
-    g->comm = calloc((size_t)ng * EP_NUM_STREAMS + 1, sizeof *g->comm);
-    g->pos = malloc(sizeof *g->pos * (size_t)(ng + 1));
-    char *need = calloc((size_t)ng * EP_NUM_STREAMS + 1, 1);
-    if (!g->comm || !g->pos || !need) REF_DIE("out of memory");
-    for (int gi = 0; gi < ng; gi++) {
-        g->pos[gi] = -1;
-        for (int j = 0; j < s->groups[gi].size; j++)
-            if (s->groups[gi].ranks[j] == g->rank) g->pos[gi] = j;
-    }
-    /* every rank holds the whole schedule, so every rank computes the same list of splits */
-    for (int r = 0; r < s->world; r++)
-        for (int i = 0; i < s->ranks[r].nops; i++) {
-            const ep_op *op = &s->ranks[r].ops[i];
-            if (ep_op_is_comm(op) && op->group >= 0 && op->group < ng &&
-                s->groups[op->group].size > 1)
-                need[op->group * EP_NUM_STREAMS + op->stream] = 1;
-        }
-    for (int gi = 0; gi < ng; gi++)
-        for (int st = 0; st < EP_NUM_STREAMS; st++) {
-            if (!need[gi * EP_NUM_STREAMS + st]) continue;
-            int color = g->pos[gi] >= 0 ? 0 : NCCL_SPLIT_NOCOLOR;
-            ncclComm_t c = NULL;
-            NCCL_CHECK(
-                ncclCommSplit(g->ctx->nccl, color, g->pos[gi] >= 0 ? g->pos[gi] : 0, &c, NULL));
-            g->comm[gi * EP_NUM_STREAMS + st] = c;
-            if (c) connect_comm(g, c, s->groups[gi].size, g->pos[gi]);
-        }
-    free(need);
-}
-
-/* The NVLink transport of deepep / hybridep token all-to-alls: one IPC-mapped region per rank
- * whose staging holds the largest per-peer payload of any of the rank's ops. Only where one EP
- * group spans the world (ep_nvl exchanges handles over the world); otherwise NCCL moves them. */
-static void make_nvl(exec_gpu *g) {
-    const ep_sched *s = g->s;
-    ep_backend be = ep_config_backend(&s->cfg);
-    if (be != EP_BACKEND_DEEPEP && be != EP_BACKEND_HYBRIDEP) return;
-    if (s->cfg.ep_transport == EP_TRANSPORT_NCCL) return;
-    if (s->world < 2 || s->world > EP_MAX_RANKS) return;
-    size_t most = 16;
-    for (int i = 0; i < g->nops; i++) {
-        const ep_op *op = &g->ops[i];
-        if ((op->kind != EP_OP_A2A_DISPATCH && op->kind != EP_OP_A2A_COMBINE) || op->traffic < 0 ||
-            op->traffic >= s->ntraffic)
-            continue;
-        const ep_traffic *tr = &s->traffic[op->traffic];
-        if (tr->n != s->world) return; /* an EP group smaller than the world: NCCL */
-        for (int p = 0; p < tr->n; p++)
-            if (p != g->rank && a2a_out(tr, op, g->rank, p) > most)
-                most = a2a_out(tr, op, g->rank, p);
-    }
-    /* staging rows of `hidden` bf16: 7168 is a multiple of 8 as ep_nvl needs; the rows only size
-     * the buffers, payloads are bytes */
-    const int hidden = 7168;
-    int rows = (int)((most + 16 + (size_t)hidden * 2 - 1) / ((size_t)hidden * 2));
-    CUDA_CHECK(ep_nvl_create(&g->nvl, s->world, g->rank, hidden, 1, s->world, rows, 1, 0,
-                             ref_allgather_cb, &g->ctx->w));
-    g->nvl_on = 1;
-}
-
 static void make_buffers(exec_gpu *g) {
     const ep_config *c = &g->s->cfg;
     ep_cost_attention_geometry(c, &g->attn_seq, &g->attn_qk, &g->attn_v);
@@ -271,7 +82,7 @@ static void make_buffers(exec_gpu *g) {
         default:
             if (ep_op_is_comm(op)) {
                 if (g->compute_only) break;
-                comm_need(g, op, &x, &y);
+                exec_comm_need(g, op, &x, &y);
                 snd[op->stream] = max_sz(snd[op->stream], x);
                 rcv[op->stream] = max_sz(rcv[op->stream], y);
             } else {
@@ -280,11 +91,11 @@ static void make_buffers(exec_gpu *g) {
         }
     }
     g->mbuf = mem < MEM_BUF_CAP ? (mem + 15) / 16 * 16 : MEM_BUF_CAP;
-    g->msrc = dev_alloc(g, g->mbuf);
-    g->mdst = dev_alloc(g, g->mbuf);
-    g->A = dev_alloc(g, g->a_el * 2);
-    g->B = dev_alloc(g, g->b_el * 2);
-    g->C = dev_alloc(g, g->c_el * 2);
+    g->msrc = exec_dev_alloc(g, g->mbuf);
+    g->mdst = exec_dev_alloc(g, g->mbuf);
+    g->A = exec_dev_alloc(g, g->a_el * 2);
+    g->B = exec_dev_alloc(g, g->b_el * 2);
+    g->C = exec_dev_alloc(g, g->c_el * 2);
     CUDA_CHECK(ep_fill_random_bf16(g->A, g->a_el, 11 + (uint64_t)g->rank, 1.f, g->st[0]));
     CUDA_CHECK(ep_fill_random_bf16(g->B, g->b_el, 12 + (uint64_t)g->rank, 0.05f, g->st[0]));
     if (maxblocks > 0) {
@@ -292,11 +103,11 @@ static void make_buffers(exec_gpu *g) {
         int64_t ch = (int64_t)(ATTN_S_CAP / ss);
         g->attn_chunk = (int)(ch < 1 ? 1 : (ch < maxblocks ? ch : maxblocks));
         size_t cb = (size_t)g->attn_chunk, sq = (size_t)g->attn_seq;
-        g->q = dev_alloc(g, cb * sq * g->attn_qk * 2);
-        g->k = dev_alloc(g, cb * sq * g->attn_qk * 2);
-        g->v = dev_alloc(g, cb * sq * g->attn_v * 2);
-        g->o = dev_alloc(g, cb * sq * g->attn_v * 2);
-        g->sc = dev_alloc(g, cb * ss * 2);
+        g->q = exec_dev_alloc(g, cb * sq * g->attn_qk * 2);
+        g->k = exec_dev_alloc(g, cb * sq * g->attn_qk * 2);
+        g->v = exec_dev_alloc(g, cb * sq * g->attn_v * 2);
+        g->o = exec_dev_alloc(g, cb * sq * g->attn_v * 2);
+        g->sc = exec_dev_alloc(g, cb * ss * 2);
         CUDA_CHECK(ep_fill_random_bf16(g->q, cb * sq * g->attn_qk, 13, 0.1f, g->st[0]));
         CUDA_CHECK(ep_fill_random_bf16(g->k, cb * sq * g->attn_qk, 14, 0.1f, g->st[0]));
         CUDA_CHECK(ep_fill_random_bf16(g->v, cb * sq * g->attn_v, 15, 1.f, g->st[0]));
@@ -305,10 +116,10 @@ static void make_buffers(exec_gpu *g) {
         if (!snd[st] && !rcv[st]) continue;
         g->cb[st].send_bytes = snd[st] + 16;
         g->cb[st].recv_bytes = rcv[st] + 16;
-        g->cb[st].send = dev_alloc(g, g->cb[st].send_bytes);
-        g->cb[st].recv = dev_alloc(g, g->cb[st].recv_bytes);
+        g->cb[st].send = exec_dev_alloc(g, g->cb[st].send_bytes);
+        g->cb[st].recv = exec_dev_alloc(g, g->cb[st].recv_bytes);
     }
-    g->align = dev_alloc(g, 64);
+    g->align = exec_dev_alloc(g, 64);
     size_t nb = (size_t)g->maxbatch;
     g->gM = calloc(nb * 3, sizeof *g->gM);
     g->gA = calloc(nb, sizeof *g->gA);
@@ -350,17 +161,7 @@ exec_gpu *exec_gpu_create_rank(ref_ctx *ctx, const ep_sched *s, int rank, int wi
     CUDA_CHECK(cudaEventCreate(&g->base));
     CUBLAS_CHECK(cublasCreate(&g->blas));
     CUBLAS_CHECK(cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH));
-    if (with_comms) {
-        make_comms(g);
-        make_nvl(g);
-    } else { /* compute only: no communicator, no group position */
-        g->compute_only = 1;
-        g->comm = calloc((size_t)s->ngroups * EP_NUM_STREAMS + 1, sizeof *g->comm);
-        g->pos = malloc(sizeof *g->pos * (size_t)(s->ngroups + 1));
-        if (!g->comm || !g->pos) REF_DIE("out of memory");
-        for (int gi = 0; gi < s->ngroups; gi++)
-            g->pos[gi] = -1;
-    }
+    exec_comm_create(g, with_comms);
     make_buffers(g);
     g->gemm = ep_gemm_create(EP_GEMM_DEFAULT, g->maxbatch);
     if (!g->gemm) REF_DIE("cannot create the GEMM context");
@@ -370,8 +171,7 @@ exec_gpu *exec_gpu_create_rank(ref_ctx *ctx, const ep_sched *s, int rank, int wi
 void exec_gpu_destroy(exec_gpu *g) {
     if (!g) return;
     CUDA_CHECK(cudaDeviceSynchronize());
-    for (int i = 0; i < g->s->ngroups * EP_NUM_STREAMS; i++)
-        if (g->comm[i]) NCCL_CHECK(ncclCommDestroy(g->comm[i]));
+    exec_comm_destroy(g);
     for (int i = 0; i < g->nops; i++) {
         CUDA_CHECK(cudaEventDestroy(g->ev0[i]));
         CUDA_CHECK(cudaEventDestroy(g->ev1[i]));
@@ -385,11 +185,8 @@ void exec_gpu_destroy(exec_gpu *g) {
         if (g->cb[st].recv) CUDA_CHECK(cudaFree(g->cb[st].recv));
         CUDA_CHECK(cudaStreamDestroy(g->st[st]));
     }
-    if (g->nvl_on) ep_nvl_destroy(&g->nvl);
     ep_gemm_destroy(g->gemm);
     CUBLAS_CHECK(cublasDestroy(g->blas));
-    free(g->comm);
-    free(g->pos);
     free(g->ev0);
     free(g->ev1);
     free(g->names);
@@ -459,106 +256,6 @@ static void run_attention(exec_gpu *g, const ep_op *op, cudaStream_t st) {
     }
 }
 
-static ncclComm_t comm_of(exec_gpu *g, const ep_op *op) {
-    if (g->compute_only) REF_DIE("communication op launched by a compute-only executor");
-    ncclComm_t c = g->comm[op->group * EP_NUM_STREAMS + op->stream];
-    if (!c)
-        REF_DIE("no communicator for group %d on stream %s", op->group, ep_stream_name(op->stream));
-    return c;
-}
-
-void exec_nvl_push(ep_nvl *nvl, const void *src, const size_t *out, int n, int me, int sms,
-                   cudaStream_t st) {
-    nvl->num_sms = sms > 0 ? sms : 16;
-    CUDA_CHECK(ep_nvl_barrier(nvl, st));
-    for (int k = 1; k < n; k++) {
-        int p = (me + k) % n; /* peers in a rotated order: not every rank on one at once */
-        size_t b = (out[p] + 15) / 16 * 16;
-        if (b) CUDA_CHECK(ep_nvl_store_ceiling(nvl, src, b, p, st));
-    }
-    CUDA_CHECK(ep_nvl_barrier(nvl, st));
-}
-
-static void nvl_a2a(exec_gpu *g, const ep_op *op, const ep_traffic *tr, int me, cudaStream_t st) {
-    size_t out[EP_MAX_RANKS] = {0};
-    for (int p = 0; p < tr->n; p++)
-        out[p] = p == me ? 0 : a2a_out(tr, op, me, p);
-    exec_nvl_push(&g->nvl, g->cb[op->stream].send, out, tr->n, me, op->sms, st);
-}
-
-static void run_comm(exec_gpu *g, const ep_op *op, cudaStream_t st) {
-    const ep_sched *s = g->s;
-    if (op->group < 0 || op->group >= s->ngroups || s->groups[op->group].size < 2) return;
-    const ep_group *gr = &s->groups[op->group];
-    int n = gr->size, me = g->pos[op->group];
-    if (me < 0)
-        REF_DIE("op %s on group %d that does not hold this rank", ep_op_kind_name(op->kind),
-                op->group);
-    comm_buf *b = &g->cb[op->stream];
-    char *snd = b->send, *rcv = b->recv;
-    size_t bytes = (size_t)(op->bytes > 0 ? op->bytes : 0);
-    ncclComm_t c = comm_of(g, op);
-    switch (op->kind) {
-    case EP_OP_ALLTOALL:
-        NCCL_CHECK(ncclGroupStart());
-        for (int p = 0; p < n; p++) {
-            if (p == me || !bytes) continue;
-            NCCL_CHECK(ncclSend(snd + (size_t)p * bytes, bytes, ncclUint8, p, c, st));
-            NCCL_CHECK(ncclRecv(rcv + (size_t)p * bytes, bytes, ncclUint8, p, c, st));
-        }
-        NCCL_CHECK(ncclGroupEnd());
-        break;
-    case EP_OP_A2A_DISPATCH:
-    case EP_OP_A2A_COMBINE: {
-        if (op->traffic < 0 || op->traffic >= s->ntraffic) REF_DIE("a2a without traffic");
-        const ep_traffic *tr = &s->traffic[op->traffic];
-        if (tr->group != op->group) REF_DIE("a2a traffic of another group");
-        if (g->nvl_on) {
-            nvl_a2a(g, op, tr, me, st);
-            break;
-        }
-        size_t so = 0, ro = 0;
-        NCCL_CHECK(ncclGroupStart());
-        for (int p = 0; p < tr->n; p++) {
-            if (p == me) continue;
-            size_t out = a2a_out(tr, op, me, p), in = a2a_out(tr, op, p, me);
-            if (out) NCCL_CHECK(ncclSend(snd + so, out, ncclUint8, p, c, st));
-            if (in) NCCL_CHECK(ncclRecv(rcv + ro, in, ncclUint8, p, c, st));
-            so += out;
-            ro += in;
-        }
-        NCCL_CHECK(ncclGroupEnd());
-        break;
-    }
-    case EP_OP_ALL_GATHER:
-        if (bytes) NCCL_CHECK(ncclAllGather(snd, rcv, bytes, ncclUint8, c, st));
-        break;
-    case EP_OP_REDUCE_SCATTER: {
-        size_t cnt = (bytes / (size_t)n + 3) / 4; /* fp32 gradients */
-        if (cnt) NCCL_CHECK(ncclReduceScatter(snd, rcv, cnt, ncclFloat, ncclSum, c, st));
-        break;
-    }
-    case EP_OP_ALL_REDUCE: {
-        size_t cnt = (bytes + 3) / 4;
-        if (cnt) NCCL_CHECK(ncclAllReduce(snd, rcv, cnt, ncclFloat, ncclSum, c, st));
-        break;
-    }
-    case EP_OP_SEND:
-    case EP_OP_RECV: {
-        int peer = 1 - me; /* directed pair {src, dst} */
-        if (gr->ranks[peer] != op->peer) REF_DIE("send/recv peer %d not in its pair", op->peer);
-        if (!bytes) break;
-        if (op->kind == EP_OP_SEND)
-            NCCL_CHECK(ncclSend(snd, bytes, ncclUint8, peer, c, st));
-        else
-            NCCL_CHECK(ncclRecv(rcv, bytes, ncclUint8, peer, c, st));
-        break;
-    }
-    default:
-        break;
-    }
-}
-
 static void launch(exec_gpu *g, const ep_op *op, cudaStream_t st) {
     switch (op->kind) {
     case EP_OP_GEMM:
@@ -572,7 +269,7 @@ static void launch(exec_gpu *g, const ep_op *op, cudaStream_t st) {
         break;
     default:
         if (ep_op_is_comm(op))
-            run_comm(g, op, st);
+            exec_comm_run(g, op, st);
         else /* norm, elementwise, router, permute, unpermute, loss, optimizer, scan */
             CUDA_CHECK(exec_mem_rw(g->msrc, g->mdst, g->mbuf, op->bytes, st));
     }

@@ -41,8 +41,8 @@ void exec_gpu_iteration(exec_gpu *g, exec_span *t);
  * every rank enters (a device-side barrier, as their kernels' handshake), pushes out[p] bytes
  * from src into each peer p's staging with `sms` blocks of plain 16-byte stores (no routing:
  * the executor moves the schedule's bytes), and it ends when every rank's rows have landed (a
- * second barrier). The executor runs deepep/hybridep dispatch and combine this way where one EP
- * group spans the world; bench calib times it for the calibration. */
+ * second barrier). The executor runs EP_ALGO_NVLINK dispatch and combine this way (any EP group
+ * inside a node); bench calib times it for the calibration. */
 void exec_nvl_push(ep_nvl *nvl, const void *src, const size_t *out, int n, int me, int sms,
                    cudaStream_t st);
 

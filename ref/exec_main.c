@@ -6,6 +6,7 @@
 #include "ep_sched.h"
 #include "exec.h"
 #include "exec_gpu.h"
+#include "exec_plan.h"
 #include "exec_metrics.h"
 #include "exec_out.h"
 #include "ref_check.h"
@@ -130,6 +131,11 @@ int exec_main(ref_ctx *ctx, int argc, char **argv) {
     ep_sched s;
     if (ep_sched_build(&o.cfg, &s, err) || ep_sched_check(&s, err)) {
         if (ctx->w.rank == 0) fprintf(stderr, "epref: schedule: %s\n", err);
+        return 2;
+    }
+    if (exec_plan_check(&s, EP_MAX_RANKS, err)) { /* a transfer epref cannot move: refused before any GPU work */
+        if (ctx->w.rank == 0) fprintf(stderr, "epref: %s\n", err);
+        ep_sched_free(&s);
         return 2;
     }
     int me = ctx->w.rank, W = ctx->w.size, nops = s.ranks[me].nops, maxops = 0;

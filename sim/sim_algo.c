@@ -17,10 +17,14 @@ const sim_coll_curve *sim_algo_nccl_curve(const sim_calib *c, ep_op_kind k) {
     return c->nccl_nvlink[i].efficiency.n > 0 ? &c->nccl_nvlink[i] : NULL;
 }
 
+sim_algo_fn sim_algo_of(int algo) {
+    return algo > EP_ALGO_NONE && algo < EP_ALGO_NUM ? k_algos[algo] : NULL;
+}
+
 double sim_algo_build(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
     const ep_op *op = a->ops[0];
     int algo = op->algo;
-    sim_algo_fn fn = algo > EP_ALGO_NONE && algo < EP_ALGO_NUM ? k_algos[algo] : NULL;
+    sim_algo_fn fn = sim_algo_of(algo);
     double payload = 0;
     *fixed_s = 0;
     sim_flows_begin(f, a->c->nccl_nvlink_efficiency, a->c->nccl_ib_efficiency, NULL);

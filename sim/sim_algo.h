@@ -38,6 +38,9 @@ double sim_algo_p2p(sim_flows *f, const sim_algo_args *a, double *fixed_s);    /
 /* The measured NCCL curve of an op kind, or NULL where the calibration has none. */
 const sim_coll_curve *sim_algo_nccl_curve(const sim_calib *c, ep_op_kind k);
 
+/* The function of an algorithm; NULL for EP_ALGO_NONE (and out of range). */
+sim_algo_fn sim_algo_of(int algo);
+
 /* Builds the instance with the algorithm of its ops (a group of one moves nothing: op_event_s),
  * then the task(s) (sim_flows_finish). Returns the payload bytes; f->nhosts 0: nothing to move. */
 double sim_algo_build(sim_flows *f, const sim_algo_args *a, double *fixed_s);

@@ -1,15 +1,18 @@
-/* test_gpu_run: `epref --nproc 2 run` executes the schedule (docs/epref-run.md).
+/* test_gpu_run: `epref --nproc N run` executes the schedule (docs/epref-run.md).
  * On a small MoE model (2 layers, hidden 1024, 8 experts, EP 2), with EP overlap off, on, and on
  * with delayed wgrad, and with the deepep and hybridep (fused permute, EP overlap) dispatchers,
- * whose token all-to-alls go over NVLink stores, it checks the run succeeds and its trace:
+ * whose token all-to-alls go over NVLink stores (with 4 GPUs also deepep at EP 2 on 4 ranks: two
+ * NVLink groups), it checks the run succeeds and its trace:
  *   - has exactly one event per op of each rank, named as ep_op_name names it;
  *   - ops of one (rank, stream) do not overlap in time (FIFO streams);
  *   - every op starts after each of its deps ended (CUDA events between streams).
- * Usage: test_gpu_run <path of epref>. Exit 77 (skipped) without 2 GPUs. No timing figures are
- * judged here: measured intervals are only checked for order. */
+ * and that a deepep run whose EP group spans nodes (`--gpus-per-node 1`: RDMA, not implemented)
+ * is refused with exit 2. Usage: test_gpu_run <path of epref>. Exit 77 (skipped) without 2 GPUs.
+ * No timing figures are judged here: measured intervals are only checked for order. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 
@@ -94,12 +97,12 @@ static const tev *find(const tev *ev, int n, int pid, const char *name) {
 }
 
 /* extra: NULL-terminated flags added to the model's */
-static void run_case(const char *epref, const char *dir, const char *tag,
+static void run_case(const char *epref, const char *dir, const char *tag, int nproc,
                      const char *const *extra) {
     char trace[512], summary[512], cmd[4096];
     snprintf(trace, sizeof trace, "%s/%s.trace.json", dir, tag);
     snprintf(summary, sizeof summary, "%s/%s.summary.json", dir, tag);
-    int len = snprintf(cmd, sizeof cmd, "%s --nproc 2 run", epref);
+    int len = snprintf(cmd, sizeof cmd, "%s --nproc %d run", epref, nproc);
     for (int i = 0; i < NMODEL; i++)
         len += snprintf(cmd + len, sizeof cmd - (size_t)len, " '%s'", k_model[i]);
     for (int i = 0; extra[i]; i++)
@@ -126,7 +129,7 @@ static void run_case(const char *epref, const char *dir, const char *tag,
     char err[EP_ERRLEN];
     ep_arglist pos;
     memset(&pos, 0, sizeof pos);
-    cfg.world_size = 2;
+    cfg.world_size = nproc;
     if (ep_config_parse(&cfg, argc, (char **)argv, &pos, NULL, err) ||
         ep_config_validate(&cfg, err)) {
         CHECK(0, "%s: config: %s", tag, err);
@@ -208,12 +211,24 @@ int main(int argc, char **argv) {
                                 NULL};
     static const char *dep[] = {"--moe-token-dispatcher-type", "flex",
                                 "--moe-flex-dispatcher-backend", "deepep", NULL};
-    run_case(argv[1], dir, "sequential", none);
-    run_case(argv[1], dir, "overlap", ov);
-    run_case(argv[1], dir, "overlap_dw", ov_dw);
-    run_case(argv[1], dir, "hybridep_fused_overlap", hep);
-    run_case(argv[1], dir, "deepep", dep);
+    run_case(argv[1], dir, "sequential", 2, none);
+    run_case(argv[1], dir, "overlap", 2, ov);
+    run_case(argv[1], dir, "overlap_dw", 2, ov_dw);
+    run_case(argv[1], dir, "hybridep_fused_overlap", 2, hep);
+    run_case(argv[1], dir, "deepep", 2, dep);
+    if (ngpu >= 4) /* EP 2 on 4 ranks: each EP group its own NVLink transport */
+        run_case(argv[1], dir, "deepep_ep2_of4", 4, dep);
+    /* an EP group over two nodes of one GPU each: hierarchical, refused before any GPU work */
     char cmd[600];
+    snprintf(cmd, sizeof cmd,
+             "%s --nproc 2 run --num-layers 2 --hidden-size 1024 --num-attention-heads 8 "
+             "--num-experts 8 --expert-model-parallel-size 2 --gpus-per-node 1 "
+             "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep "
+             ">/dev/null 2>&1",
+             argv[1]);
+    int rc = system(cmd);
+    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "deepep across nodes: exit %d, not 2",
+          WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
     printf("test_gpu_run: %s\n", failures ? "FAILED" : "ok");

@@ -140,8 +140,17 @@ static void test_ring_split_by_zone(void) {
     CU_ASSERT_EQUAL(platform_in_child("dgx16", ring_split_by_zone), 0);
 }
 
+/* epsim costs every algorithm the generators record (the transport grid of tests/unit/test_xfer.c
+ * holds the generators and epref). */
+static void test_every_algorithm(void) {
+    CU_ASSERT(sim_algo_of(EP_ALGO_NONE) == NULL);
+    for (int a = EP_ALGO_NONE + 1; a < EP_ALGO_NUM; a++)
+        CU_ASSERT(sim_algo_of(a) != NULL);
+}
+
 void ep_suite_net(void) {
     CU_pSuite s = CU_add_suite("sim_flows", NULL, NULL);
+    CU_add_test(s, "every algorithm has its decomposition", test_every_algorithm);
     CU_add_test(s, "NVSwitch nodes found, a direct pair not", test_stars);
     CU_add_test(s, "uneven all-to-all in a node: 15 flows, same bytes per GPU", test_regrouped_a2a);
     CU_add_test(s, "a task over split_hosts hosts: one piece per zone, the same bytes",

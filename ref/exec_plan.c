@@ -1,0 +1,59 @@
+/* Which communication ops epref runs (exec_plan.h). */
+#include "exec_plan.h"
+
+#include <stdio.h>
+
+#include "ep_xfer.h"
+
+int exec_plan_nvl_group(const ep_sched *s, int r) {
+    int g = -1;
+    for (int i = 0; i < s->ranks[r].nops; i++) {
+        const ep_op *op = &s->ranks[r].ops[i];
+        if (op->algo != EP_ALGO_NVLINK || op->group < 0) continue;
+        if (g >= 0 && op->group != g) return -2;
+        g = op->group;
+    }
+    return g;
+}
+
+int exec_plan_check(const ep_sched *s, int nvl_max_ranks, char err[EP_ERRLEN]) {
+    for (int r = 0; r < s->world; r++) {
+        for (int i = 0; i < s->ranks[r].nops; i++) {
+            const ep_op *op = &s->ranks[r].ops[i];
+            if (!ep_op_is_comm(op)) continue;
+            char name[160];
+            ep_op_name(op, name, sizeof name);
+            switch (op->algo) {
+            case EP_ALGO_RING:
+            case EP_ALGO_DIRECT:
+            case EP_ALGO_P2P:
+                break;
+            case EP_ALGO_NVLINK:
+                if (op->group >= 0 && s->groups[op->group].size > nvl_max_ranks) {
+                    snprintf(err, EP_ERRLEN,
+                             "%s: an NVLink group of %d ranks (epref's transport holds at most %d; "
+                             "--moe-flex-transport nccl moves it over NCCL)",
+                             name, s->groups[op->group].size, nvl_max_ranks);
+                    return -1;
+                }
+                break;
+            case EP_ALGO_HIER:
+                snprintf(err, EP_ERRLEN,
+                         "%s: deepep/hybridep across nodes (RDMA to the peer on the same rail, then "
+                         "NVLink) is not implemented in epref; --moe-flex-transport nccl moves the "
+                         "same tokens over NCCL, or keep the EP group inside --gpus-per-node %d",
+                         name, s->cfg.gpus_per_node);
+                return -1;
+            default:
+                snprintf(err, EP_ERRLEN, "%s: a %s op without an algorithm (schedule bug)", name,
+                         ep_op_kind_name(op->kind));
+                return -1;
+            }
+        }
+        if (exec_plan_nvl_group(s, r) == -2) {
+            snprintf(err, EP_ERRLEN, "rank %d moves NVLink all-to-alls over two groups", r);
+            return -1;
+        }
+    }
+    return 0;
+}
