@@ -1,34 +1,141 @@
 #!/usr/bin/env bash
-# Simulates the published Megatron figures of ../shared/FIELD_NOTES.md section 4 that epsim can
-# reproduce and prints predicted against published, as the markdown table of docs/validation.md
-# ("Published figures"). Today: Qwen3-30B-A3B, 16 x H100 (dgx16), EP 16, alltoall: step time
-# without EP overlap, with it, and with delayed wgrad as well (published 41.25 / 31.31 / 31.20 s).
-# usage: scripts/published.sh [BUILD_DIR] [CALIB]   (CALIB: a calibration file, or "default" for
-#        the topology's default calibration, or "none" for the built-in defaults)
-set -euo pipefail
+# Runs every case of the published-results suite (configs/published/suite.tsv: Megatron-Bridge,
+# NeMo and Megatron-LM figures at 8-1024 GPUs, each args file citing its source) and prints the
+# markdown section "Published results at scale" of docs/validation.md: published against
+# predicted, the signed step-time error of each case, mean |error| and worst, and every pair's or
+# ranking's published and predicted gain (or order). A case epsim refuses is printed as
+# "refused: <epsim's message>" and left out of the statistics; the script goes on.
+# usage: scripts/published.sh [BUILD_DIR] [CALIB]
+#        CALIB: a calibration file, "default" (the topology's default calibration, h100.json for
+#        the dgx topologies) or "none" (the built-in defaults).
+#        ONLY=REGEX runs the cases whose name matches (pairs and rankings then use what ran).
+set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 calib=${2:-default}
 epsim="$build/sim/epsim"
+suite=configs/published/suite.tsv
 [ -x "$epsim" ] || { echo "published.sh: $epsim not built" >&2; exit 2; }
 calib_flag=()
 [ "$calib" = default ] || calib_flag=(--calib "$calib")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 
-# iteration time in seconds of one epsim run (the summary's first figure)
-step_time() {
-  "$epsim" --topo dgx16 "${calib_flag[@]}" @configs/published/qwen3-30b-a3b-h100x16-ep16.args "$@" |
-    awk '/iteration time/ {print $3; exit}'
+# one line per case: name topo world metric published precision groups source status value wall
+#   status: ok (value = predicted metric) or refused (value = epsim's message)
+results="$tmp/results.tsv"
+: > "$results"
+t_all0=$(date +%s.%N)
+while IFS=$'\t' read -r name args topo world metric pub prec groups src; do
+  case "$name" in ''|'#'*) continue ;; esac
+  if [ -n "${ONLY:-}" ] && ! [[ $name =~ $ONLY ]]; then continue; fi
+  t0=$(date +%s.%N)
+  "$epsim" --topo "$topo" "${calib_flag[@]}" @"configs/published/$args" --world-size "$world" \
+    > "$tmp/out" 2> "$tmp/err"
+  rc=$?
+  t1=$(date +%s.%N)
+  wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
+  if [ $rc -ne 0 ]; then
+    msg=$(grep -m1 -v '^epsim: note:' "$tmp/err" | sed 's/^epsim: //; s/|/\\|/g; s/\t/ /g')
+    status=refused value="${msg:-exit status $rc}"
+  else
+    case "$metric" in
+      step_s) key='iteration time' ;;
+      tokens_per_s_per_gpu) key='tokens/s/GPU' ;;
+      tflops_per_gpu) key='TFLOPS/GPU' ;;
+      *) echo "published.sh: $name: unknown metric $metric" >&2; exit 2 ;;
+    esac
+    value=$(awk -v k="$key" 'index($0, k) == 3 {print $NF == "s" ? $(NF-1) : $NF; exit}' "$tmp/out")
+    status=ok
+    [ -n "$value" ] || { status=refused; value="no '$key' in epsim's output"; }
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$topo" "$world" "$metric" "$pub" \
+    "$prec" "$groups" "$src" "$status" "$value" "$wall" >> "$results"
+  echo "published.sh: $name $status $value (${wall} s)" >&2
+done < "$suite"
+t_all1=$(date +%s.%N)
+
+rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git status --porcelain -- core sim configs scripts 2>/dev/null | head -1)
+[ -n "$dirty" ] && rev="$rev (with uncommitted changes)"
+ncpu=$(nproc 2>/dev/null || echo '?')
+
+awk -F'\t' -v calib="$calib" -v rev="$rev" -v date="$(date +%Y-%m-%d)" -v ncpu="$ncpu" \
+    -v total="$(awk -v a="$t_all0" -v b="$t_all1" 'BEGIN {printf "%.0f", b - a}')" '
+function speed(metric, v) { return metric == "step_s" ? 1 / v : v }
+# signed step-time error: predicted step / published step - 1 (positive: predicted too slow)
+function steperr(metric, pub, pred) { return metric == "step_s" ? pred / pub - 1 : pub / pred - 1 }
+function fmt(v) { return v >= 100 ? sprintf("%.0f", v) : sprintf("%.4g", v) }
+function unit(metric) {
+  return metric == "step_s" ? "s/step" : metric == "tokens_per_s_per_gpu" ? "tokens/s/GPU" : "TFLOP/s/GPU"
 }
-base=$(step_time)
-ov=$(step_time --overlap-moe-expert-parallel-comm)
-dw=$(step_time --overlap-moe-expert-parallel-comm --delay-wgrad-compute)
-
-echo "Qwen3-30B-A3B, dgx16 (16 x H100), EP 16, alltoall; calibration: $calib"
-echo
-echo "| case | published step s | predicted step s | published speedup | predicted speedup |"
-echo "|---|---|---|---|---|"
-awk -v b="$base" -v o="$ov" -v d="$dw" 'BEGIN {
-  printf "| no EP overlap | 41.25 | %.2f | 1.000x | 1.000x |\n", b
-  printf "| EP overlap | 31.31 | %.2f | 1.317x | %.3fx |\n", o, b / o
-  printf "| EP overlap + delayed wgrad | 31.20 | %.2f | 1.322x | %.3fx |\n", d, b / d
-}'
+{
+  n++; name[n] = $1; topo[n] = $2; world[n] = $3; metric[n] = $4; pub[n] = $5; prec[n] = $6
+  groups[n] = $7; src[n] = $8; status[n] = $9; val[n] = $10; wall[n] = $11
+  if ($7 != "-") {
+    k = split($7, g, ",")
+    for (i = 1; i <= k; i++) { if (!(g[i] in gn)) { ng++; gname[ng] = g[i] } gm[g[i], ++gn[g[i]]] = n }
+  }
+}
+END {
+  printf "Command: `scripts/published.sh build %s` (%d cases of `configs/published/suite.tsv`).\n", calib, n
+  printf "Run %s on this project'"'"'s CPU container (%s cores shared with other work), epsim at %s;\n", date, ncpu, rev
+  printf "calibration: %s (the dgx topologies default to `traces/calib/h100.json`). Whole run %s s wall.\n\n", calib, total
+  print "Error is the signed step-time error, predicted step / published step - 1 (for a throughput"
+  print "metric, published / predicted - 1): positive means epsim predicts a slower step."
+  print ""
+  print "| case | GPUs | topology | precision | metric | published | predicted | error | epsim wall s | source |"
+  print "|---|---|---|---|---|---|---|---|---|---|"
+  for (i = 1; i <= n; i++) {
+    if (status[i] == "ok") {
+      e = steperr(metric[i], pub[i], val[i]); err[i] = e
+      ae = e < 0 ? -e : e; sum += ae; m++
+      if (ae > worst) { worst = ae; worstname = name[i]; worsterr = e }
+      pred = fmt(val[i]); es = sprintf("%+.1f%%", 100 * e)
+    } else { pred = "refused: " val[i]; es = "-"; refused++ }
+    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name[i], world[i], topo[i], prec[i], \
+      unit(metric[i]), pub[i], pred, es, wall[i], src[i]
+  }
+  print ""
+  if (m > 0)
+    printf "**%d cases predicted, %d refused: mean |error| %.1f%%, worst %+.1f%% (%s).**\n\n", m, refused, \
+      100 * sum / m, 100 * worsterr, worstname
+  print "Pairs (gain = speed of the second row / speed of the first; the difference in percentage"
+  print "points of gain) and rankings (fastest first):"
+  print ""
+  print "| group | cases | published | predicted | difference |"
+  print "|---|---|---|---|---|"
+  for (j = 1; j <= ng; j++) {
+    G = gname[j]; k = gn[G]; ok = 1
+    for (i = 1; i <= k; i++) if (status[gm[G, i]] != "ok") ok = 0
+    if (k == 1) {
+      printf "| %s | %s | incomplete: one case ran | - | - |\n", G, name[gm[G, 1]]
+    } else if (k == 2) {
+      a = gm[G, 1]; b = gm[G, 2]
+      pg = speed(metric[b], pub[b]) / speed(metric[a], pub[a])
+      cases = name[a] " -> " name[b]
+      if (ok) {
+        qg = speed(metric[b], val[b]) / speed(metric[a], val[a])
+        printf "| %s | %s | %.3fx | %.3fx | %+.1f pp |\n", G, cases, pg, qg, 100 * (qg - pg)
+      } else printf "| %s | %s | %.3fx | refused | - |\n", G, cases, pg
+    } else {
+      # rankings: order the members by published and by predicted speed (selection sort)
+      for (i = 1; i <= k; i++) { pp[i] = gm[G, i]; qq[i] = gm[G, i] }
+      for (i = 1; i <= k; i++) for (l = i + 1; l <= k; l++) {
+        if (speed(metric[pp[l]], pub[pp[l]]) > speed(metric[pp[i]], pub[pp[i]])) { t = pp[i]; pp[i] = pp[l]; pp[l] = t }
+        if (ok && speed(metric[qq[l]], val[qq[l]]) > speed(metric[qq[i]], val[qq[i]])) { t = qq[i]; qq[i] = qq[l]; qq[l] = t }
+      }
+      # members named by what follows their common prefix
+      pre = name[gm[G, 1]]
+      for (i = 2; i <= k; i++) while (index(name[gm[G, i]], pre) != 1) pre = substr(pre, 1, length(pre) - 1)
+      po = ""; qo = ""; same = 0
+      for (i = 1; i <= k; i++) {
+        po = po (i > 1 ? " > " : "") substr(name[pp[i]], length(pre) + 1) " " pub[pp[i]]
+        if (ok) qo = qo (i > 1 ? " > " : "") substr(name[qq[i]], length(pre) + 1) " " fmt(val[qq[i]])
+        if (ok && pp[i] == qq[i]) same++
+      }
+      printf "| %s (ranking of %d) | %s* | %s | %s | %s |\n", G, k, pre, po, ok ? qo : "refused", \
+        ok ? (same == k ? "same order" : sprintf("%d of %d places agree", same, k)) : "-"
+    }
+  }
+}' "$results"

@@ -757,6 +757,35 @@ static void test_presets(void) {
     CU_ASSERT_EQUAL_FATAL(ep_layer_plan_build(&g_cfg, &plan, g_err), 0);
     CU_ASSERT_STRING_EQUAL(plan.layers[1].blocks, "ME");
     CU_ASSERT_STRING_EQUAL(plan.layers[3].blocks, "*E");
+
+    /* the presets of the published suite (configs/published/), with one layout each */
+    CU_ASSERT_EQUAL_FATAL(load_preset("gpt-oss-120b.args",
+                                      "--world-size 64 --pipeline-model-parallel-size 4 "
+                                      "--expert-model-parallel-size 8 --global-batch-size 64"),
+                          0);
+    CU_ASSERT_EQUAL(count_moe(), 36);
+    CU_ASSERT_EQUAL(g_cfg.kv_channels, 64);
+    CU_ASSERT_EQUAL_FATAL(load_preset("nemotron3-nano-30b-a3b.args",
+                                      "--world-size 16 --expert-model-parallel-size 8 "
+                                      "--global-batch-size 16"),
+                          0);
+    CU_ASSERT_EQUAL(g_cfg.num_layers, 52);
+    CU_ASSERT_EQUAL(count_moe(), 23);
+    CU_ASSERT_EQUAL_FATAL(load_preset("moonlight-16b-a3b.args",
+                                      "--world-size 8 --tensor-model-parallel-size 2 "
+                                      "--expert-model-parallel-size 8 "
+                                      "--expert-tensor-parallel-size 1 --global-batch-size 4"),
+                          0);
+    CU_ASSERT_EQUAL(count_moe(), 26);
+    static const char *const dense[] = {"llama3-70b.args", "llama31-405b.args", "llama2-13b.args",
+                                        "llama2-70b.args", "gpt3-175b.args", "nemotron4-340b.args"};
+    for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++) {
+        CU_ASSERT_EQUAL_FATAL(load_preset(dense[i], "--world-size 16 --tensor-model-parallel-size 8 "
+                                                    "--pipeline-model-parallel-size 2 "
+                                                    "--global-batch-size 16"),
+                              0);
+        CU_ASSERT_EQUAL(count_moe(), 0);
+    }
 }
 
 void ep_suite_config(void) {
