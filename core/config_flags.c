@@ -176,6 +176,9 @@ static const ep_flag k_flags[] = {
        "groups chosen per token in group-limited routing"),
     FE("moe-router-score-function", moe_router_score_function, k_score, "softmax", GE,
        "router score function"),
+    FB("moe-router-force-load-balancing", moe_router_force_load_balancing, "0", GE,
+       "random router scores (Megatron's benchmark setting): every expert equally likely, "
+       "group-limited routing kept"),
     FS("moe-layer-freq", moe_layer_freq, "1", GE,
        "MoE layer placement: N (every Nth from layer 0), ([0]*3+[1]*58) or [1,0,...]"),
     FE("moe-token-dispatcher-type", moe_token_dispatcher_type, k_dispatcher, "alltoall", GE,

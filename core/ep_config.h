@@ -100,6 +100,7 @@ typedef struct {
     int moe_router_num_groups;     /* --moe-router-num-groups */
     int moe_router_group_topk;     /* --moe-router-group-topk */
     ep_score_func moe_router_score_function; /* --moe-router-score-function */
+    int moe_router_force_load_balancing;     /* --moe-router-force-load-balancing */
     char moe_layer_freq[256];                /* --moe-layer-freq: N or ([0]*a+[1]*b) */
     int moe_layer_is_moe[EP_MAX_LAYERS];     /* resolved from moe_layer_freq (or the pattern) */
     int mtp_num_layers;                      /* --mtp-num-layers */

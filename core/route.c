@@ -103,7 +103,9 @@ int ep_route_table_build(const ep_config *cfg, int layer, const int *hot, ep_rou
     int E = cfg->num_experts, k = cfg->moe_router_topk;
     if (E < 1 || E > EP_ROUTE_MAX_EXPERTS || k < 1 || k > E) return -1;
     double s = cfg->route_zipf_s;
-    if (cfg->route_dist == EP_ROUTE_UNIFORM || !(s > 0.0)) s = 0.0;
+    /* uniform draws, or forced balance (random router scores): no expert more popular */
+    if (cfg->route_dist == EP_ROUTE_UNIFORM || cfg->moe_router_force_load_balancing || !(s > 0.0))
+        s = 0.0;
     if (s > 0.0 && !isfinite(s)) return -1;
     t->dist = cfg->route_dist;
     t->num_experts = E;
