@@ -216,9 +216,10 @@ static void test_uneven_pipeline(void) {
  * all-to-all traffic, a shorter iteration); padding to the capacity removes the count exchange's
  * host syncs. */
 static void test_capacity_factor(void) {
-    const char *extra[] = {"--routing zipf", "--routing zipf --moe-expert-capacity-factor 1",
-                           "--routing zipf --moe-expert-capacity-factor 1 "
-                           "--moe-pad-expert-input-to-capacity"};
+#define ZIPF "--routing zipf --routing-zipf-s 1 "
+    const char *extra[] = {ZIPF, ZIPF "--moe-expert-capacity-factor 1",
+                           ZIPF "--moe-expert-capacity-factor 1 --moe-pad-expert-input-to-capacity"};
+#undef ZIPF
     char p[3][512];
     CU_ASSERT_EQUAL_FATAL(run_summaries(3, "cap", extra, p), 0);
     CU_ASSERT(json_num(p[1], "a2a_bytes") < json_num(p[0], "a2a_bytes"));
