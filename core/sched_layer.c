@@ -17,6 +17,7 @@ typedef struct {
     double flops, bytes;
     int m, n, k, batch;
     int group, traffic, transpose;
+    int fp8;    /* an FP8 GEMM: its backward quantizes the incoming gradient first */
     int weight; /* has a weight gradient */
     int fwd_only;
     int mods; /* EP_RC_* recompute modules the op belongs to */
@@ -61,7 +62,91 @@ static void tag_last(gen *g, int mods) {
     if (g->n > 0) g->out[g->n - 1].mods |= mods;
 }
 
+/* --- FP8 (Transformer Engine, --fp8-format) ----------------------------------------------------
+ * The linear layers of a block run FP8 GEMMs; the output layer and the router stay BF16 (not TE
+ * modules in Megatron-LM). A GEMM's BF16 input is quantized first - a memory-bound kernel that
+ * reads it and writes the FP8 copy row-wise and column-wise (the wgrad needs the transpose), plus
+ * one more read for the amax of current scaling (tensorwise) - except where TE fuses the
+ * quantization into the layer norm before it (LayerNormLinear: qkv, fc1, the MLA up projections,
+ * the Mamba/GDN in_proj). Its backward quantizes the incoming gradient the same way before the
+ * dgrad (docs/schedule.md, "FP8"). */
+
+/* Bytes a quantization moves per element: read bf16 (2), write fp8 row-wise and column-wise (1+1),
+ * and with current scaling a second read for the amax. */
+static double fp8_cast_bytes_per_element(const ep_config *c) {
+    return c->fp8_recipe == EP_FP8_RECIPE_TENSORWISE ? 6.0 : 4.0;
+}
+
+/* "<label>_cast": static for the GEMM labels of this file, interned otherwise (a block prefix);
+ * NULL out of memory. */
+static const char *cast_label(ep_sched *s, const char *label) {
+    static const char *const known[][2] = {
+        {"qkv", "qkv_cast"},
+        {"q_proj", "q_proj_cast"},
+        {"q_down", "q_down_cast"},
+        {"q_up", "q_up_cast"},
+        {"kv_down", "kv_down_cast"},
+        {"kv_up", "kv_up_cast"},
+        {"attn_proj", "attn_proj_cast"},
+        {"fc1", "fc1_cast"},
+        {"fc2", "fc2_cast"},
+        {"shared_fc1", "shared_fc1_cast"},
+        {"shared_fc2", "shared_fc2_cast"},
+        {"expert_fc1", "expert_fc1_cast"},
+        {"expert_fc2", "expert_fc2_cast"},
+        {"mamba_in_proj", "mamba_in_proj_cast"},
+        {"mamba_out_proj", "mamba_out_proj_cast"},
+        {"gdn_in_proj", "gdn_in_proj_cast"},
+        {"gdn_out_proj", "gdn_out_proj_cast"},
+        {"eh_proj", "eh_proj_cast"},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(label, known[i][0])) return known[i][1];
+    char buf[80];
+    snprintf(buf, sizeof buf, "%s_cast", label);
+    return ep_sched_intern(s, buf);
+}
+
+/* Adds the quantization of a GEMM input of `elements` (forward only: its own backward is the
+ * GEMM's gradient cast, pass_ops). */
+static void fp8_cast(gen *g, const char *label, double elements) {
+    const char *l = cast_label(g->rb->s, label);
+    if (!l) {
+        g->failed = 1;
+        return;
+    }
+    spec *s = add(g, l, EP_OP_ELEMENTWISE);
+    s->bytes = elements * fp8_cast_bytes_per_element(g->cfg);
+    s->fwd_only = 1;
+}
+
+static int fp8_on(const gen *g) {
+    return g->cfg->fp8_format != EP_FP8_NONE;
+}
+
+/* Input quantization fused into the layer norm before the GEMM (TE LayerNormLinear). */
+static int fp8_norm_fused(const char *label) {
+    static const char *const fused[] = {"qkv", "fc1", "q_up", "kv_up", "mamba_in_proj",
+                                        "gdn_in_proj"};
+    for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++)
+        if (!strcmp(label, fused[i])) return 1;
+    return 0;
+}
+
+/* A linear layer's GEMM Y[m x n] = X[m x k] W[k x n]: FP8 with --fp8-format (its input quantized
+ * first unless fused), BF16 otherwise. */
 static void gemm(gen *g, const char *label, double m, double n, double k) {
+    if (fp8_on(g) && !fp8_norm_fused(label)) fp8_cast(g, label, m * k);
+    spec *s = add(g, label, EP_OP_GEMM);
+    s->m = (int)m, s->n = (int)n, s->k = (int)k, s->batch = 1;
+    s->flops = ep_cost_gemm_flops(m, n, k);
+    s->bytes = ep_cost_gemm_bytes(m, n, k);
+    s->weight = 1;
+    s->fp8 = fp8_on(g);
+}
+
+/* A GEMM kept in BF16 under FP8: the output layer (a vocabulary projection). */
+static void gemm_bf16(gen *g, const char *label, double m, double n, double k) {
     spec *s = add(g, label, EP_OP_GEMM);
     s->m = (int)m, s->n = (int)n, s->k = (int)k, s->batch = 1;
     s->flops = ep_cost_gemm_flops(m, n, k);
@@ -70,7 +155,9 @@ static void gemm(gen *g, const char *label, double m, double n, double k) {
 }
 
 static void grouped_gemm(gen *g, const char *label, double m, double n, double k, int batch) {
+    if (fp8_on(g)) fp8_cast(g, label, m * k);
     spec *s = add(g, label, EP_OP_GROUPED_GEMM);
+    s->fp8 = fp8_on(g);
     s->m = (int)m, s->n = (int)n, s->k = (int)k, s->batch = batch;
     s->flops = ep_cost_gemm_flops(m, n, k);
     s->bytes =
@@ -422,7 +509,7 @@ static int node_specs(gen *g, ep_node node) {
     case EP_NODE_MTP:
         if (L->is_mtp) {
             mem(g, "mtp_norm", EP_OP_NORM, 2 * g->t * g->R);
-            gemm(g, "mtp_output", g->tg, V / g->tp, H);
+            gemm_bf16(g, "mtp_output", g->tg, V / g->tp, H);
             spec *s = add(g, "mtp_loss", EP_OP_LOSS);
             s->flops = 5 * g->tg * V / g->tp;
             s->bytes = 2 * g->tg * V / g->tp * 4;
@@ -470,6 +557,7 @@ static ep_op op_of(const gen *g, const spec *sp, int chunk, ep_node node, ep_str
     op.group = sp->group;
     op.traffic = sp->traffic;
     op.transpose = (int8_t)sp->transpose;
+    op.fp8 = (int8_t)sp->fp8;
     return op;
 }
 
@@ -531,6 +619,21 @@ static ep_op backward_op(const gen *g, const spec *sp, int chunk, ep_node node, 
     return op;
 }
 
+/* The quantization of an FP8 GEMM's incoming gradient dY [m x n] (phase bwd, label "<gemm>_cast"). */
+static ep_op grad_cast_op(const gen *g, const spec *sp, int chunk, ep_node node, ep_stream stream) {
+    ep_op op = op_of(g, sp, chunk, node, stream);
+    const char *l = cast_label(g->rb->s, sp->label);
+    op.label = l ? l : "fp8_cast";
+    op.kind = EP_OP_ELEMENTWISE;
+    op.phase = EP_PHASE_BWD;
+    op.flops = 0;
+    op.bytes = (double)sp->m * sp->n * fp8_cast_bytes_per_element(g->cfg);
+    op.m = op.n = op.k = 0;
+    op.batch = 1;
+    op.fp8 = 0;
+    return op;
+}
+
 /* Weight gradient dW = X^T dY: a k x n x m GEMM. */
 static ep_op wgrad_op(const gen *g, const spec *sp, int chunk, ep_node node, ep_stream stream) {
     ep_op op = op_of(g, sp, chunk, node, stream);
@@ -578,6 +681,10 @@ static int pass_ops(const gen *g, int chunk, ep_node node, ep_stream stream, ep_
             }
         }
         if (sp->fwd_only) continue;
+        if (sp->fp8) { /* quantize the incoming gradient dY [m x n] before dgrad and wgrad */
+            ops[n] = grad_cast_op(g, sp, chunk, node, stream);
+            wait[n++] = 1;
+        }
         ops[n] = backward_op(g, sp, chunk, node, stream);
         wait[n++] = 1;
         if (sp->weight && !defer_dw) {
@@ -759,7 +866,7 @@ int ep_layer_emit_output(ep_rank_builder *rb, ep_chain *c, int mb, int chunk, ep
     const ep_config *cfg = rb->cfg;
     double V = cfg->vocab_size;
     mem(&g, "final_norm", EP_OP_NORM, 2 * g.t * g.R);
-    gemm(&g, "output", g.tg, V / g.tp, cfg->hidden_size);
+    gemm_bf16(&g, "output", g.tg, V / g.tp, cfg->hidden_size);
     spec *s = add(&g, "loss", EP_OP_LOSS);
     s->flops = 5 * g.tg * V / g.tp; /* max, exp, sum, log over the vocabulary shard */
     s->bytes = 2 * g.tg * V / g.tp * 4;

@@ -31,7 +31,7 @@ static void print_rank(const ep_sched *s, int rank, FILE *f) {
                 fprintf(f, " %s#%d seq %d %s", ep_group_kind_name(s->groups[op->group].kind),
                         op->group, op->seq, ep_algo_name(op->algo));
             if (op->bytes > 0) fprintf(f, " %.4g B", op->bytes);
-            if (op->flops > 0) fprintf(f, " %.4g F", op->flops);
+            if (op->flops > 0) fprintf(f, " %.4g F%s", op->flops, op->fp8 ? " fp8" : "");
             if (op->sms > 0) fprintf(f, " sms %d", op->sms);
             if (op->ndeps) {
                 fprintf(f, " after ");
@@ -59,7 +59,7 @@ void ep_sched_print(const ep_sched *s, FILE *f, int rank_filter) {
             s->ngroups, s->ntraffic, s->route_period,
             s->route_groups > 0 ? ", EP groups sharing them" : "", s->model_flops_per_token,
             s->tokens_per_iteration);
-    fprintf(f, "# columns: launch index, op name, kind, [group#id seq algorithm], bytes, flops, SMs, "
+    fprintf(f, "# columns: launch index, op name, kind, [group#id seq algorithm], bytes, flops [fp8], SMs, "
                "after: launch indices of the ops it waits for\n");
     for (int r = 0; r < s->world; r++)
         if (rank_filter < 0 || rank_filter == r) print_rank(s, r, f);

@@ -20,8 +20,16 @@ int exec_plan_check(const ep_sched *s, int nvl_max_ranks, char err[EP_ERRLEN]) {
     for (int r = 0; r < s->world; r++) {
         for (int i = 0; i < s->ranks[r].nops; i++) {
             const ep_op *op = &s->ranks[r].ops[i];
-            if (!ep_op_is_comm(op)) continue;
             char name[160];
+            if (op->fp8) {
+                ep_op_name(op, name, sizeof name);
+                snprintf(err, EP_ERRLEN,
+                         "%s: an FP8 GEMM (--fp8-format): epref runs BF16 cuBLAS GEMMs only; epsim "
+                         "models FP8 from its calibration (docs/schedule.md, \"FP8\")",
+                         name);
+                return -1;
+            }
+            if (!ep_op_is_comm(op)) continue;
             ep_op_name(op, name, sizeof name);
             switch (op->algo) {
             case EP_ALGO_RING:

@@ -73,6 +73,11 @@ typedef struct {
     /* measured shapes (sim_shape.h); where a kind's table is empty, the scalars above apply */
     sim_shape_table gemm_shapes[SIM_PHASES], grouped_gemm_shapes[SIM_PHASES],
         attention_shapes[SIM_PHASES];
+    /* FP8 GEMMs (ep_op.fp8): efficiency of the FP8 peak, fp8_flops_ratio x the platform's BF16
+     * peak; measured shapes where given, else the BF16 efficiency of the shape x fp8_gemm_factor */
+    double fp8_flops_ratio;
+    double fp8_gemm_factor;
+    sim_shape_table fp8_gemm_shapes[SIM_PHASES], fp8_grouped_gemm_shapes[SIM_PHASES];
     /* GPU sharing */
     double comm_hbm_fraction;     /* HBM share taken by one running transfer (read + write) */
     double comm_flops_slowdown;   /* compute flop rate divided by this while a transfer runs */

@@ -81,6 +81,14 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
          * achievable efficiency */
         double per = grouped ? op->flops / (op->batch > 0 ? op->batch : 1) : op->flops;
         eff = sim_table_eval(&c->gemm_efficiency, per) * (grouped ? c->grouped_gemm_factor : 1);
+        if (op->fp8) { /* of the FP8 peak: its own shapes, else the BF16 shape's x the factor */
+            const sim_shape_table *t8 =
+                grouped ? &c->fp8_grouped_gemm_shapes[ph] : &c->fp8_gemm_shapes[ph];
+            double m8 = shape_eff(x, t8, q);
+            measured = m8 > 0 ? m8 : measured > 0 ? measured * c->fp8_gemm_factor : -1;
+            eff *= c->fp8_gemm_factor;
+            peak *= c->fp8_flops_ratio;
+        }
         break;
     }
     case EP_OP_ATTENTION:
