@@ -190,6 +190,16 @@ static void tp_scatter(gen *g, const char *label) {
     if (g->tp > 1) coll(g, label, EP_OP_REDUCE_SCATTER, g->rb->g_tp, g->tg * g->R);
 }
 
+/* The loss over a TP-sharded vocabulary (Megatron's vocab-parallel cross entropy): all-reduces
+ * over TP of the logits' maximum, the target logit and the sum of exponentials, fp32 per token;
+ * its gradient is local. */
+static void vocab_parallel_loss(gen *g) {
+    if (g->tp < 2) return;
+    static const char *const labels[] = {"loss_max_ar", "loss_target_ar", "loss_sum_ar"};
+    for (int i = 0; i < 3; i++)
+        coll(g, labels[i], EP_OP_ALL_REDUCE, g->rb->g_tp, 4 * g->tg)->fwd_only = 1;
+}
+
 static double attn_seq(const ep_config *c) {
     if (c->sequence_packing && c->seqlen_mean > 0 && c->seqlen_mean < c->seq_length)
         return c->seqlen_mean; /* packed sequences attend within themselves */
@@ -509,10 +519,12 @@ static int node_specs(gen *g, ep_node node) {
     case EP_NODE_MTP:
         if (L->is_mtp) {
             mem(g, "mtp_norm", EP_OP_NORM, 2 * g->t * g->R);
+            tp_gather(g, "mtp_output_ag");
             gemm_bf16(g, "mtp_output", g->tg, V / g->tp, H);
             spec *s = add(g, "mtp_loss", EP_OP_LOSS);
             s->flops = 5 * g->tg * V / g->tp;
             s->bytes = 2 * g->tg * V / g->tp * 4;
+            vocab_parallel_loss(g);
         }
         return 0;
     default:
@@ -738,12 +750,12 @@ static int shared_side(ep_rank_builder *rb, ep_chain *c, const ep_chain *before,
     if (node != EP_NODE_DISPATCH && node != EP_NODE_COMBINE) return 0;
     const ep_layer *L = &rb->s->plan.layers[layer];
     if (L->nblocks == 0 || L->blocks[L->nblocks - 1] != 'E') return 0;
-    spec specs[4];
+    spec specs[EP_MAX_NODE_OPS]; /* add() guards this size */
     gen g;
     gen_init(&g, rb, layer, mb, specs);
     shared_experts(&g, node == EP_NODE_DISPATCH ? SHARED_FC1 : SHARED_FC2);
-    ep_op ops[12];
-    int wait[12]; /* the first op waits on `before` instead */
+    ep_op ops[3 * EP_MAX_NODE_OPS];
+    int wait[3 * EP_MAX_NODE_OPS]; /* the first op waits on `before` instead */
     int n = pass_ops(&g, chunk, EP_NODE_PRE_DISPATCH, EP_STREAM_COMP, phase, 0, ops, wait);
     for (int i = 0; i < n; i++) {
         int idx = ep_rb_emit(rb, &ops[i]);
@@ -845,31 +857,35 @@ int ep_layer_emit_dw(ep_rank_builder *rb, int layer, int mb, int chunk, ep_node 
 }
 
 int ep_layer_emit_embedding(ep_rank_builder *rb, ep_chain *c, int mb, int chunk, ep_phase phase) {
-    spec specs[2];
+    spec specs[EP_MAX_NODE_OPS];
+    ep_op ops[3 * EP_MAX_NODE_OPS];
+    int wait[3 * EP_MAX_NODE_OPS];
     gen g;
     gen_init(&g, rb, -1, mb, specs);
-    /* a row gather from the (TP-sharded) table, then the TP all-reduce folded into its bytes */
-    mem(&g, "embedding", EP_OP_ELEMENTWISE, 2 * g.t * g.R);
-    ep_op op = op_of(&g, &specs[0], chunk, EP_NODE_NONE, EP_STREAM_COMP);
-    op.phase = phase;
-    if (phase != EP_PHASE_FWD) op.bytes *= 2; /* scatter-add of the gradient rows into the table */
-    int wait = 1;
-    return emit_list(rb, c, &op, &wait, 1, EP_STREAM_COMP, -1, 0);
+    /* a row gather from this rank's vocabulary shard of the table (rows of other shards zero);
+     * with TP the shards' rows are summed and scattered to the sequence-parallel ranks
+     * (Megatron's VocabParallelEmbedding: a reduce-scatter; its backward an all-gather) */
+    mem(&g, "embedding", EP_OP_ELEMENTWISE, g.tg * g.R / g.tp + g.tg * g.R);
+    tp_scatter(&g, "embedding_rs");
+    int n = pass_ops(&g, chunk, EP_NODE_NONE, EP_STREAM_COMP, phase, 0, ops, wait);
+    return emit_list(rb, c, ops, wait, n, EP_STREAM_COMP, -1, 0);
 }
 
 int ep_layer_emit_output(ep_rank_builder *rb, ep_chain *c, int mb, int chunk, ep_phase phase) {
-    spec specs[4];
-    ep_op ops[12];
-    int wait[12];
+    spec specs[EP_MAX_NODE_OPS];
+    ep_op ops[3 * EP_MAX_NODE_OPS];
+    int wait[3 * EP_MAX_NODE_OPS];
     gen g;
     gen_init(&g, rb, -1, mb, specs);
     const ep_config *cfg = rb->cfg;
     double V = cfg->vocab_size;
     mem(&g, "final_norm", EP_OP_NORM, 2 * g.t * g.R);
+    tp_gather(&g, "output_ag"); /* the sequence-parallel rows, for the vocabulary shard's logits */
     gemm_bf16(&g, "output", g.tg, V / g.tp, cfg->hidden_size);
     spec *s = add(&g, "loss", EP_OP_LOSS);
     s->flops = 5 * g.tg * V / g.tp; /* max, exp, sum, log over the vocabulary shard */
     s->bytes = 2 * g.tg * V / g.tp * 4;
+    vocab_parallel_loss(&g);
     int n = pass_ops(&g, chunk, EP_NODE_NONE, EP_STREAM_COMP, phase, 0, ops, wait);
     return emit_list(rb, c, ops, wait, n, EP_STREAM_COMP, -1, 0);
 }

@@ -1,0 +1,52 @@
+/* Tensor parallelism outside the layers (docs/schedule.md, "Outside layers"): with TP > 1 and
+ * sequence parallelism the embedding's shards are reduce-scattered to the sequence-parallel ranks
+ * (backward: all-gather), the output layer all-gathers the sequence first (backward:
+ * reduce-scatter), and the vocab-parallel loss all-reduces three fp32 values per token. */
+#include <CUnit/CUnit.h>
+
+#include "sched_test_util.h"
+
+#define TP_MODEL SCHED_SMALL "--expert-model-parallel-size 2 --global-batch-size 2 "
+
+static const ep_op *named(const ep_sched *s, const char *name) {
+    int i = sched_find(s, 0, name);
+    return i >= 0 ? &s->ranks[0].ops[i] : NULL;
+}
+
+static void test_tp_outside_layers(void) {
+    ep_sched s;
+    if (sched_build_flags(&s, TP_MODEL "--world-size 4 --tensor-model-parallel-size 2") != 0) return;
+    const ep_op *ers = named(&s, "mb0.c0.embedding_rs.fwd"), *eag = named(&s, "mb0.c0.embedding_rs.bwd");
+    const ep_op *oag = named(&s, "mb0.c0.output_ag.fwd"), *ors = named(&s, "mb0.c0.output_ag.bwd");
+    CU_ASSERT_FATAL(ers && eag && oag && ors);
+    /* 128 tokens, hidden 256, bf16: the full sequence's rows into the reduce-scatter, this rank's
+     * 64 rows into the all-gather */
+    CU_ASSERT(ers->kind == EP_OP_REDUCE_SCATTER && ers->bytes == 128.0 * 256 * 2);
+    CU_ASSERT(eag->kind == EP_OP_ALL_GATHER && eag->bytes == 64.0 * 256 * 2);
+    CU_ASSERT(oag->kind == EP_OP_ALL_GATHER && oag->bytes == 64.0 * 256 * 2);
+    CU_ASSERT(ors->kind == EP_OP_REDUCE_SCATTER && ors->bytes == 128.0 * 256 * 2);
+    const char *ars[] = {"mb0.c0.loss_max_ar.fwd", "mb0.c0.loss_target_ar.fwd",
+                         "mb0.c0.loss_sum_ar.fwd"};
+    for (int i = 0; i < 3; i++) {
+        const ep_op *a = named(&s, ars[i]);
+        CU_ASSERT(a && a->kind == EP_OP_ALL_REDUCE && a->bytes == 4.0 * 128);
+    }
+    CU_ASSERT_EQUAL(sched_count(&s, 0, "loss_max_ar.bwd"), 0); /* the gradient is local */
+    const ep_op *out = named(&s, "mb0.c0.output.fwd");
+    CU_ASSERT(out && out->m == 128); /* the gathered sequence */
+    char err[EP_ERRLEN];
+    CU_ASSERT_EQUAL(ep_sched_check(&s, err), 0);
+    ep_sched_free(&s);
+
+    if (sched_build_flags(&s, TP_MODEL "--world-size 2") != 0) return;
+    CU_ASSERT_EQUAL(sched_count(&s, 0, "embedding_rs"), 0);
+    CU_ASSERT_EQUAL(sched_count(&s, 0, "output_ag"), 0);
+    CU_ASSERT_EQUAL(sched_count(&s, 0, "loss_"), 0);
+    ep_sched_free(&s);
+}
+
+void ep_suite_sched_tp(void) {
+    CU_pSuite s = CU_add_suite("sched_tp", NULL, NULL);
+    CU_add_test(s, "TP outside the layers: embedding, output layer, vocab-parallel loss",
+                test_tp_outside_layers);
+}
