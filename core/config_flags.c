@@ -34,6 +34,10 @@ static const char *const k_dtype[] = {"fp32", "bf16", "fp16", "fp8", NULL};
 static const char *const k_drop[] = {"probs", "position", NULL};
 static const char *const k_recompute[] = {"none", "full", "selective", NULL};
 static const char *const k_rc_method[] = {"none", "uniform", "block", NULL};
+static const char *const k_graph_impl[] = {"none", "local", "transformer_engine", NULL};
+/* bit i of ep_config.cuda_graph_mask is word i (EP_CG_*) */
+static const char *const k_graph_scope[] = {"full",  "full_iteration", "attn", "mlp", "moe",
+                                            "moe_router", "moe_preprocess", "mamba", NULL};
 /* bit i of ep_config.recompute_mask is word i (EP_RC_*) */
 static const char *const k_rc_modules[] = {"core_attn", "moe_act", "layernorm",      "mla_up_proj",
                                            "mlp",       "moe",     "shared_experts", NULL};
@@ -141,6 +145,11 @@ static const ep_flag k_flags[] = {
        "full: layers per recompute group (uniform) or recomputed layers per chunk (block)"),
     FW("recompute-modules", recompute_modules, k_rc_modules, "", GP,
        "selective: modules whose forward is recomputed (default core_attn)"),
+    FE("cuda-graph-impl", cuda_graph_impl, k_graph_impl, "none", GP,
+       "CUDA graphs: captured ops cost one graph launch on the host, not a launch each"),
+    FW("cuda-graph-scope", cuda_graph_scope, k_graph_scope, "full", GP,
+       "what is captured: full (every layer), full_iteration, or attn mlp moe moe_router "
+       "moe_preprocess mamba"),
     FB("use-precision-aware-optimizer", use_precision_aware_optimizer, "0", GP,
        "optimizer state and main gradients in the dtypes below (TransformerEngine FusedAdam)"),
     FE("main-grads-dtype", main_grads_dtype, k_dtype, "fp32", GP,

@@ -539,6 +539,38 @@ static int check_recompute(ep_config *c, char err[EP_ERRLEN]) {
     return 0;
 }
 
+/* CUDA graphs (--cuda-graph-impl, --cuda-graph-scope): the scope as bits, with Megatron-LM's
+ * limits - a captured region holds no host sync, so a scope over the whole MoE layer (moe, full)
+ * or the iteration needs a dispatcher that never waits for counts on the host. */
+static int check_cuda_graphs(ep_config *c, char err[EP_ERRLEN]) {
+    c->cuda_graph_mask = 0;
+    if (c->cuda_graph_impl == EP_CG_IMPL_NONE) return 0;
+    int mask = ep_config_word_mask(ep_config_find_flag("cuda-graph-scope"), c->cuda_graph_scope,
+                                   err);
+    if (mask < 0) return -1;
+    if (mask == 0) mask = EP_CG_FULL;
+    if ((mask & EP_CG_FULL_ITERATION) && mask != EP_CG_FULL_ITERATION)
+        FAIL("--cuda-graph-scope full_iteration captures everything: name it alone");
+    if ((mask & EP_CG_FULL_ITERATION) && c->cuda_graph_impl != EP_CG_IMPL_LOCAL)
+        FAIL("--cuda-graph-scope full_iteration needs --cuda-graph-impl local");
+    ep_backend be = ep_config_backend(c);
+    const char *sync = NULL;
+    if (be == EP_BACKEND_ALLTOALL && !c->moe_pad_expert_input_to_capacity)
+        sync = "the alltoall dispatcher's count sync (dropless)";
+    else if (be == EP_BACKEND_DEEPEP)
+        sync = "deepep's notify sync";
+    else if (be == EP_BACKEND_HYBRIDEP && c->sequence_packing)
+        sync = "hybridep's THD count sync";
+    else if (c->pad_mode == EP_PAD_HOST)
+        sync = "host-side padding's sync";
+    if (sync && c->num_experts > 0 && (mask & (EP_CG_FULL | EP_CG_FULL_ITERATION | EP_CG_MOE)))
+        FAIL("--cuda-graph-scope %s would capture %s: use moe_router moe_preprocess, or "
+             "--moe-pad-expert-input-to-capacity",
+             c->cuda_graph_scope[0] ? c->cuda_graph_scope : "full", sync);
+    c->cuda_graph_mask = mask;
+    return 0;
+}
+
 int ep_config_validate(ep_config *cfg, char err[EP_ERRLEN]) {
     ep_layer_plan plan;
     long long edp = 1;
@@ -546,7 +578,8 @@ int ep_config_validate(ep_config *cfg, char err[EP_ERRLEN]) {
     if (check_ranges(cfg, err) || check_attention(cfg, err) || check_world(cfg, err) ||
         check_layers(cfg, &plan, err) || check_pipeline(cfg, &plan, err) ||
         check_moe(cfg, &edp, err) || check_batch(cfg, err) || check_data_parallel(cfg, edp, err) ||
-        check_dispatch(cfg, err) || check_padding(cfg, err) || check_recompute(cfg, err))
+        check_dispatch(cfg, err) || check_padding(cfg, err) || check_recompute(cfg, err) ||
+        check_cuda_graphs(cfg, err))
         return -1;
     return 0;
 }

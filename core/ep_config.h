@@ -62,6 +62,18 @@ typedef enum {
     EP_RECOMPUTE_UNIFORM,
     EP_RECOMPUTE_BLOCK
 } ep_recompute_method;
+typedef enum { EP_CG_IMPL_NONE, EP_CG_IMPL_LOCAL, EP_CG_IMPL_TE } ep_cuda_graph_impl;
+/* --cuda-graph-scope as bits, in the order of the flag's choices (config_flags.c) */
+enum {
+    EP_CG_FULL = 1 << 0, /* every transformer layer (Megatron's default scope) */
+    EP_CG_FULL_ITERATION = 1 << 1,
+    EP_CG_ATTN = 1 << 2,
+    EP_CG_MLP = 1 << 3,
+    EP_CG_MOE = 1 << 4,
+    EP_CG_MOE_ROUTER = 1 << 5,
+    EP_CG_MOE_PREPROCESS = 1 << 6,
+    EP_CG_MAMBA = 1 << 7
+};
 /* --recompute-modules as bits, in the order of the flag's choices (config_flags.c) */
 enum {
     EP_RC_CORE_ATTN = 1 << 0,
@@ -142,6 +154,9 @@ typedef struct {
     ep_recompute_method recompute_method; /* --recompute-method uniform|block (full) */
     int recompute_num_layers;             /* --recompute-num-layers (full; 0 = unset) */
     char recompute_modules[96];           /* --recompute-modules, space-separated (selective) */
+    ep_cuda_graph_impl cuda_graph_impl; /* --cuda-graph-impl */
+    char cuda_graph_scope[96];          /* --cuda-graph-scope, space-separated */
+    int cuda_graph_mask;                /* the scope as EP_CG_* bits (validation); 0: no graphs */
     int recompute_mask;                   /* derived: EP_RC_* bits of the selective modules */
 
     /* --- MoE dispatch --- */

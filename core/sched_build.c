@@ -25,6 +25,8 @@ static int seq_next(ep_rank_builder *rb, int group) {
 int ep_rb_emit(ep_rank_builder *rb, ep_op *op) {
     /* how a transfer moves: decided here, once (ep_xfer.h) */
     ep_xfer_set(op, rb->cfg, op->group >= 0 ? &rb->s->groups[op->group] : NULL);
+    if (rb->cfg->cuda_graph_mask & EP_CG_FULL_ITERATION) /* one graph: the rank's first op */
+        op->graph = (int8_t)(rb->out->nops == 0 ? 2 : 1);
     if (op->group >= 0 && ep_op_is_comm(op)) {
         op->seq = seq_next(rb, op->group);
         if (op->seq < 0) {

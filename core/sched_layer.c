@@ -21,6 +21,7 @@ typedef struct {
     int weight; /* has a weight gradient */
     int fwd_only;
     int mods; /* EP_RC_* recompute modules the op belongs to */
+    int cg;   /* EP_CG_* CUDA-graph scopes that capture it */
 } spec;
 
 typedef struct {
@@ -32,6 +33,7 @@ typedef struct {
     int tp, etp;
     const char *prefix; /* "" or "b2_" for a repeated block family inside a bracket group */
     int mods;           /* EP_RC_* modules of the ops being added */
+    int cg;             /* EP_CG_* scopes that capture the ops being added (0: none) */
     spec *out;
     int n;
     int failed;
@@ -54,6 +56,7 @@ static spec *add(gen *g, const char *label, ep_op_kind kind) {
     s->kind = kind;
     s->group = s->traffic = -1;
     s->mods = g->mods;
+    s->cg = g->cg;
     return s;
 }
 
@@ -206,9 +209,14 @@ static double attn_seq(const ep_config *c) {
     return c->seq_length;
 }
 
+/* CUDA-graph scopes of a layer's parts (--cuda-graph-scope; full captures every layer) */
+#define CG_LAYER(scope) ((scope) | EP_CG_FULL)
+
 static void attention(gen *g, int mla) {
     const ep_config *c = g->cfg;
     double H = c->hidden_size, tg = g->tg;
+    int saved_cg = g->cg;
+    g->cg = CG_LAYER(EP_CG_ATTN);
     int heads = c->num_attention_heads / g->tp;
     mem(g, "attn_norm", EP_OP_NORM, 2 * g->t * g->R);
     tag_last(g, EP_RC_LAYERNORM);
@@ -241,6 +249,7 @@ static void attention(gen *g, int mla) {
     a->bytes = ep_cost_attention_bytes(tg, heads, qk, v, kv_heads);
     gemm(g, "attn_proj", tg, H, (double)heads * v);
     tp_scatter(g, "attn_rs");
+    g->cg = saved_cg;
 }
 
 /* Mamba-2 (M) and gated delta net (G): in_proj, a selective scan, out_proj. The scan costs
@@ -256,6 +265,8 @@ static void ssm(gen *g, int gdn) {
                        : (c->mamba_state_dim > 0 ? c->mamba_state_dim : 128);
     inner /= g->tp;
     heads /= g->tp;
+    int saved_cg = g->cg;
+    g->cg = CG_LAYER(EP_CG_MAMBA);
     mem(g, gdn ? "gdn_norm" : "mamba_norm", EP_OP_NORM, 2 * g->t * g->R);
     tag_last(g, EP_RC_LAYERNORM);
     tp_gather(g, gdn ? "gdn_ag" : "mamba_ag");
@@ -266,6 +277,7 @@ static void ssm(gen *g, int gdn) {
     s->bytes = tg * (3 * inner + 2 * state) * EP_BF16;
     gemm(g, gdn ? "gdn_out_proj" : "mamba_out_proj", tg, H, inner);
     tp_scatter(g, gdn ? "gdn_rs" : "mamba_rs");
+    g->cg = saved_cg;
 }
 
 /* --- MoE ------------------------------------------------------------------------------------- */
@@ -356,10 +368,12 @@ static int moe_node_specs(gen *g, ep_node node);
 
 /* The MoE layer's ops of a node, all in the moe recompute module. */
 static int moe_node(gen *g, ep_node node) {
-    int saved = g->mods;
+    int saved = g->mods, saved_cg = g->cg;
     g->mods |= EP_RC_MOE;
+    g->cg = CG_LAYER(EP_CG_MOE);
     int rc = moe_node_specs(g, node);
     g->mods = saved;
+    g->cg = saved_cg;
     return rc;
 }
 
@@ -373,6 +387,7 @@ static int moe_node_specs(gen *g, ep_node node) {
     int fused = be == EP_BACKEND_HYBRIDEP && c->moe_hybridep_permute_fusion;
     switch (node) {
     case EP_NODE_PRE_DISPATCH: {
+        g->cg = CG_LAYER(EP_CG_MOE | EP_CG_MOE_ROUTER);
         spec *s = add(g, "router", EP_OP_ROUTER);
         s->m = (int)t, s->n = (int)E, s->k = (int)H, s->batch = 1;
         s->flops = ep_cost_gemm_flops(t, E, H) + 8 * t * E; /* scores, then top-k and softmax */
@@ -382,6 +397,7 @@ static int moe_node_specs(gen *g, ep_node node) {
             shared_experts(g, SHARED_FC1);
             shared_experts(g, SHARED_FC2);
         }
+        g->cg = CG_LAYER(EP_CG_MOE | EP_CG_MOE_PREPROCESS); /* up to the dispatch */
         if (be == EP_BACKEND_ALLTOALL) {
             mem(g, "permute", EP_OP_PERMUTE, (t + r.send) * R);
             if (!c->moe_pad_expert_input_to_capacity) { /* padded: every split size is known */
@@ -392,6 +408,7 @@ static int moe_node_specs(gen *g, ep_node node) {
         return 0;
     }
     case EP_NODE_DISPATCH:
+        g->cg = CG_LAYER(EP_CG_MOE | EP_CG_MOE_PREPROCESS); /* the layout / routing metadata */
         if (be == EP_BACKEND_DEEPEP) {
             mem(g, "layout", EP_OP_ELEMENTWISE, t * (E + c->moe_router_topk * 8.0));
             g->out[g->n - 1].fwd_only = 1;
@@ -408,6 +425,7 @@ static int moe_node_specs(gen *g, ep_node node) {
             mem(g, "metadata", EP_OP_ELEMENTWISE, ep * tp_tokens * E / 8.0 + E * ep * 8.0);
             g->out[g->n - 1].fwd_only = 1;
         }
+        g->cg = CG_LAYER(EP_CG_MOE);
         if (be == EP_BACKEND_ALLGATHER) /* NCCL needs one size: the group's largest count */
             coll(g, "dispatch", EP_OP_ALL_GATHER, g->rb->g_ep, r.tmax * R);
         else
@@ -495,6 +513,7 @@ static int node_specs(gen *g, ep_node node) {
         }
         mixers(g);
         if (last == 'E' || last == '-') {
+            g->cg = CG_LAYER(last == 'E' ? EP_CG_MOE | EP_CG_MOE_ROUTER : EP_CG_MLP);
             mem(g, "mlp_norm", EP_OP_NORM, 2 * g->t * g->R);
             tag_last(g, EP_RC_LAYERNORM);
         }
@@ -508,12 +527,14 @@ static int node_specs(gen *g, ep_node node) {
         if (last == '-') {
             double F = (double)c->ffn_hidden_size / g->tp;
             g->mods = EP_RC_MLP;
+            g->cg = CG_LAYER(EP_CG_MLP);
             tp_gather(g, "mlp_ag");
             gemm(g, "fc1", g->tg, F * (c->swiglu ? 2 : 1), H);
             mem(g, "act", EP_OP_ELEMENTWISE, g->tg * F * (c->swiglu ? 3 : 2) * EP_BF16);
             gemm(g, "fc2", g->tg, H, F);
             tp_scatter(g, "mlp_rs");
             g->mods = 0;
+            g->cg = 0;
         }
         return 0;
     case EP_NODE_MTP:
@@ -570,6 +591,8 @@ static ep_op op_of(const gen *g, const spec *sp, int chunk, ep_node node, ep_str
     op.traffic = sp->traffic;
     op.transpose = (int8_t)sp->transpose;
     op.fp8 = (int8_t)sp->fp8;
+    /* captured by a CUDA graph of the configured scopes; a host sync never is */
+    op.graph = (int8_t)((sp->cg & g->cfg->cuda_graph_mask) && sp->kind != EP_OP_HOST_SYNC);
     return op;
 }
 
@@ -713,9 +736,17 @@ static ep_stream node_stream(ep_node node) {
 
 /* Emits ops[0..n) of a node: the first waits on the chain; an empty node still passes the event
  * through its stream, so the chain then also waits for that stream's last op. */
+/* The first op of each run of captured ops launches its graph (a pass of a node is captured as
+ * a unit, as Megatron captures a layer's callable). */
+static void mark_graph_launches(ep_op *ops, int n) {
+    for (int i = 0; i < n; i++)
+        if (ops[i].graph && (i == 0 || !ops[i - 1].graph)) ops[i].graph = 2;
+}
+
 static int emit_list(ep_rank_builder *rb, ep_chain *c, ep_op *ops, const int *chain_wait, int n,
                      ep_stream stream, int layer, int bwd) {
     int first = -1, last = -1;
+    mark_graph_launches(ops, n);
     for (int i = 0; i < n; i++) {
         int idx = ep_rb_emit(rb, &ops[i]);
         if (idx < 0) return -1;
@@ -757,6 +788,7 @@ static int shared_side(ep_rank_builder *rb, ep_chain *c, const ep_chain *before,
     ep_op ops[3 * EP_MAX_NODE_OPS];
     int wait[3 * EP_MAX_NODE_OPS]; /* the first op waits on `before` instead */
     int n = pass_ops(&g, chunk, EP_NODE_PRE_DISPATCH, EP_STREAM_COMP, phase, 0, ops, wait);
+    mark_graph_launches(ops, n);
     for (int i = 0; i < n; i++) {
         int idx = ep_rb_emit(rb, &ops[i]);
         if (idx < 0) return -1;
@@ -849,6 +881,7 @@ int ep_layer_emit_dw(ep_rank_builder *rb, int layer, int mb, int chunk, ep_node 
     for (int i = g.n - 1; i >= 0; i--) { /* the order autograd produced the dgrads in */
         if (!specs[i].weight) continue;
         ep_op op = wgrad_op(&g, &specs[i], chunk, node, stream);
+        op.graph = 0; /* issued one by one after the graphed backward, not captured */
         int idx = ep_rb_emit(rb, &op);
         if (idx < 0) return -1;
         rb->layer_last_bwd[layer] = idx;

@@ -21,6 +21,14 @@ int exec_plan_check(const ep_sched *s, int nvl_max_ranks, char err[EP_ERRLEN]) {
         for (int i = 0; i < s->ranks[r].nops; i++) {
             const ep_op *op = &s->ranks[r].ops[i];
             char name[160];
+            if (op->graph) {
+                ep_op_name(op, name, sizeof name);
+                snprintf(err, EP_ERRLEN,
+                         "%s: captured in a CUDA graph (--cuda-graph-impl): epref launches every "
+                         "op itself; epsim models the graphs' host cost",
+                         name);
+                return -1;
+            }
             if (op->fp8) {
                 ep_op_name(op, name, sizeof name);
                 snprintf(err, EP_ERRLEN,

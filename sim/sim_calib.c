@@ -26,6 +26,7 @@ void sim_calib_default(sim_calib *c) {
     c->gemm_launch_s = 4e-6;
     c->attention_launch_s = 4e-6;
     c->host_sync_s = 10e-6; /* cudaStreamSynchronize wake-up + D2H copy of a few bytes */
+    c->graph_launch_s = 10e-6; /* cudaGraphLaunch of a layer's graph, until measured */
     c->kernel_overhead_s = 2e-6;
     /* h200x2.md: 2048x7168x2048 594, 4096x4096x7168 714, 16384x2048x7168 736, 8192^3 790 TFLOP/s
      * of 989; below 6e10 flops the curve falls towards launch-bound kernels. */
@@ -151,6 +152,7 @@ static const field FIELDS[] = {
     F(attention_launch_s),
     F(nccl_launch_s),
     F(host_sync_s),
+    F(graph_launch_s),
     F(kernel_overhead_s),
     F(op_gap_s),
     F(op_event_s),

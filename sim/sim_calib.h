@@ -58,6 +58,7 @@ typedef struct {
     double attention_launch_s; /* ... one core attention op */
     double nccl_launch_s;      /* host time to launch one NCCL operation (a group of send/recv) */
     double host_sync_s;        /* host wake-up after a stream/event synchronisation */
+    double graph_launch_s;     /* host time to launch one CUDA graph (its ops launch none) */
     /* GPU compute */
     double kernel_overhead_s; /* fixed GPU time per kernel (launch gap, tail) */
     double op_gap_s;   /* GPU time from one op's end to the next op's start on a stream (events) */

@@ -116,6 +116,8 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
 }
 
 double sim_op_host_s(const sim_calib *c, const ep_op *op, int group_size) {
+    /* captured in a CUDA graph: the graph's launch, once, and nothing per op */
+    if (op->graph) return op->graph == 2 ? c->graph_launch_s : 0;
     double call;
     if (ep_op_is_comm(op))
         call = group_size > 1 ? c->nccl_launch_s : 0;

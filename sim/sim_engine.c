@@ -371,9 +371,9 @@ static void try_start(engine *e, int r, int st);
 
 /* When the GPU takes op up: a compute op as soon as the host began issuing it (its start event
  * is recorded before the launch calls, so a GPU that waits for the calls waits inside the op);
- * communication and host syncs once issued. */
+ * communication, host syncs and ops of a CUDA graph (launched with it) once issued. */
 static double ready_t(const engine *e, const ep_op *op, double launch_t) {
-    if (ep_op_is_comm(op) || op->kind == EP_OP_HOST_SYNC) return launch_t;
+    if (ep_op_is_comm(op) || op->kind == EP_OP_HOST_SYNC || op->graph) return launch_t;
     return launch_t - (sim_op_host_s(e->c, op, 0) - e->c->op_overhead_s);
 }
 
