@@ -117,6 +117,13 @@ static const ep_flag k_flags[] = {
        "decoder layers of the first pipeline stage (0 = an even split)"),
     FI("decoder-last-pipeline-num-layers", decoder_last_pipeline_num_layers, "0", GP,
        "decoder layers of the last pipeline stage (0 = an even split)"),
+    FS("pipeline-model-parallel-layout", pipeline_model_parallel_layout, "", GP,
+       "layers of each virtual stage, Megatron's grammar: E embedding, t decoder layer, m MTP, "
+       "L loss, | between stages, x*n and (...)*n repeat, e.g. \"Et*2|(t*2|)*6,tL\""),
+    FB("account-for-embedding-in-pipeline-split", account_for_embedding_in_pipeline_split, "0",
+       GP, "the embedding counts as a layer in the even split (the first stage holds one fewer)"),
+    FB("account-for-loss-in-pipeline-split", account_for_loss_in_pipeline_split, "0", GP,
+       "the loss counts as a layer in the even split (the last stage holds one fewer)"),
     FI("expert-model-parallel-size", expert_model_parallel_size, "1", GP, "expert parallel (EP)"),
     FI("expert-tensor-parallel-size", expert_tensor_parallel_size, "0", GP,
        "tensor parallel inside experts (ETP, 0 = TP)"),

@@ -196,10 +196,55 @@ static int check_uneven_stages(const ep_config *c, char err[EP_ERRLEN]) {
     return 0;
 }
 
+/* An explicit pipeline split (before the plan is built, which needs VPP): the layout's virtual
+ * stages give VPP, as in Megatron-LM; the accounting flags keep the even split's VPP. Neither mixes
+ * with the other ways of placing layers. */
+static int check_explicit_split(ep_config *c, char err[EP_ERRLEN]) {
+    int layout = c->pipeline_model_parallel_layout[0] != 0;
+    int account =
+        c->account_for_embedding_in_pipeline_split || c->account_for_loss_in_pipeline_split;
+    if (!layout && !account) return 0;
+    const char *what = layout ? "--pipeline-model-parallel-layout"
+                              : "--account-for-embedding/loss-in-pipeline-split";
+    if (layout && account)
+        FAIL("--pipeline-model-parallel-layout places the embedding and the loss itself: drop "
+             "--account-for-embedding/loss-in-pipeline-split");
+    if (c->decoder_first_pipeline_num_layers > 0 || c->decoder_last_pipeline_num_layers > 0)
+        FAIL("%s and --decoder-first/last-pipeline-num-layers are mutually exclusive", what);
+    if (c->num_layers_per_virtual_pipeline_stage > 0)
+        FAIL("%s with --num-layers-per-virtual-pipeline-stage: give "
+             "--num-virtual-stages-per-pipeline-rank instead",
+             what);
+    if (strchr(c->hybrid_override_pattern, '|'))
+        FAIL("%s and | stage marks in --hybrid-override-pattern are mutually exclusive", what);
+    if (!layout) return 0;
+    int pp = c->pipeline_model_parallel_size, n = ep_layout_stages(c->pipeline_model_parallel_layout,
+                                                                   err);
+    if (n < 0) return -1;
+    if (n % pp != 0)
+        FAIL("--pipeline-model-parallel-layout has %d virtual stages, not a multiple of "
+             "--pipeline-model-parallel-size %d",
+             n, pp);
+    if (c->virtual_pipeline_model_parallel_size != 1 &&
+        c->virtual_pipeline_model_parallel_size != n / pp)
+        FAIL("--pipeline-model-parallel-layout gives %d virtual stages per rank, not "
+             "--num-virtual-stages-per-pipeline-rank %d",
+             n / pp, c->virtual_pipeline_model_parallel_size);
+    c->virtual_pipeline_model_parallel_size = n / pp;
+    return 0;
+}
+
 static int check_pipeline(ep_config *c, const ep_layer_plan *plan, char err[EP_ERRLEN]) {
     int pp = c->pipeline_model_parallel_size, L = c->num_layers;
     int uneven =
         c->decoder_first_pipeline_num_layers > 0 || c->decoder_last_pipeline_num_layers > 0;
+    if (plan->nvstages > 0) { /* explicit: checked with the plan */
+        if (c->virtual_pipeline_model_parallel_size > 1 && pp == 1)
+            FAIL("--num-virtual-stages-per-pipeline-rank %d needs --pipeline-model-parallel-size "
+                 "> 1",
+                 c->virtual_pipeline_model_parallel_size);
+        return 0;
+    }
     if (c->num_layers_per_virtual_pipeline_stage > 0) {
         int n = c->num_layers_per_virtual_pipeline_stage;
         if (uneven)
@@ -576,7 +621,7 @@ int ep_config_validate(ep_config *cfg, char err[EP_ERRLEN]) {
     long long edp = 1;
     err[0] = 0;
     if (check_ranges(cfg, err) || check_attention(cfg, err) || check_world(cfg, err) ||
-        check_layers(cfg, &plan, err) || check_pipeline(cfg, &plan, err) ||
+        check_explicit_split(cfg, err) || check_layers(cfg, &plan, err) || check_pipeline(cfg, &plan, err) ||
         check_moe(cfg, &edp, err) || check_batch(cfg, err) || check_data_parallel(cfg, edp, err) ||
         check_dispatch(cfg, err) || check_padding(cfg, err) || check_recompute(cfg, err) ||
         check_cuda_graphs(cfg, err))

@@ -130,6 +130,9 @@ typedef struct {
     int decoder_first_pipeline_num_layers; /* --decoder-first-pipeline-num-layers (0 = even split)
                                             */
     int decoder_last_pipeline_num_layers;  /* --decoder-last-pipeline-num-layers (0 = even split) */
+    char pipeline_model_parallel_layout[EP_MAX_PATTERN]; /* --pipeline-model-parallel-layout */
+    int account_for_embedding_in_pipeline_split;         /* --account-for-embedding-in-... */
+    int account_for_loss_in_pipeline_split;              /* --account-for-loss-in-... */
     int expert_model_parallel_size;        /* --expert-model-parallel-size */
     int expert_tensor_parallel_size;       /* --expert-tensor-parallel-size (0 = TP) */
     int sequence_parallel;                 /* --sequence-parallel (must stay on when TP > 1) */

@@ -12,6 +12,7 @@
 #include "ep_config.h"
 
 #define EP_MAX_BLOCKS 8 /* symbols in one logical layer */
+#define EP_MAX_VSTAGES 1024 /* virtual pipeline stages (PP x VPP) of an explicit split */
 
 typedef struct {
     char blocks[EP_MAX_BLOCKS + 1]; /* symbols in order, NUL-terminated, e.g. "*E", "M", "-" */
@@ -27,8 +28,18 @@ typedef struct {
     int has_stage_marks;
     int first_stage_layers; /* --decoder-first-pipeline-num-layers (0 = even split) */
     int last_stage_layers;  /* --decoder-last-pipeline-num-layers (0 = even split) */
+    /* an explicit split (--pipeline-model-parallel-layout, --account-for-*-in-pipeline-split):
+     * virtual stage v = chunk x PP + stage holds layers [vstage_first[v], + vstage_count[v]),
+     * MTP layers included; 0 stages: the rules above */
+    int nvstages;
+    int vstage_first[EP_MAX_VSTAGES], vstage_count[EP_MAX_VSTAGES];
     ep_layer layers[EP_MAX_LAYERS];
 } ep_layer_plan;
+
+/* Virtual stages of a --pipeline-model-parallel-layout (Megatron's grammar: stages between |,
+ * E t m L per stage, x*n and (...)*n repeats, commas and spaces cosmetic), or -1 with one line in
+ * err when it does not parse. */
+int ep_layout_stages(const char *layout, char err[EP_ERRLEN]);
 
 /* Parses a hybrid pattern. Returns 0, or -1 with one line naming the flag and the position. */
 int ep_pattern_parse(const char *pattern, ep_layer_plan *out, char err[EP_ERRLEN]);

@@ -5,6 +5,7 @@
  * pre_dispatch node, so E or - may only close a group). GPT models are "*E" / "*-" layers chosen
  * by --moe-layer-freq. Stage placement follows Megatron's interleaved assignment.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,11 +318,209 @@ static int plan_layers(const ep_config *cfg, ep_layer_plan *out, char err[EP_ERR
     return 0;
 }
 
+/* --- explicit pipeline splits -------------------------------------------------------------- */
+
+#define LAYOUT_MAX 65536 /* characters of a layout with its repeats unrolled */
+
+/* Appends `n` copies of s[0..len) to out (at *o, capacity LAYOUT_MAX); -1 when too long. */
+static int repeat(char *out, int *o, const char *s, int len, long n) {
+    if (n < 0 || (long)*o + n * len >= LAYOUT_MAX) return -1;
+    for (long i = 0; i < n; i++) {
+        memcpy(out + *o, s, (size_t)len);
+        *o += len;
+    }
+    return 0;
+}
+
+/* Reads the repeat count after "*" at s[*i]; -1 when there is none. */
+static long repeat_count(const char *s, int *i) {
+    if (s[*i] != '*' || !isdigit((unsigned char)s[*i + 1])) return -1;
+    char *end;
+    long n = strtol(s + *i + 1, &end, 10);
+    *i = (int)(end - s);
+    return n > 100000 ? -1 : n;
+}
+
+/* Megatron's unrolling: (group)*n first (no nesting), then x*n; commas and spaces dropped. */
+static int layout_unroll(const char *layout, char *out, char err[EP_ERRLEN]) {
+    char a[LAYOUT_MAX], *pass[2] = {a, out};
+    int o = 0;
+    for (int i = 0; layout[i]; i++)
+        if (layout[i] != ',' && !isspace((unsigned char)layout[i])) {
+            if (o + 1 >= LAYOUT_MAX) goto too_long;
+            a[o++] = layout[i];
+        }
+    a[o] = 0;
+    for (int p = 0; p < 2; p++) { /* p 0: groups from a into out; p 1: x*n from out into a */
+        const char *in = pass[p];
+        char *dst = pass[1 - p];
+        o = 0;
+        for (int i = 0; in[i];) {
+            if (p == 0 && in[i] == '(') {
+                const char *close = strchr(in + i, ')');
+                const char *open = strchr(in + i + 1, '(');
+                int j = close ? (int)(close - in) + 1 : i;
+                long n = close ? repeat_count(in, &j) : -1;
+                if (!close || (open && open < close) || n < 0) {
+                    snprintf(err, EP_ERRLEN,
+                             "--pipeline-model-parallel-layout: a group at character %d needs a "
+                             "closing ) and *N, without nesting",
+                             i + 1);
+                    return -1;
+                }
+                if (repeat(dst, &o, in + i + 1, (int)(close - in) - i - 1, n)) goto too_long;
+                i = j;
+            } else if (p == 1 && in[i + 1] == '*') {
+                int j = i + 1;
+                long n = repeat_count(in, &j);
+                if (n < 0) {
+                    snprintf(err, EP_ERRLEN,
+                             "--pipeline-model-parallel-layout: '*' at character %d needs a count",
+                             i + 2);
+                    return -1;
+                }
+                if (repeat(dst, &o, in + i, 1, n)) goto too_long;
+                i = j;
+            } else {
+                if (repeat(dst, &o, in + i, 1, 1)) goto too_long;
+                i++;
+            }
+        }
+        dst[o] = 0;
+    }
+    memcpy(out, a, strlen(a) + 1);
+    return 0;
+too_long:
+    snprintf(err, EP_ERRLEN, "--pipeline-model-parallel-layout unrolls to over %d characters",
+             LAYOUT_MAX);
+    return -1;
+}
+
+/* Per virtual stage of the unrolled layout: decoder layers t[v], MTP layers m[v], and where the
+ * embedding and the loss are; returns the stage count or -1. */
+static int layout_parse(const char *layout, int *t, int *m, int *e_at, int *l_at, int cap,
+                        char err[EP_ERRLEN]) {
+    char u[LAYOUT_MAX];
+    if (layout_unroll(layout, u, err) != 0) return -1;
+    int v = 0, ne = 0, nl = 0;
+    *e_at = *l_at = -1;
+    if (cap > 0) t[0] = m[0] = 0;
+    for (int i = 0; u[i]; i++) {
+        char c = u[i];
+        if (c == '|') {
+            if (++v >= cap) {
+                snprintf(err, EP_ERRLEN,
+                         "--pipeline-model-parallel-layout has over %d virtual stages", cap);
+                return -1;
+            }
+            t[v] = m[v] = 0;
+        } else if (c == 't') {
+            t[v]++;
+        } else if (c == 'm') {
+            m[v]++;
+        } else if (c == 'E' || c == 'L') {
+            int first = i == 0, last = u[i + 1] == 0;
+            if (c == 'E' ? !first : !last) {
+                snprintf(err, EP_ERRLEN,
+                         "--pipeline-model-parallel-layout: %s must be the %s element",
+                         c == 'E' ? "E (embedding)" : "L (loss)", c == 'E' ? "first" : "last");
+                return -1;
+            }
+            *(c == 'E' ? e_at : l_at) = v;
+            if (c == 'E')
+                ne++;
+            else
+                nl++;
+        } else {
+            snprintf(err, EP_ERRLEN,
+                     "--pipeline-model-parallel-layout: '%c' is not a layer (E t m L, | between "
+                     "stages)",
+                     c);
+            return -1;
+        }
+    }
+    if (ne != 1 || nl != 1) {
+        snprintf(err, EP_ERRLEN,
+                 "--pipeline-model-parallel-layout needs one E (embedding, first) and one L "
+                 "(loss, last)");
+        return -1;
+    }
+    return v + 1;
+}
+
+int ep_layout_stages(const char *layout, char err[EP_ERRLEN]) {
+    int t[EP_MAX_VSTAGES], m[EP_MAX_VSTAGES], e, l; /* counts are not kept */
+    return layout_parse(layout, t, m, &e, &l, EP_MAX_VSTAGES, err);
+}
+
+/* The plan's explicit split from the layout or the accounting flags, for PP x VPP stages. */
+static int explicit_split(const ep_config *cfg, ep_layer_plan *out, char err[EP_ERRLEN]) {
+    int pp = cfg->pipeline_model_parallel_size, vpp = cfg->virtual_pipeline_model_parallel_size;
+    int nv = pp * vpp, L = out->num_layers, mtp = out->num_mtp;
+    int t[EP_MAX_VSTAGES], m[EP_MAX_VSTAGES];
+    out->nvstages = 0;
+    if (cfg->pipeline_model_parallel_layout[0]) {
+        int e, l;
+        int n = layout_parse(cfg->pipeline_model_parallel_layout, t, m, &e, &l, EP_MAX_VSTAGES,
+                             err);
+        if (n < 0) return -1;
+        if (n != nv) {
+            snprintf(err, EP_ERRLEN,
+                     "--pipeline-model-parallel-layout has %d virtual stages, not "
+                     "--pipeline-model-parallel-size %d x %d",
+                     n, pp, vpp);
+            return -1;
+        }
+        int nt = 0, nm = 0, t_after_m = 0;
+        for (int v = 0; v < n; v++) {
+            t_after_m |= t[v] > 0 && nm > 0;
+            nt += t[v];
+            nm += m[v];
+        }
+        if (nt != L || nm != mtp || t_after_m) {
+            snprintf(err, EP_ERRLEN,
+                     "--pipeline-model-parallel-layout holds %d decoder layers (t) and %d MTP "
+                     "layers (m) but the model has %d and %d (MTP after every decoder layer)",
+                     nt, nm, L, mtp);
+            return -1;
+        }
+    } else if (cfg->account_for_embedding_in_pipeline_split ||
+               cfg->account_for_loss_in_pipeline_split) {
+        int e = cfg->account_for_embedding_in_pipeline_split;
+        int l = cfg->account_for_loss_in_pipeline_split, units = L + e + l;
+        if (units % nv != 0) {
+            snprintf(err, EP_ERRLEN,
+                     "--num-layers %d%s%s is not divisible by --pipeline-model-parallel-size %d x "
+                     "--num-virtual-stages-per-pipeline-rank %d",
+                     L, e ? " + the embedding" : "", l ? " + the loss" : "", pp, vpp);
+            return -1;
+        }
+        for (int v = 0; v < nv; v++) {
+            t[v] = units / nv - (e && v == 0) - (l && v == nv - 1);
+            m[v] = v == nv - 1 ? mtp : 0;
+        }
+    } else {
+        return 0;
+    }
+    if (nv > EP_MAX_VSTAGES) {
+        snprintf(err, EP_ERRLEN, "more than %d virtual pipeline stages", EP_MAX_VSTAGES);
+        return -1;
+    }
+    int at = 0;
+    for (int v = 0; v < nv; v++) {
+        out->vstage_first[v] = at;
+        out->vstage_count[v] = t[v] + m[v];
+        at += t[v] + m[v];
+    }
+    out->nvstages = nv;
+    return 0;
+}
+
 int ep_layer_plan_build(const ep_config *cfg, ep_layer_plan *out, char err[EP_ERRLEN]) {
     if (plan_layers(cfg, out, err) != 0) return -1;
     out->first_stage_layers = cfg->decoder_first_pipeline_num_layers;
     out->last_stage_layers = cfg->decoder_last_pipeline_num_layers;
-    return 0;
+    return explicit_split(cfg, out, err);
 }
 
 /* Megatron-LM's uneven split (get_transformer_layer_offset): per chunk, a run of T layers of which
@@ -353,6 +552,14 @@ void ep_layer_range(const ep_layer_plan *plan, int pp, int vpp, int stage, int c
     if (pp < 1 || vpp < 1 || stage < 0 || stage >= pp || chunk < 0 || chunk >= vpp) return;
     int L = plan->num_layers;
     int last = stage == pp - 1 && chunk == vpp - 1;
+    if (plan->nvstages > 0) { /* an explicit split; the stage holds its MTP layers already */
+        int v = chunk * pp + stage;
+        if (v < plan->nvstages) {
+            *first = plan->vstage_first[v];
+            *count = plan->vstage_count[v];
+        }
+        return;
+    }
     if (plan->has_stage_marks) {
         if (chunk != 0) return; /* stage marks imply one chunk per stage */
         int f = -1, n = 0;
