@@ -41,7 +41,7 @@ echo "epref $EPREF, $NPROC GPUs, revision ${EP_GIT_REVISION:-?}"
 timeout 100 python3 "$HERE/torch_kernels.py" probe > "$W/torch/probe.log" 2>&1
 echo "probe rc=$? at +$(el) s"; grep -v "^  File\|^    " "$W/torch/probe.log" | tail -25
 
-timeout 200 "$EPREF" --nproc "$NPROC" bench calib --out "$W/calib" \
+timeout 150 "$EPREF" --nproc "$NPROC" bench calib --out "$W/calib" \
     --parts host,comm,interference,corun --iters 10 --warmup 3 > "$W/calib/calib.log" 2>&1
 echo "calib rc=$? at +$(el) s"
 grep -E "host:|alltoall .*(1048576|67108864|1073741824) B|all_reduce .*(67108864|1073741824) B|nvl_a2a .*268435456|alone|corun" "$W/calib/calib.log"
@@ -49,7 +49,7 @@ pack
 
 MODEL="--hidden-size 7168 --num-experts 256 --moe-router-topk 8 --expert-model-parallel-size $NPROC --moe-ffn-hidden-size 2048"
 for b in dispatch combine; do
-    timeout 75 "$EPREF" --nproc "$NPROC" bench $b $MODEL --num-sms 16 --permute-blocks 32 \
+    timeout 60 "$EPREF" --nproc "$NPROC" bench $b $MODEL --num-sms 16 --permute-blocks 32 \
         --reduce-blocks 8 --iters 30 --warmup 5 --json "$W/bench/$b.json" > "$W/bench/bench_$b.txt" 2>&1
     echo "bench $b rc=$? at +$(el) s"
     grep -E " (4096|16384) " "$W/bench/bench_$b.txt"
@@ -58,8 +58,8 @@ pack
 
 left=$((BUDGET_S - $(el) - 20))
 echo "torch grid: $left s left for the main grid and the repeat"
-timeout $((left + 60)) python3 "$HERE/torch_kernels.py" run --out "$W/torch" --gpus "$NPROC" \
-    --deadline $((left - 60)) --repeat 40 --revision "${EP_GIT_REVISION:-}" > "$W/torch/torch.log" 2>&1
+timeout $((left + 30)) python3 "$HERE/torch_kernels.py" run --out "$W/torch" --gpus "$NPROC" \
+    --deadline $((left - 10)) --repeat 40 --revision "${EP_GIT_REVISION:-}" > "$W/torch/torch.log" 2>&1
 echo "torch rc=$? at +$(el) s"
 rm -f "$W"/torch/.items_* "$W"/torch/.shard_*
 grep -v "^  File\|^    " "$W/torch/torch.log" | tail -40
