@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # gpu_h100x4.sh: issue 21 items 4 and 5 on nvidia-h100-x4 (4 x H100), in one device call (~8 min):
-#   OUT=dir [BIN_DIR=dir] [BUDGET_S=500] [EP_GIT_REVISION=rev] bash scripts/gpu_h100x4.sh
+#   OUT=dir [BIN_DIR=dir] [BUDGET_S=500] [EP_GIT_REVISION=rev] [REQUIRE_GPU=H100] [REPEAT=-1] \
+#       bash scripts/gpu_h100x4.sh        (REQUIRE_GPU: exit 3 at once on another GPU)
 #   1. python3 scripts/torch_kernels.py probe: one small op of each torch kernel class (API check)
 #   2. epref --nproc N bench calib --parts host,comm,interference,corun: NCCL curves (alltoall,
 #      all_gather, reduce_scatter, all_reduce, send), the NVLink transport nvl_a2a, host costs,
 #      interference, compute beside compute (N = the GPUs present, at most 4)
 #   3. epref --nproc N bench dispatch|combine at EP N (gpu_x4.sh's flags)
 #   4. python3 scripts/torch_kernels.py run: the Megatron-class compute grid (cuDNN attention,
-#      grouped_mm, cuBLAS, FP8 scaled_mm), one process per GPU, then a subset again (noise)
+#      grouped_mm, cuBLAS, FP8 scaled_mm), one process per GPU, then the grid again in a second
+#      launch (REPEAT=-1; N > 0: a subset of N items) for the run-to-run spread
 # Writes $OUT/h100x4.tgz (calib/, bench/, torch/, logs) after each part, so an overrun still
 # returns what was done. Unpack calib/ into traces/h100x4/calib, bench/ into traces/h100x4/bench,
 # torch/ into traces/h100x4/torch; then scripts/calibrate.sh.
@@ -28,6 +30,11 @@ if [ -n "${BIN_DIR:-}" ] && [ -x "$BIN_DIR/epref" ] && ! ldd "$BIN_DIR/epref" | 
 else
     { cmake -S . -B build-gpu -DEP_WITH_SIM=OFF && cmake --build build-gpu -j32 --target epref; } \
         > "$W/build.log" 2>&1 || { tail -40 "$W/build.log"; exit 1; }
+fi
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+if [ -n "${REQUIRE_GPU:-}" ] && [[ "$gpu" != *"$REQUIRE_GPU"* ]]; then
+    echo "gpu_h100x4.sh: this machine has $gpu, not $REQUIRE_GPU: nothing run"
+    exit 3
 fi
 NPROC=$(nvidia-smi -L | wc -l)
 [ "$NPROC" -gt 4 ] && NPROC=4
@@ -59,7 +66,7 @@ pack
 left=$((BUDGET_S - $(el) - 20))
 echo "torch grid: $left s left for the main grid and the repeat"
 timeout $((left + 30)) python3 "$HERE/torch_kernels.py" run --out "$W/torch" --gpus "$NPROC" \
-    --deadline $((left - 10)) --repeat 40 --revision "${EP_GIT_REVISION:-}" > "$W/torch/torch.log" 2>&1
+    --deadline $((left - 10)) --repeat "${REPEAT:--1}" --revision "${EP_GIT_REVISION:-}" > "$W/torch/torch.log" 2>&1
 echo "torch rc=$? at +$(el) s"
 rm -f "$W"/torch/.items_* "$W"/torch/.shard_*
 grep -v "^  File\|^    " "$W/torch/torch.log" | tail -40

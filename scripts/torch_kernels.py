@@ -80,16 +80,16 @@ def gemm3(m, n, k, batch, grouped, elt=BF16):
 ATTN_SEQS = [1024, 2048, 4096, 8192, 16384, 32768]
 ATTN_DIMS = [(64, 64), (128, 128), (192, 128)]  # MHA 64, MHA/GQA 128, MLA (qk 128 + rope 64, v 128)
 ATTN_HEADS = [1, 2, 4, 8, 16, 32, 64, 128]      # heads per rank (after TP)
-ATTN_FWD_FLOPS_CAP = 6e12                       # ~12 ms forward: larger ones saturate anyway
+ATTN_FWD_FLOPS_CAP = 2e13                       # ~35 ms forward: larger ones saturate anyway
 GQA_HEADS = [8, 16, 32, 64]                     # d 128 with kv heads = heads / 8
 FLASH_SEQS = [1024, 4096, 16384]
 FLASH_HEADS = [4, 16, 64]
 
 GEMM_M = [128 << i for i in range(9)]           # 128 .. 32768 token rows
 GEMM_NK = [128, 512, 1024, 2048, 4096, 7168, 8192, 16384, 32768]
-GEMM_FLOPS_CAP = 4.5e12
-FP8_M = [128, 512, 2048, 8192, 32768]
-FP8_NK = [512, 1024, 2048, 4096, 8192, 16384]
+GEMM_FLOPS_CAP = 1.2e13
+FP8_M = GEMM_M                                  # the bf16 shapes, for the speed-up by shape
+FP8_NK = GEMM_NK[1:]
 
 # (hidden, FFN per rank): up projection n = 2F (SwiGLU), k = H; down n = H, k = F
 GROUPED_HF = [(1024, 256), (1024, 1024), (2048, 768), (2048, 2048), (2880, 2880),
@@ -99,9 +99,9 @@ GROUPED_E = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 GROUPED_R = [16 << i for i in range(11)]         # 16 .. 16384 rows per expert
 GROUPED_ROWS_CAP = 65536
 GROUPED_WEIGHT_CAP = 8e9                        # bytes of one weight tensor of all experts
-GROUPED_FLOPS_CAP = 4.5e12
-FP8_GROUPED_HF = [(2048, 768), (4096, 1536), (7168, 2048), (4096, 14336)]
-FP8_GROUPED_E = [8, 32, 128]
+GROUPED_FLOPS_CAP = 1.2e13
+FP8_GROUPED_HF = GROUPED_HF
+FP8_GROUPED_E = [1, 4, 8, 32, 128]
 FP8_GROUPED_R = [64, 256, 1024, 4096]
 
 CAST_ELEMS = [int(10 ** (5 + i / 2)) // 1024 * 1024 for i in range(9)]  # 1e5 .. 1e9 elements
@@ -604,7 +604,8 @@ def main_run(args):
     ngpu = min(args.gpus, v["num_gpus"])
     items = build_grid()
     t0 = time.time()
-    reserve = 45 if args.repeat > 0 else 0  # the second launch: start-up and the subset
+    # the second launch: the whole grid again (--repeat -1, half the time each) or a subset
+    reserve = args.deadline / 2 if args.repeat < 0 else 45 if args.repeat > 0 else 0
     recs, errs, stats = launch(args, items, ngpu, "main", args.deadline - reserve)
     meta = {"benchmark": "torch_kernels", "file": "kernels.json", "program":
             "scripts/torch_kernels.py",
@@ -619,13 +620,15 @@ def main_run(args):
     write_file(os.path.join(args.out, "kernels.json"), meta, recs)
     print(f"wrote {args.out}/kernels.json: {len(recs)} records, {len(errs)} errors, "
           f"{time.time() - t0:.0f} s", flush=True)
-    if args.repeat > 0:
+    if args.repeat != 0:
         left = args.deadline - (time.time() - t0)
-        sub = repeat_subset(items, args.repeat)
+        sub = items if args.repeat < 0 else repeat_subset(items, args.repeat)
         if left > 20:
             rr, re_, rs = launch(args, sub, ngpu, "repeat", left - 10)
             meta2 = dict(meta, file="kernels_repeat.json", workers=rs, errors_total=len(re_),
-                         errors=re_[:20], repeat_of="kernels.json")
+                         errors=re_[:20], repeat_of="kernels.json",
+                         date=datetime.datetime.now(datetime.timezone.utc).strftime(
+                             "%Y-%m-%dT%H:%M:%SZ"))
             write_file(os.path.join(args.out, "kernels_repeat.json"), meta2, rr)
             print(f"wrote {args.out}/kernels_repeat.json: {len(rr)} records", flush=True)
     summarize(os.path.join(args.out, "kernels.json"))
@@ -762,7 +765,7 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--deadline", type=float, default=240.0, help="seconds for the grid and the repeat")
-    ap.add_argument("--repeat", type=int, default=40, help="items timed again in a second launch")
+    ap.add_argument("--repeat", type=int, default=40, help="items timed again in a second launch (-1: all)")
     ap.add_argument("--revision", default=os.environ.get("EP_GIT_REVISION", ""))
     ap.add_argument("--items")
     ap.add_argument("--shard")
