@@ -56,6 +56,7 @@ pack
 
 MODEL="--hidden-size 7168 --num-experts 256 --moe-router-topk 8 --expert-model-parallel-size $NPROC --moe-ffn-hidden-size 2048"
 for b in dispatch combine; do
+    [ "$NPROC" -ge 2 ] || break
     timeout 60 "$EPREF" --nproc "$NPROC" bench $b $MODEL --num-sms 16 --permute-blocks 32 \
         --reduce-blocks 8 --iters 30 --warmup 5 --json "$W/bench/$b.json" > "$W/bench/bench_$b.txt" 2>&1
     echo "bench $b rc=$? at +$(el) s"
