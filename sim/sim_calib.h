@@ -73,6 +73,10 @@ typedef struct {
     /* measured shapes (sim_shape.h); where a kind's table is empty, the scalars above apply */
     sim_shape_table gemm_shapes[SIM_PHASES], grouped_gemm_shapes[SIM_PHASES],
         attention_shapes[SIM_PHASES];
+    /* FP8 (e4m3) GEMMs, measured apart (kernels.json records with "dtype": "fp8"): efficiency
+     * relative to the topology's bf16 peak (so up to ~2). Carried for the FP8 model; the cost
+     * model does not read them yet. Written only when measured. */
+    sim_shape_table fp8_gemm_shapes[SIM_PHASES], fp8_grouped_gemm_shapes[SIM_PHASES];
     /* GPU sharing */
     double comm_hbm_fraction;     /* HBM share taken by one running transfer (read + write) */
     double comm_flops_slowdown;   /* compute flop rate divided by this while a transfer runs */
