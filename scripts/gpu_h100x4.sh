@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu_h100x4.sh: issue 21 items 4 and 5 on nvidia-h100-x4 (4 x H100), in one device call (~8 min):
 #   OUT=dir [BIN_DIR=dir] [BUDGET_S=500] [EP_GIT_REVISION=rev] [REQUIRE_GPU=H100] [REPEAT=-1] \
-#       bash scripts/gpu_h100x4.sh        (REQUIRE_GPU: exit 3 at once on another GPU)
+#       [NO_TORCH=1] bash scripts/gpu_h100x4.sh
+#   REQUIRE_GPU: exit 3 at once on another GPU; NO_TORCH: parts 2 and 3 only
 #   1. python3 scripts/torch_kernels.py probe: one small op of each torch kernel class (API check)
 #   2. epref --nproc N bench calib --parts host,comm,interference,corun: NCCL curves (alltoall,
 #      all_gather, reduce_scatter, all_reduce, send), the NVLink transport nvl_a2a, host costs,
@@ -45,8 +46,10 @@ cp "$W/calib/machine.txt" "$W/torch/machine.txt"
 head -6 "$W/calib/machine.txt"
 echo "epref $EPREF, $NPROC GPUs, revision ${EP_GIT_REVISION:-?}"
 
-timeout 100 python3 "$HERE/torch_kernels.py" probe > "$W/torch/probe.log" 2>&1
-echo "probe rc=$? at +$(el) s"; grep -v "^  File\|^    " "$W/torch/probe.log" | tail -25
+if [ -z "${NO_TORCH:-}" ]; then
+    timeout 100 python3 "$HERE/torch_kernels.py" probe > "$W/torch/probe.log" 2>&1
+    echo "probe rc=$? at +$(el) s"; grep -v "^  File\|^    " "$W/torch/probe.log" | tail -25
+fi
 
 timeout 150 "$EPREF" --nproc "$NPROC" bench calib --out "$W/calib" \
     --parts host,comm,interference,corun --iters 10 --warmup 3 > "$W/calib/calib.log" 2>&1
@@ -64,6 +67,7 @@ for b in dispatch combine; do
 done
 pack
 
+[ -n "${NO_TORCH:-}" ] && { ls -la "$OUT"; exit 0; }
 left=$((BUDGET_S - $(el) - 20))
 echo "torch grid: $left s left for the main grid and the repeat"
 timeout $((left + 30)) python3 "$HERE/torch_kernels.py" run --out "$W/torch" --gpus "$NPROC" \
