@@ -118,12 +118,46 @@ def grouped(tr, er):
             cells.append(f"{statistics.median(x):.2f} ({q(x, 0.1):.2f}-{q(x, 0.9):.2f}, n {len(x)})"
                          if x else "-")
         print(f"| {ph} | " + " | ".join(cells) + f" | {statistics.median(allr):.2f} |")
-    mx = [r for r in tr if r["kind"] == "grouped_gemm" and r.get("dtype", "bf16") == "bf16"
-          and r["batch"] == 8 and r.get("rows_per_expert") == 1024 and r.get("proj") == "up"
-          and (r["n"] == 28672 or r["m"] == 4096 and r["phase"] == "bwd_dw")]
-    for r in sorted(mx, key=lambda r: r["phase"]):
-        print(f"Mixtral-class expert fc1 (8 experts x 1024 rows, 4096 -> 2 x 14336) {r['phase']}: "
-              f"{r['time_us']:.0f} us, {tfs(r):.0f} TF/s")
+    model_shapes(tr, er)
+    mixtral = {("fwd", 8192, 28672, 4096), ("bwd", 8192, 4096, 28672), ("bwd_dw", 4096, 28672, 8192)}
+    for r in tr:
+        if (r["kind"] == "grouped_gemm" and r["batch"] == 8 and r.get("dtype", "bf16") == "bf16"
+                and (r["phase"], r["m"], r["n"], r["k"]) in mixtral):
+            print(f"- Mixtral-class expert fc1 (8 experts x 1024 rows, 4096 -> 2 x 14336) "
+                  f"{r['phase']}: {r['time_us']:.0f} us, {tfs(r):.0f} TF/s")
+
+
+def model_shapes(tr, er):
+    """epref's records of model shapes (source model:*) against torch's series of the same
+    (phase, weight dims, experts), its time log-interpolated in the token rows."""
+    series = {}
+    for r in tr:
+        if r["kind"] == "grouped_gemm" and r.get("dtype", "bf16") == "bf16":
+            w = r["phase"] == "bwd_dw"
+            key = (r["phase"], r["m"] if w else r["n"], r["n"] if w else r["k"], r["batch"])
+            series.setdefault(key, []).append((r["k"] if w else r["m"], r["time_us"]))
+    out = {}
+    for r in er:
+        if r["kind"] != "grouped_gemm" or not r["source"].startswith("model:"):
+            continue
+        w = r["phase"] == "bwd_dw"
+        key = (r["phase"], r["m"] if w else r["n"], r["n"] if w else r["k"], r["batch"])
+        rows = r["k"] if w else r["m"]
+        pts = sorted(series.get(key, []))
+        lo = [p for p in pts if p[0] <= rows]
+        hi = [p for p in pts if p[0] >= rows]
+        if not lo or not hi:
+            continue
+        (x0, t0), (x1, t1) = lo[-1], hi[0]
+        t = t0 if x1 == x0 else math.exp(math.log(t0) + (math.log(t1) - math.log(t0)) *
+                                          (math.log(rows) - math.log(x0)) / (math.log(x1) - math.log(x0)))
+        out.setdefault((r["phase"], rows_class(r)), []).append(r["time_us"] / t)
+    if out:
+        print("\nepref's model-shape records (Qwen3-30B-A3B / DeepSeek-V3 proxy at EP 16) / torch "
+              "interpolated in rows on its series of the same weights and experts:\n")
+        for key, x in sorted(out.items()):
+            print(f"- {key[0]}, rows/expert {key[1]}: median {statistics.median(x):.2f} "
+                  f"(p10 {q(x, 0.1):.2f}, p90 {q(x, 0.9):.2f}, n {len(x)})")
 
 
 def dense(tr, er):
@@ -169,7 +203,7 @@ def fp8(tr, peak):
             print(f"- grouped FP8 (_scaled_grouped_mm, rowwise) / bf16 grouped_mm, {ph}: median "
                   f"{statistics.median(x):.2f} (p10 {q(x, 0.1):.2f}, p90 {q(x, 0.9):.2f}, n "
                   f"{len(x)}); above 0.1 TFLOP {statistics.median(xb) if xb else float('nan'):.2f}")
-    cast = [r for r in tr if r["kind"] == "fp8_cast"]
+    cast = sorted((r for r in tr if r["kind"] == "fp8_cast"), key=lambda r: r["elements"])
     for r in cast:
         print(f"- fp8 cast + amax (torch eager, 4 kernels) {r['elements']:.2e} elements: "
               f"{r['time_us']:.1f} us, {r['bytes'] / r['time_us'] / 1e3:.0f} GB/s of the 3 bytes"
