@@ -234,9 +234,9 @@ static int compare_only(const fit *x, json_t *r) {
 
 /* The files whose records the compute fit reads. */
 static const int SHAPE_FILES[] = {F_COMPUTE, F_KERNELS};
-#define FOR_SHAPE_RECORDS(x, w, i, rec)                                                            \
-    for (int fi_ = 0, w = 0; fi_ < 2 && ((w = SHAPE_FILES[fi_]), 1); fi_++)                        \
-    FOR_RECORDS(x, w, i, rec)
+#define FOR_SHAPE_RECORDS(x, fw, i, rec)                                                           \
+    for (int fi_ = 0, fw = 0; fi_ < 2 && ((fw = SHAPE_FILES[fi_]), 1); fi_++)                      \
+    FOR_RECORDS(x, fw, i, rec)
 
 static int is_fp8(json_t *r) {
     return strcmp(str(r, "dtype"), "fp8") == 0;
@@ -250,8 +250,7 @@ static int is_shape_kind(ep_op_kind k) {
  * kinds (not compare-only; FP8 apart, see want_fp8), compute.json's records of every kind that
  * kernels.json does not give. */
 static int want_record(const fit *x, int w, json_t *r, const ep_op *op) {
-    if (w == F_KERNELS)
-        return is_shape_kind(op->kind) && !is_fp8(r) && !compare_only(x, r);
+    if (w == F_KERNELS) return is_shape_kind(op->kind) && !is_fp8(r) && !compare_only(x, r);
     return !x->from_kernels[op->kind];
 }
 
@@ -276,17 +275,17 @@ static void mark_kernels(fit *x) {
 static int fit_shapes(fit *x, double t0, int *nshape) {
     double vec_need = 0, scan_need = 0;
     json_t *r;
-    FOR_SHAPE_RECORDS(x, w, i, r) {
+    FOR_SHAPE_RECORDS(x, fw, i, r) {
         ep_op op;
         if (record_op(r, &op) || !(op.flops > 0)) continue;
-        int fp8 = want_fp8(x, w, r, &op);
-        if (!fp8 && !want_record(x, w, r, &op)) continue;
+        int fp8 = want_fp8(x, fw, r, &op);
+        if (!fp8 && !want_record(x, fw, r, &op)) continue;
         double t = num(r, "time_us") * 1e-6 - t0;
         if (!(t > 0)) continue;
         double eff = op.flops / (x->peak * t), f[SIM_SHAPE_DIMS];
         int ph = op.phase >= EP_PHASE_FWD ? op.phase - 1 : 0;
         sim_shape_table *tab = NULL;
-        if (w == F_KERNELS) x->nkernels++, x->nfp8 += fp8;
+        if (fw == F_KERNELS) x->nkernels++, x->nfp8 += fp8;
         switch (op.kind) {
         case EP_OP_GEMM:
         case EP_OP_GROUPED_GEMM:
@@ -296,8 +295,7 @@ static int fit_shapes(fit *x, double t0, int *nshape) {
                 tab = op.kind == EP_OP_GEMM ? &x->c.fp8_gemm_shapes[ph]
                                             : &x->c.fp8_grouped_gemm_shapes[ph];
             else
-                tab = op.kind == EP_OP_GEMM ? &x->c.gemm_shapes[ph]
-                                            : &x->c.grouped_gemm_shapes[ph];
+                tab = op.kind == EP_OP_GEMM ? &x->c.gemm_shapes[ph] : &x->c.grouped_gemm_shapes[ph];
             break;
         case EP_OP_ATTENTION:
             f[0] = op.flops, f[1] = num(r, "seq"), f[2] = num(r, "dqk"), f[3] = num(r, "dv");
@@ -545,9 +543,9 @@ static void compute_residuals(fit *x, double *med, double *p90, double *worst) {
     json_t *r;
     sim_cost cost;
     sim_cost_init(&cost, &x->c, NULL);
-    FOR_SHAPE_RECORDS(x, w, i, r) {
+    FOR_SHAPE_RECORDS(x, fw, i, r) {
         ep_op op;
-        if (record_op(r, &op) || !want_record(x, w, r, &op)) continue;
+        if (record_op(r, &op) || !want_record(x, fw, r, &op)) continue;
         cost.attn_seq = (int)num(r, "seq"), cost.attn_dqk = (int)num(r, "dqk");
         cost.attn_dv = (int)num(r, "dv");
         sim_work w;
