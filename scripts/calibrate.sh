@@ -3,6 +3,9 @@
 # `epref bench calib` (docs/calibration.md), on any CPU machine. Each line names the raw
 # directories in the order epsim calibrate reads them (the first that has a file wins; host.json
 # is completed from the later ones) and the topology that gives peak, HBM and link figures.
+# A DIR holding kernels.json (scripts/torch_kernels.py: the kernels a Megatron step runs, cuDNN
+# attention and torch grouped GEMMs) gives the GEMM, grouped GEMM and attention tables instead of
+# epref's own kernels: the "-megatron" calibrations, selected per run with --calib NAME.
 # usage: scripts/calibrate.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +21,10 @@ mkdir -p traces/calib
 # NCCL and interference of the two-GPU machine fill what one GPU cannot measure
 "$epsim" calibrate traces/h200/calib traces/h200x2/calib traces/h200x2/bench \
   --topo h200x2 --out traces/calib/h200.json
+# the same with the compute of the Megatron software stack (traces/h200/torch: torch 2.11, cuDNN
+# 9.19 SDPA, torch._grouped_mm, cuBLAS via torch.matmul, FP8 _scaled_mm; 4 x H200, 2026-11-26)
+"$epsim" calibrate traces/h200/torch traces/h200/calib traces/h200x2/calib traces/h200x2/bench \
+  --topo h200x2 --out traces/calib/h200-megatron.json
 # 4 x H200: its own NCCL, host and interference files, the same GPU's compute
 "$epsim" calibrate traces/h200x4/calib traces/h200/calib traces/h200x4/bench \
   --topo h200x4 --out traces/calib/h200x4.json
@@ -26,3 +33,6 @@ mkdir -p traces/calib
 # NCCL slow each other is the 2 x H200 measurement (same Hopper SMs, NCCL kernels and NVLink 4)
 "$epsim" calibrate traces/h100/calib traces/h200x2/calib:interference.json \
   --topo dgx8 --out traces/calib/h100.json
+# the same with the compute of the Megatron software stack, timed on one H100 (traces/h100/torch)
+"$epsim" calibrate traces/h100/torch traces/h100/calib traces/h200x2/calib:interference.json \
+  --topo dgx8 --out traces/calib/h100-megatron.json

@@ -137,14 +137,17 @@ typedef struct {
     size_t off;
     key_type type;
     shape_kind shape;
+    int optional; /* shapes written only when measured (outputs of older files stay the same) */
 } field;
 
 #define F(name)                                                                                    \
-    { #name, offsetof(sim_calib, name), K_NUM, SH_GEMM }
+    { #name, offsetof(sim_calib, name), K_NUM, SH_GEMM, 0 }
 #define T(name)                                                                                    \
-    { #name, offsetof(sim_calib, name), K_TABLE, SH_GEMM }
+    { #name, offsetof(sim_calib, name), K_TABLE, SH_GEMM, 0 }
 #define S(name, kind)                                                                              \
-    { #name, offsetof(sim_calib, name), K_SHAPES, kind }
+    { #name, offsetof(sim_calib, name), K_SHAPES, kind, 0 }
+#define SO(name, kind)                                                                             \
+    { #name, offsetof(sim_calib, name), K_SHAPES, kind, 1 }
 static const field FIELDS[] = {
     F(op_overhead_s),
     F(launch_s),
@@ -167,8 +170,8 @@ static const field FIELDS[] = {
     S(attention_shapes, SH_ATTENTION),
     F(fp8_flops_ratio),
     F(fp8_gemm_factor),
-    S(fp8_gemm_shapes, SH_GEMM),
-    S(fp8_grouped_gemm_shapes, SH_GEMM),
+    SO(fp8_gemm_shapes, SH_GEMM),
+    SO(fp8_grouped_gemm_shapes, SH_GEMM),
     F(comm_hbm_fraction),
     F(comm_flops_slowdown),
     F(nccl_compute_slowdown),
@@ -185,12 +188,13 @@ static const field FIELDS[] = {
     F(nccl_ib_efficiency),
     F(ep_nvlink_efficiency),
     F(ep_rdma_efficiency),
-    {"nccl_nvlink", offsetof(sim_calib, nccl_nvlink), K_NCCL, SH_GEMM},
-    {"ep_nvlink", offsetof(sim_calib, ep_nvlink), K_CURVE, SH_GEMM},
+    {"nccl_nvlink", offsetof(sim_calib, nccl_nvlink), K_NCCL, SH_GEMM, 0},
+    {"ep_nvlink", offsetof(sim_calib, ep_nvlink), K_CURVE, SH_GEMM, 0},
 };
 #undef F
 #undef T
 #undef S
+#undef SO
 #define NFIELDS (sizeof FIELDS / sizeof FIELDS[0])
 
 static const char *PHASE_KEYS[SIM_PHASES] = {"fwd", "bwd", "bwd_dw"};
@@ -393,6 +397,10 @@ void sim_calib_write_json(const sim_calib *c, FILE *f, int points) {
         const char *p = (const char *)c + FIELDS[i].off;
         if (FIELDS[i].type == K_CURVE && ((const sim_coll_curve *)p)->efficiency.n == 0)
             continue; /* not measured: the scalars apply */
+        if (FIELDS[i].optional) {
+            const sim_shape_table *t = (const sim_shape_table *)p;
+            if (t[0].n + t[1].n + t[2].n == 0) continue;
+        }
         fprintf(f, "%s%s\"%s\":", i ? "," : "", points ? "\n" : "", FIELDS[i].key);
         switch (FIELDS[i].type) {
         case K_NUM:

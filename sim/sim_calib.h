@@ -75,7 +75,8 @@ typedef struct {
     sim_shape_table gemm_shapes[SIM_PHASES], grouped_gemm_shapes[SIM_PHASES],
         attention_shapes[SIM_PHASES];
     /* FP8 GEMMs (ep_op.fp8): efficiency of the FP8 peak, fp8_flops_ratio x the platform's BF16
-     * peak; measured shapes where given, else the BF16 efficiency of the shape x fp8_gemm_factor */
+     * peak; measured shapes (kernels.json records with "dtype": "fp8", written only when
+     * measured) where given, else the BF16 efficiency of the shape x fp8_gemm_factor */
     double fp8_flops_ratio;
     double fp8_gemm_factor;
     sim_shape_table fp8_gemm_shapes[SIM_PHASES], fp8_grouped_gemm_shapes[SIM_PHASES];

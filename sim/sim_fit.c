@@ -24,10 +24,20 @@
 
 #define MAX_DIRS 8
 
-enum { F_COMPUTE, F_COMM, F_HOST, F_INTERFERENCE, F_DISPATCH, F_COMBINE, F_CORUN, F_NUM };
+enum {
+    F_COMPUTE,
+    F_COMM,
+    F_HOST,
+    F_INTERFERENCE,
+    F_DISPATCH,
+    F_COMBINE,
+    F_CORUN,
+    F_KERNELS,
+    F_NUM
+};
 static const char *FILES[F_NUM] = {"compute.json",      "comm.json",     "host.json",
                                    "interference.json", "dispatch.json", "combine.json",
-                                   "corun.json"};
+                                   "corun.json",        "kernels.json"};
 
 typedef struct {
     json_t *root[F_NUM]; /* the file's array, or NULL where no DIR has it */
@@ -35,6 +45,10 @@ typedef struct {
     sim_platform plat;
     double peak, hbm, bw, lat; /* GPU 0, and the route GPU 0 -> GPU 1 */
     sim_calib c;
+    /* kinds whose shape table kernels.json gives (its fitted bf16 records replace compute.json's
+     * records of that kind: another software stack's kernels for the same ops) */
+    int from_kernels[EP_OP_NUM_KINDS];
+    int nkernels, nfp8; /* kernels.json records fitted, FP8 ones among them */
     char err[EP_ERRLEN];
 } fit;
 
@@ -206,25 +220,83 @@ static int fit_memory(fit *x, double t0) {
     return 0;
 }
 
-/* GEMM, grouped GEMM and attention shapes; the flop efficiency of memory-bound kernels that
- * keeps their arithmetic from ever binding (their measured time is set by bytes). */
+/* kernels.json: a record timed only for comparison (its source is in the meta's "compare_only"
+ * list, e.g. the flash backend beside cuDNN attention) */
+static int compare_only(const fit *x, json_t *r) {
+    json_t *meta = json_object_get(json_array_get(x->root[F_KERNELS], 0), "meta");
+    json_t *list = json_object_get(meta, "compare_only");
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const char *s = json_string_value(json_array_get(list, i));
+        if (s && strcmp(s, str(r, "source")) == 0) return 1;
+    }
+    return 0;
+}
+
+/* The files whose records the compute fit reads. */
+static const int SHAPE_FILES[] = {F_COMPUTE, F_KERNELS};
+#define FOR_SHAPE_RECORDS(x, fw, i, rec)                                                           \
+    for (int fi_ = 0, fw = 0; fi_ < 2 && ((fw = SHAPE_FILES[fi_]), 1); fi_++)                      \
+    FOR_RECORDS(x, fw, i, rec)
+
+static int is_fp8(json_t *r) {
+    return strcmp(str(r, "dtype"), "fp8") == 0;
+}
+
+static int is_shape_kind(ep_op_kind k) {
+    return k == EP_OP_GEMM || k == EP_OP_GROUPED_GEMM || k == EP_OP_ATTENTION;
+}
+
+/* Whether record r of file w enters the compute fit: kernels.json's bf16 records of the shape
+ * kinds (not compare-only; FP8 apart, see want_fp8), compute.json's records of every kind that
+ * kernels.json does not give. */
+static int want_record(const fit *x, int w, json_t *r, const ep_op *op) {
+    if (w == F_KERNELS) return is_shape_kind(op->kind) && !is_fp8(r) && !compare_only(x, r);
+    return !x->from_kernels[op->kind];
+}
+
+static int want_fp8(const fit *x, int w, json_t *r, const ep_op *op) {
+    return w == F_KERNELS && is_fp8(r) && !compare_only(x, r) &&
+           (op->kind == EP_OP_GEMM || op->kind == EP_OP_GROUPED_GEMM);
+}
+
+/* The kinds kernels.json gives. */
+static void mark_kernels(fit *x) {
+    json_t *r;
+    FOR_RECORDS(x, F_KERNELS, i, r) {
+        ep_op op;
+        if (record_op(r, &op) || !want_record(x, F_KERNELS, r, &op)) continue;
+        x->from_kernels[op.kind] = 1;
+    }
+}
+
+/* GEMM, grouped GEMM and attention shapes (FP8 GEMMs in their own tables); the flop efficiency
+ * of memory-bound kernels that keeps their arithmetic from ever binding (their measured time is
+ * set by bytes). */
 static int fit_shapes(fit *x, double t0, int *nshape) {
     double vec_need = 0, scan_need = 0;
     json_t *r;
-    FOR_RECORDS(x, F_COMPUTE, i, r) {
+    FOR_SHAPE_RECORDS(x, fw, i, r) {
         ep_op op;
         if (record_op(r, &op) || !(op.flops > 0)) continue;
+        int fp8 = want_fp8(x, fw, r, &op);
+        if (!fp8 && !want_record(x, fw, r, &op)) continue;
         double t = num(r, "time_us") * 1e-6 - t0;
         if (!(t > 0)) continue;
-        double eff = op.flops / (x->peak * t), f[SIM_SHAPE_DIMS];
+        /* FP8 GEMMs: of the FP8 peak, as the cost model reads them (sim_calib.h) */
+        double eff = op.flops / (x->peak * (fp8 ? x->c.fp8_flops_ratio : 1) * t), f[SIM_SHAPE_DIMS];
         int ph = op.phase >= EP_PHASE_FWD ? op.phase - 1 : 0;
         sim_shape_table *tab = NULL;
+        if (fw == F_KERNELS) x->nkernels++, x->nfp8 += fp8;
         switch (op.kind) {
         case EP_OP_GEMM:
         case EP_OP_GROUPED_GEMM:
             if (!(op.m > 0 && op.n > 0 && op.k > 0)) continue;
             sim_gemm_features(op.phase == EP_PHASE_BWD_DW, op.m, op.n, op.k, op.batch, f);
-            tab = op.kind == EP_OP_GEMM ? &x->c.gemm_shapes[ph] : &x->c.grouped_gemm_shapes[ph];
+            if (fp8)
+                tab = op.kind == EP_OP_GEMM ? &x->c.fp8_gemm_shapes[ph]
+                                            : &x->c.fp8_grouped_gemm_shapes[ph];
+            else
+                tab = op.kind == EP_OP_GEMM ? &x->c.gemm_shapes[ph] : &x->c.grouped_gemm_shapes[ph];
             break;
         case EP_OP_ATTENTION:
             f[0] = op.flops, f[1] = num(r, "seq"), f[2] = num(r, "dqk"), f[3] = num(r, "dv");
@@ -245,6 +317,8 @@ static int fit_shapes(fit *x, double t0, int *nshape) {
         sim_shape_sort(&x->c.gemm_shapes[ph]);
         sim_shape_sort(&x->c.grouped_gemm_shapes[ph]);
         sim_shape_sort(&x->c.attention_shapes[ph]);
+        sim_shape_sort(&x->c.fp8_gemm_shapes[ph]);
+        sim_shape_sort(&x->c.fp8_grouped_gemm_shapes[ph]);
     }
     if (vec_need > x->c.vector_flops_efficiency) x->c.vector_flops_efficiency = vec_need;
     if (scan_need > x->c.scan_efficiency) x->c.scan_efficiency = scan_need;
@@ -470,9 +544,9 @@ static void compute_residuals(fit *x, double *med, double *p90, double *worst) {
     json_t *r;
     sim_cost cost;
     sim_cost_init(&cost, &x->c, NULL);
-    FOR_RECORDS(x, F_COMPUTE, i, r) {
+    FOR_SHAPE_RECORDS(x, fw, i, r) {
         ep_op op;
-        if (record_op(r, &op)) continue;
+        if (record_op(r, &op) || !want_record(x, fw, r, &op)) continue;
         cost.attn_seq = (int)num(r, "seq"), cost.attn_dqk = (int)num(r, "dqk");
         cost.attn_dv = (int)num(r, "dv");
         sim_work w;
@@ -665,6 +739,7 @@ int sim_fit_main(int argc, char **argv) {
     }
     sim_calib_default(&x.c);
     fit_host(&x); /* first: the kernel overhead enters every compute efficiency */
+    mark_kernels(&x);
     double t0 = x.c.kernel_overhead_s;
     int nshape = 0;
     if (fit_memory(&x, t0) != 0 || fit_shapes(&x, t0, &nshape) != 0) {
@@ -691,7 +766,14 @@ int sim_fit_main(int argc, char **argv) {
            x.c.op_overhead_s * 1e6, x.c.launch_s * 1e6, x.c.gemm_launch_s * 1e6, ngemm,
            x.c.attention_launch_s * 1e6, nattn, x.c.nccl_launch_s * 1e6, x.c.host_sync_s * 1e6,
            t0 * 1e6, x.c.op_gap_s * 1e6, x.c.op_event_s * 1e6);
-    if (x.root[F_COMPUTE]) {
+    if (x.root[F_KERNELS]) {
+        printf("  kernels.json: %d records fitted (%d FP8 GEMMs into fp8_*_shapes); its",
+               x.nkernels, x.nfp8);
+        for (int k = 0; k < EP_OP_NUM_KINDS; k++)
+            if (x.from_kernels[k]) printf(" %s", ep_op_kind_name((ep_op_kind)k));
+        printf(" replace compute.json's\n");
+    }
+    if (x.root[F_COMPUTE] || x.root[F_KERNELS]) {
         double med, p90, worst;
         compute_residuals(&x, &med, &p90, &worst);
         printf("  compute: %d shape points, memory curve of %d points; records reproduced "

@@ -196,6 +196,72 @@ static void test_fit_errors(void) {
     CU_ASSERT_EQUAL(system(args), 0);
 }
 
+/* kernels.json (scripts/torch_kernels.py): its bf16 GEMM / grouped / attention records replace
+ * compute.json's of the same kinds, compare-only sources and casts stay out, FP8 GEMMs fill their
+ * own tables; the FP8 keys load back and are written only when measured. */
+static void test_fit_kernels(void) {
+    char dir[512], out[512], out0[512], args[8192], err[EP_ERRLEN];
+    tmp_path(dir, sizeof dir, "rawkern");
+    tmp_path(out, sizeof out, "fitkern.json");
+    tmp_path(out0, sizeof out0, "fitkern0.json");
+    const char *rec = "\"m\":1024,\"n\":1024,\"k\":1024,\"batch\":1,\"flops\":2147483648,"
+                      "\"bytes\":6291456,\"seq\":0,\"dqk\":0,\"dv\":0";
+    snprintf(args, sizeof args,
+             "mkdir -p %s && printf '%%s\\n' '[{\"meta\":{}},' "
+             "'{\"kind\":\"gemm\",\"phase\":\"fwd\",%s,\"time_us\":10,\"source\":\"grid\"},' "
+             "'{\"kind\":\"attention\",\"phase\":\"fwd\",\"m\":0,\"n\":0,\"k\":0,"
+             "\"batch\":1,\"flops\":1e9,\"bytes\":0,\"seq\":1024,\"dqk\":64,\"dv\":64,"
+             "\"time_us\":30,\"source\":\"grid\"},' "
+             "'{\"kind\":\"elementwise\",\"phase\":\"fwd\",\"m\":0,\"n\":0,\"k\":0,"
+             "\"batch\":0,\"flops\":0,\"bytes\":1e8,\"seq\":0,\"dqk\":0,\"dv\":0,"
+             "\"time_us\":40,\"source\":\"grid\"}]' > %s/compute.json && "
+             "printf '%%s\\n' '[{\"meta\":{\"compare_only\":[\"torch:flash\"]}},' "
+             "'{\"kind\":\"attention\",\"phase\":\"fwd\",\"m\":1024,\"n\":0,\"k\":0,"
+             "\"batch\":0,\"flops\":1e9,\"bytes\":1e6,\"seq\":1024,\"dqk\":64,\"dv\":64,"
+             "\"time_us\":12,\"source\":\"torch:cudnn\"},' "
+             "'{\"kind\":\"attention\",\"phase\":\"fwd\",\"m\":1024,\"n\":0,\"k\":0,"
+             "\"batch\":0,\"flops\":2e9,\"bytes\":1e6,\"seq\":1024,\"dqk\":64,\"dv\":64,"
+             "\"time_us\":30,\"source\":\"torch:flash\"},' "
+             "'{\"kind\":\"gemm\",\"phase\":\"fwd\",%s,\"time_us\":5,\"dtype\":\"fp8\","
+             "\"source\":\"torch:scaled_mm\"},' "
+             "'{\"kind\":\"fp8_cast\",\"phase\":\"fwd\",\"m\":0,\"n\":0,\"k\":0,"
+             "\"batch\":0,\"flops\":0,\"bytes\":3e6,\"seq\":0,\"dqk\":0,\"dv\":0,"
+             "\"time_us\":20,\"source\":\"torch:eager\"}]' > %s/kernels.json",
+             dir, rec, dir, rec, dir);
+    CU_ASSERT_EQUAL_FATAL(system(args), 0);
+    snprintf(args, sizeof args, "calibrate %s --topo h200x2 --out %s", dir, out);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    sim_calib c;
+    sim_calib_default(&c);
+    CU_ASSERT_EQUAL_FATAL(sim_calib_load(&c, out, err), 0);
+    const double peak = 989e12, t0 = c.kernel_overhead_s;
+    /* attention from the cuDNN record alone (the flash one and epref's are out) */
+    CU_ASSERT_EQUAL(c.attention_shapes[0].n, 1);
+    CU_ASSERT(near(c.attention_shapes[0].y[0], 1e9 / (peak * (12e-6 - t0)), 1e-5));
+    /* kernels.json has no bf16 GEMM: compute.json's stays; the FP8 one has its own table */
+    CU_ASSERT_EQUAL(c.gemm_shapes[0].n, 1);
+    CU_ASSERT(near(c.gemm_shapes[0].y[0], 2147483648.0 / (peak * (10e-6 - t0)), 1e-5));
+    CU_ASSERT_EQUAL(c.fp8_gemm_shapes[0].n, 1);
+    /* of the FP8 peak, fp8_flops_ratio (2) x the BF16 one */
+    CU_ASSERT(near(c.fp8_gemm_shapes[0].y[0], 2147483648.0 / (2 * peak * (5e-6 - t0)), 1e-5));
+    CU_ASSERT_EQUAL(c.fp8_grouped_gemm_shapes[0].n + c.fp8_gemm_shapes[2].n, 0);
+    CU_ASSERT_EQUAL(c.memory_efficiency.n, 1); /* the cast is not a memory record */
+    sim_calib_free(&c);
+    /* without kernels.json: epref's attention, and no FP8 keys in the file */
+    snprintf(args, sizeof args, "calibrate %s:compute.json --topo h200x2 --out %s", dir, out0);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    sim_calib_default(&c);
+    CU_ASSERT_EQUAL_FATAL(sim_calib_load(&c, out0, err), 0);
+    CU_ASSERT(near(c.attention_shapes[0].y[0], 1e9 / (peak * (30e-6 - t0)), 1e-5));
+    CU_ASSERT_EQUAL(c.fp8_gemm_shapes[0].n, 0);
+    sim_calib_free(&c);
+    snprintf(args, sizeof args, "grep -q fp8_gemm_shapes %s && ! grep -q fp8_gemm_shapes %s", out,
+             out0);
+    CU_ASSERT_EQUAL(system(args), 0);
+    snprintf(args, sizeof args, "rm -rf %s %s %s", dir, out, out0);
+    CU_ASSERT_EQUAL(system(args), 0);
+}
+
 /* ---- the topology's calibration ----------------------------------------------------------- */
 
 #define TINY                                                                                       \
@@ -248,5 +314,6 @@ void ep_suite_calibrate(void) {
                 test_fit_reproduces_records);
     CU_add_test(s, "fit is deterministic", test_fit_deterministic);
     CU_add_test(s, "fit errors: one line, exit 2, no output", test_fit_errors);
+    CU_add_test(s, "kernels.json: replaces kinds, compare-only out, FP8 apart", test_fit_kernels);
     CU_add_test(s, "topologies name their calibration; --calib none", test_topology_calibration);
 }
