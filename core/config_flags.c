@@ -117,6 +117,10 @@ static const ep_flag k_flags[] = {
        "decoder layers of the first pipeline stage (0 = an even split)"),
     FI("decoder-last-pipeline-num-layers", decoder_last_pipeline_num_layers, "0", GP,
        "decoder layers of the last pipeline stage (0 = an even split)"),
+    FB("overlap-p2p-communication", overlap_p2p_comm, "1", GP,
+       "interleaved 1F1B: a step's forward exchange is posted right after its forward, so the "
+       "transfer overlaps the backward (Megatron's default; --no-overlap-p2p-communication: one "
+       "exchange after both)"),
     FS("pipeline-model-parallel-layout", pipeline_model_parallel_layout, "", GP,
        "layers of each virtual stage, Megatron's grammar: E embedding, t decoder layer, m MTP, "
        "L loss, | between stages, x*n and (...)*n repeat, e.g. \"Et*2|(t*2|)*6,tL\""),

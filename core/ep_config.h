@@ -130,6 +130,7 @@ typedef struct {
     int decoder_first_pipeline_num_layers; /* --decoder-first-pipeline-num-layers (0 = even split)
                                             */
     int decoder_last_pipeline_num_layers;  /* --decoder-last-pipeline-num-layers (0 = even split) */
+    int overlap_p2p_comm; /* --overlap-p2p-communication (interleaved 1F1B) */
     char pipeline_model_parallel_layout[EP_MAX_PATTERN]; /* --pipeline-model-parallel-layout */
     int account_for_embedding_in_pipeline_split;         /* --account-for-embedding-in-... */
     int account_for_loss_in_pipeline_split;              /* --account-for-loss-in-... */

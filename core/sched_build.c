@@ -99,20 +99,33 @@ static int p2p(ep_rank_builder *rb, ep_op_kind kind, ep_phase phase, int mb, int
     ep_chain *c = ep_rb_chain(rb, mb, chunk);
     if (kind == EP_OP_SEND) { /* the tensor it sends is the chain's last output */
         if (ep_rb_wait_chain(rb, idx, c, EP_STREAM_PP) != 0) return -1;
+    } else if (rb->pending_recv) { /* only the pass that consumes it will wait (emit_pass) */
+        rb->pending_recv[(mb * rb->vpp + chunk) * 2 + (phase != EP_PHASE_FWD)] = idx;
     } else {
         ep_chain_add(c, idx, EP_STREAM_PP); /* the pass that consumes it waits for it */
     }
     return 0;
 }
 
-/* Between two steps: send what `prev` produced, receive what `next` consumes. Megatron's
- * _p2p_ops order: even stages send first, odd stages receive first, so that blocking transfers
- * pair up between neighbours. */
-static int exchange(ep_rank_builder *rb, const ep_step *prev, const ep_step *next) {
-    int send_f = prev && prev->f_mb >= 0 && !last_vstage(rb, prev->f_chunk);
-    int send_b = prev && prev->b_mb >= 0 && !first_vstage(rb, prev->b_chunk);
-    int recv_f = next && next->f_mb >= 0 && !first_vstage(rb, next->f_chunk);
-    int recv_b = next && next->b_mb >= 0 && !last_vstage(rb, next->b_chunk);
+/* The receive a pass of (mb, chunk) consumes, if one is pending, joins its chain right before it. */
+static void consume_recv(ep_rank_builder *rb, int mb, int chunk, int bwd) {
+    if (!rb->pending_recv || mb < 0) return;
+    int *r = &rb->pending_recv[(mb * rb->vpp + chunk) * 2 + bwd];
+    if (*r >= 0) ep_chain_add(ep_rb_chain(rb, mb, chunk), *r, EP_STREAM_PP);
+    *r = -1;
+}
+
+enum { XCH_F = 1, XCH_B = 2 }; /* which directions an exchange carries */
+
+/* Between two steps: send what `prev` produced, receive what `next` consumes, in the directions
+ * of `dirs` (forward activations, backward gradients). Megatron's _p2p_ops order: even stages
+ * send first, odd stages receive first, so that blocking transfers pair up between neighbours. */
+static int exchange_dirs(ep_rank_builder *rb, const ep_step *prev, const ep_step *next, int dirs) {
+    int f = dirs & XCH_F, b = dirs & XCH_B;
+    int send_f = f && prev && prev->f_mb >= 0 && !last_vstage(rb, prev->f_chunk);
+    int send_b = b && prev && prev->b_mb >= 0 && !first_vstage(rb, prev->b_chunk);
+    int recv_f = f && next && next->f_mb >= 0 && !first_vstage(rb, next->f_chunk);
+    int recv_b = b && next && next->b_mb >= 0 && !last_vstage(rb, next->b_chunk);
     if (rb->pp == 1) return 0;
 #define SEND_F                                                                                     \
     if (send_f && p2p(rb, EP_OP_SEND, EP_PHASE_FWD, prev->f_mb, prev->f_chunk, rb->next_rank,      \
@@ -146,6 +159,10 @@ static int exchange(ep_rank_builder *rb, const ep_step *prev, const ep_step *nex
 #undef SEND_B
 #undef RECV_B
     return 0;
+}
+
+static int exchange(ep_rank_builder *rb, const ep_step *prev, const ep_step *next) {
+    return exchange_dirs(rb, prev, next, XCH_F | XCH_B);
 }
 
 /* --- one step ----------------------------------------------------------------------------------
@@ -201,6 +218,8 @@ static int layer_step(ep_rank_builder *rb, const ep_step *st, int f, int b, int 
 static int emit_step(ep_rank_builder *rb, const ep_step *st, deferred_dw *defer) {
     const ep_layer_plan *plan = &rb->s->plan;
     int ff = 0, nf = 0, fb = 0, nb = 0;
+    consume_recv(rb, st->f_mb, st->f_chunk, 0);
+    consume_recv(rb, st->b_mb, st->b_chunk, 1);
     if (st->f_mb >= 0) ep_layer_range(plan, rb->pp, rb->vpp, rb->stage, st->f_chunk, &ff, &nf);
     if (st->b_mb >= 0) ep_layer_range(plan, rb->pp, rb->vpp, rb->stage, st->b_chunk, &fb, &nb);
     defer->layer = -1;
@@ -322,10 +341,14 @@ static int build_rank(ep_sched *s, int rank, const ep_step *steps, int nsteps, i
     int nchains = rb.per_mb_chains ? rb.nmb * rb.vpp : 1;
     rb.chains = malloc((size_t)nchains * sizeof *rb.chains);
     rb.layer_last_bwd = malloc((size_t)nlayers * sizeof(int));
-    if (!rb.chains || !rb.layer_last_bwd) {
+    int split_p2p = rb.vpp > 1 && cfg->overlap_p2p_comm && !rb.per_mb_chains;
+    if (split_p2p) rb.pending_recv = malloc((size_t)rb.nmb * rb.vpp * 2 * sizeof(int));
+    if (!rb.chains || !rb.layer_last_bwd || (split_p2p && !rb.pending_recv)) {
         snprintf(err, EP_ERRLEN, "out of memory");
         goto done;
     }
+    for (int i = 0; split_p2p && i < rb.nmb * rb.vpp * 2; i++)
+        rb.pending_recv[i] = -1;
     for (int i = 0; i < nchains; i++)
         ep_chain_reset(&rb.chains[i]);
     for (int i = 0; i < nlayers; i++)
@@ -334,14 +357,19 @@ static int build_rank(ep_sched *s, int rank, const ep_step *steps, int nsteps, i
     if (nsteps > 0 && exchange(&rb, NULL, &steps[0]) != 0) goto done;
     for (int i = 0; i < nsteps; i++) {
         deferred_dw d;
-        const ep_step *st = &steps[i];
+        const ep_step *st = &steps[i], *next = i + 1 < nsteps ? &steps[i + 1] : NULL;
         if (st->f_mb >= 0 && st->b_mb >= 0 && !cfg->overlap_moe_expert_parallel_comm) {
             ep_step f = {st->f_mb, st->f_chunk, -1, -1}, b = {-1, -1, st->b_mb, st->b_chunk};
-            if (emit_step(&rb, &f, &d) != 0 || emit_step(&rb, &b, &d) != 0) goto done;
-        } else if (emit_step(&rb, st, &d) != 0) {
-            goto done;
+            /* interleaved with --overlap-p2p-communication: the forward's exchange right after
+             * the forward (its transfers run beside the backward), the backward's after it */
+            int split = rb.pending_recv != NULL;
+            if (emit_step(&rb, &f, &d) != 0) goto done;
+            if (split && exchange_dirs(&rb, st, next, XCH_F) != 0) goto done;
+            if (emit_step(&rb, &b, &d) != 0) goto done;
+            if (exchange_dirs(&rb, st, next, split ? XCH_B : XCH_F | XCH_B) != 0) goto done;
+        } else {
+            if (emit_step(&rb, st, &d) != 0 || exchange(&rb, st, next) != 0) goto done;
         }
-        if (exchange(&rb, &steps[i], i + 1 < nsteps ? &steps[i + 1] : NULL) != 0) goto done;
         if (d.layer >= 0) {
             if (ep_layer_emit_dw(&rb, d.layer, d.mb, d.chunk, EP_NODE_PRE_DISPATCH) != 0 ||
                 ep_dp_after_bwd(&rb, d.layer, d.mb, d.chunk, rb.layer_last_bwd[d.layer]) != 0)
@@ -362,6 +390,7 @@ static int build_rank(ep_sched *s, int rank, const ep_step *steps, int nsteps, i
     rc = 0;
 done:
     ep_dp_free(&rb);
+    free(rb.pending_recv);
     free(rb.chains);
     free(rb.layer_last_bwd);
     return rc;

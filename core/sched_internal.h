@@ -94,6 +94,9 @@ typedef struct {
     int last_on_stream[EP_NUM_STREAMS];
     /* event chains: one per (microbatch, chunk) with EP overlap, one for the rank without */
     int per_mb_chains;
+    /* interleaved 1F1B with --overlap-p2p-communication and one chain: the receive that each
+     * (microbatch, chunk, direction) pass consumes, -1 once it is waited for ([nmb * vpp * 2]) */
+    int *pending_recv;
     ep_chain *chains;
     /* per layer: index of the last op of its backward in the current step (DP hooks) */
     int *layer_last_bwd;

@@ -1,6 +1,6 @@
-/* Explicit pipeline splits (docs/schedule.md, "Layers per stage"): Megatron's
- * --pipeline-model-parallel-layout grammar, the virtual stages it implies, and the accounting
- * flags that count the embedding and the loss as layers. */
+/* Pipelines (docs/schedule.md, section 6): Megatron's --pipeline-model-parallel-layout grammar,
+ * the virtual stages it implies, the accounting flags that count the embedding and the loss as
+ * layers, and the interleaved schedule's p2p overlap. */
 #include <CUnit/CUnit.h>
 
 #include "ep_layers.h"
@@ -103,9 +103,57 @@ static void test_same_as_even(void) {
     ep_sched_free(&b);
 }
 
+/* Interleaved 1F1B with --overlap-p2p-communication (Megatron's default): in a step pairing a
+ * forward and a backward, the forward's send is issued before the backward's compute (its transfer
+ * runs beside it), and no pass waits for a receive of the other direction. Without it one exchange
+ * follows the whole step. Both are deadlock-free (ep_sched_check). */
+static int sends_before_backward(const ep_sched *s, int r) {
+    const ep_rank_sched *rs = &s->ranks[r];
+    int n = 0;
+    for (int i = 0; i + 1 < rs->nops; i++) {
+        const ep_op *a = &rs->ops[i], *b = &rs->ops[i + 1];
+        n += a->stream == EP_STREAM_PP && a->phase == EP_PHASE_FWD &&
+             b->stream != EP_STREAM_PP && b->phase == EP_PHASE_BWD;
+    }
+    return n;
+}
+
+static void test_p2p_overlap(void) {
+    const char *base = PP_MODEL "--num-layers 8 --num-virtual-stages-per-pipeline-rank 2 ";
+    char flags[1024];
+    ep_sched a, b;
+    if (sched_build_flags(&a, base) != 0) return;
+    snprintf(flags, sizeof flags, "%s--no-overlap-p2p-communication", base);
+    if (sched_build_flags(&b, flags) != 0) {
+        ep_sched_free(&a);
+        return;
+    }
+    char err[EP_ERRLEN];
+    CU_ASSERT_EQUAL(ep_sched_check(&a, err), 0);
+    CU_ASSERT_EQUAL(ep_sched_check(&b, err), 0);
+    for (int r = 0; r < 4; r++) {
+        CU_ASSERT(sends_before_backward(&a, r) > 0);
+        CU_ASSERT_EQUAL(sends_before_backward(&b, r), 0);
+        CU_ASSERT_EQUAL(a.ranks[r].nops, b.ranks[r].nops); /* the same ops, in another order */
+    }
+    /* a backward pass never waits on a forward-direction receive */
+    const ep_rank_sched *rs = &a.ranks[1];
+    for (int i = 0; i < rs->nops; i++) {
+        if (rs->ops[i].phase != EP_PHASE_BWD || rs->ops[i].stream != EP_STREAM_COMP) continue;
+        for (int d = 0; d < rs->ops[i].ndeps; d++) {
+            const ep_op *dep = &rs->ops[rs->deps[rs->ops[i].deps_off + d]];
+            CU_ASSERT(!(dep->kind == EP_OP_RECV && dep->phase == EP_PHASE_FWD));
+        }
+    }
+    ep_sched_free(&a);
+    ep_sched_free(&b);
+}
+
 void ep_suite_layout(void) {
     CU_pSuite s = CU_add_suite("layout", NULL, NULL);
     CU_add_test(s, "Megatron's layout grammar", test_grammar);
     CU_add_test(s, "layers per virtual stage: layout, VPP, accounting, errors", test_split);
     CU_add_test(s, "a layout equal to the even split: the same schedule", test_same_as_even);
+    CU_add_test(s, "interleaved 1F1B: --overlap-p2p-communication splits the exchange",
+                test_p2p_overlap);
 }
