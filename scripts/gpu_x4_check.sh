@@ -16,9 +16,9 @@ t0=$(date +%s)
 { cmake -S . -B build-gpu -DEP_WITH_SIM=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
   cmake --build build-gpu -j32; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 echo "build done at +$(($(date +%s) - t0)) s"
-(cd build-gpu && timeout 420 ctest -L gpu --output-on-failure --timeout 300) > "$OUT/gpu_tests.log" 2>&1
+(cd build-gpu && timeout 420 ctest -L gpu -V --timeout 300) > "$OUT/gpu_tests.log" 2>&1
 echo "gpu tests rc=$? at +$(($(date +%s) - t0)) s"
-grep -E "Test +#|tests passed|FAIL|deepep_ep2_of4|across nodes" "$OUT/gpu_tests.log" | tail -30
+grep -E "Test +#|tests passed|FAIL|deepep_ep2_of4|events checked|test_gpu_run:" "$OUT/gpu_tests.log" | tail -30
 timeout 180 python3 scripts/torch_host.py --out "$OUT/host_torch.json" > "$OUT/torch_host.log" 2>&1
 echo "torch_host rc=$? at +$(($(date +%s) - t0)) s"
 cat "$OUT/torch_host.log"
