@@ -33,11 +33,12 @@ enum {
     F_COMBINE,
     F_CORUN,
     F_KERNELS,
+    F_HOST_STACK,
     F_NUM
 };
 static const char *FILES[F_NUM] = {"compute.json",      "comm.json",     "host.json",
                                    "interference.json", "dispatch.json", "combine.json",
-                                   "corun.json",        "kernels.json"};
+                                   "corun.json",        "kernels.json",  "host_torch.json"};
 
 typedef struct {
     json_t *root[F_NUM]; /* the file's array, or NULL where no DIR has it */
@@ -346,6 +347,26 @@ static void fit_host(fit *x) {
     if (exec_gpu > x->c.kernel_overhead_s) x->c.op_event_s = exec_gpu - x->c.kernel_overhead_s;
     /* the executor's two events per op, beyond the launch itself */
     if (exec_op > x->c.launch_s) x->c.op_overhead_s = exec_op - x->c.launch_s;
+}
+
+/* host_torch.json (scripts/torch_host.py): the host costs of the software stack that drives every
+ * kernel from eager PyTorch, as Megatron-LM does. Its time per launched kernel beyond a bare launch
+ * becomes the bookkeeping per op (one op of the schedule, one PyTorch call), a fused attention is
+ * one call, a CUDA graph's replay is its launch, and NCCL calls cost what torch.distributed's
+ * issue costs. Runs after fit_host_calls: it replaces what host.json and compute.json gave. */
+static void fit_host_stack(fit *x) {
+    json_t *r;
+    FOR_RECORDS(x, F_HOST_STACK, i, r) {
+        const char *w = str(r, "what");
+        double t = num(r, "time_us") * 1e-6;
+        if (!(t > 0)) continue;
+        if (strcmp(w, "eager_per_kernel") == 0 && t > x->c.launch_s) {
+            x->c.op_overhead_s = t - x->c.launch_s;
+            x->c.attention_launch_s = x->c.launch_s;
+        }
+        if (strcmp(w, "graph_replay") == 0) x->c.graph_launch_s = t;
+        if (strcmp(w, "nccl_all_reduce") == 0) x->c.nccl_launch_s = t;
+    }
 }
 
 /* Host time per cuBLAS GEMM call and per attention op, from the compute records' host_us (the
@@ -751,6 +772,7 @@ int sim_fit_main(int argc, char **argv) {
         snprintf(x.err, EP_ERRLEN, "out of memory fitting %s", x.path[F_COMPUTE]);
         goto done;
     }
+    fit_host_stack(&x);
     fit_interference(&x);
     fit_corun(&x);
     if (fit_comm(&x) != 0) goto done;
