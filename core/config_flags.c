@@ -214,6 +214,9 @@ static const ep_flag k_flags[] = {
     FE("moe-token-drop-policy", moe_token_drop_policy, k_drop, "probs", GE,
        "tokens over capacity dropped by lowest probability or by position"),
     FB("moe-permute-fusion", moe_permute_fusion, "0", GE, "fused permute/unpermute kernels"),
+    FB("moe-grouped-gemm", moe_grouped_gemm, "0", GE,
+       "experts' GEMMs as one grouped call (Transformer Engine); off: Megatron's SequentialMLP, "
+       "one module call per expert (its host time per expert: expert_call_s)"),
     FB("moe-hybridep-fuse-permute", moe_hybridep_permute_fusion, "0", GE,
        "fuse permute into hybridep dispatch and unpermute into combine (PR 4073)"),
     FI("moe-hybridep-num-blocks-permute", moe_hybridep_num_blocks_permute, "16", GE,

@@ -75,7 +75,6 @@ static const struct {
     {"use-flash-attn", B},
     {"attention-backend", V},
     {"transformer-impl", V},
-    {"moe-grouped-gemm", B},
     {"moe-use-legacy-grouped-gemm", B},
     {"moe-router-fusion", B},
     {"cross-entropy-loss-fusion", B},

@@ -24,7 +24,8 @@ mkdir -p traces/calib
 # the same with the compute of the Megatron software stack (traces/h200/torch: torch 2.11, cuDNN
 # 9.19 SDPA, torch._grouped_mm, cuBLAS via torch.matmul, FP8 _scaled_mm; 4 x H200, 2026-11-26)
 "$epsim" calibrate traces/h200/torch traces/h200/calib traces/h200x4/torch:host_torch.json \
-  traces/h200x2/calib traces/h200x2/bench --topo h200x2 --out traces/calib/h200-megatron.json
+  traces/h100/torch:host_megatron.json traces/h200x2/calib traces/h200x2/bench --topo h200x2 \
+  --out traces/calib/h200-megatron.json
 # 4 x H200: its own NCCL, host and interference files, the same GPU's compute
 "$epsim" calibrate traces/h200x4/calib traces/h200/calib traces/h200x4/bench \
   --topo h200x4 --out traces/calib/h200x4.json
@@ -34,7 +35,8 @@ mkdir -p traces/calib
 "$epsim" calibrate traces/h100/calib traces/h200x2/calib:interference.json \
   --topo dgx8 --out traces/calib/h100.json
 # the same with the compute of the Megatron software stack, timed on one H100 (traces/h100/torch),
-# and its host costs: eager PyTorch's time per kernel, a CUDA graph's replay, torch.distributed's
-# NCCL call (scripts/torch_host.py on the lent 4-GPU machine, traces/h200x4/torch)
-"$epsim" calibrate traces/h100/torch traces/h100/calib traces/h200x4/torch:host_torch.json \
-  traces/h200x2/calib:interference.json --topo dgx8 --out traces/calib/h100-megatron.json
+# and its host costs there: Megatron-Core's own layers (scripts/megatron_host.py: the bookkeeping
+# per op, per expert call), a CUDA graph's replay and torch.distributed's NCCL call
+# (scripts/torch_host.py)
+"$epsim" calibrate traces/h100/torch traces/h100/calib traces/h200x2/calib:interference.json \
+  --topo dgx8 --out traces/calib/h100-megatron.json

@@ -156,6 +156,7 @@ static const field FIELDS[] = {
     F(nccl_launch_s),
     F(host_sync_s),
     F(graph_launch_s),
+    F(expert_call_s),
     F(kernel_overhead_s),
     F(op_gap_s),
     F(op_event_s),

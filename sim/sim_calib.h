@@ -59,6 +59,8 @@ typedef struct {
     double nccl_launch_s;      /* host time to launch one NCCL operation (a group of send/recv) */
     double host_sync_s;        /* host wake-up after a stream/event synchronisation */
     double graph_launch_s;     /* host time to launch one CUDA graph (its ops launch none) */
+    double expert_call_s; /* host time per expert of an expert GEMM op when the experts run one
+                             module call each (Megatron's SequentialMLP, --moe-grouped-gemm off) */
     /* GPU compute */
     double kernel_overhead_s; /* fixed GPU time per kernel (launch gap, tail) */
     double op_gap_s;   /* GPU time from one op's end to the next op's start on a stream (events) */

@@ -16,6 +16,7 @@ void sim_cost_init(sim_cost *x, const sim_calib *c, const ep_config *cfg) {
     memset(x, 0, sizeof *x);
     x->c = c;
     if (cfg) ep_cost_attention_geometry(cfg, &x->attn_seq, &x->attn_dqk, &x->attn_dv);
+    x->sequential_experts = cfg && !cfg->moe_grouped_gemm;
 }
 
 void sim_cost_free(sim_cost *x) {
@@ -115,7 +116,8 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
     }
 }
 
-double sim_op_host_s(const sim_calib *c, const ep_op *op, int group_size) {
+double sim_op_host_s(const sim_cost *x, const ep_op *op, int group_size) {
+    const sim_calib *c = x->c;
     /* captured in a CUDA graph: the graph's launch, once, and nothing per op */
     if (op->graph) return op->graph == 2 ? c->graph_launch_s : 0;
     double call;
@@ -124,7 +126,8 @@ double sim_op_host_s(const sim_calib *c, const ep_op *op, int group_size) {
     else if (op->kind == EP_OP_GEMM)
         call = c->gemm_launch_s;
     else if (op->kind == EP_OP_GROUPED_GEMM)
-        call = c->gemm_launch_s * (op->batch > 1 ? op->batch : 1);
+        call = (c->gemm_launch_s + (x->sequential_experts ? c->expert_call_s : 0)) *
+               (op->batch > 1 ? op->batch : 1);
     else if (op->kind == EP_OP_ATTENTION)
         call = c->attention_launch_s;
     else

@@ -21,6 +21,7 @@ typedef struct sim_cost_memo sim_cost_memo;
 typedef struct {
     const sim_calib *c;
     int attn_seq, attn_dqk, attn_dv;
+    int sequential_experts; /* experts one module call each (--moe-grouped-gemm off) */
     long memo_n, memo_cap;
     sim_cost_memo *memo;
 } sim_cost;
@@ -32,9 +33,10 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak_flops, double hbm_bw,
 
 /* Host time to issue op: op_overhead_s plus its calls - one kernel (launch_s), one cuBLAS GEMM
  * per GEMM and per expert of a grouped GEMM (gemm_launch_s), attention_launch_s, one NCCL
- * operation (nccl_launch_s; none for a group of one, which moves nothing). An op captured in a
- * CUDA graph costs nothing, the first of its graph graph_launch_s (ep_op.graph). */
-double sim_op_host_s(const sim_calib *c, const ep_op *op, int group_size);
+ * operation (nccl_launch_s; none for a group of one, which moves nothing), and expert_call_s
+ * per expert where the experts run one module call each. An op captured in a CUDA graph costs
+ * nothing, the first of its graph graph_launch_s (ep_op.graph). */
+double sim_op_host_s(const sim_cost *x, const ep_op *op, int group_size);
 
 /* Alone on the GPU: t0 + max(t_flop, t_mem). */
 double sim_work_alone(const sim_work *w);

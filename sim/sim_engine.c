@@ -374,7 +374,7 @@ static void try_start(engine *e, int r, int st);
  * communication, host syncs and ops of a CUDA graph (launched with it) once issued. */
 static double ready_t(const engine *e, const ep_op *op, double launch_t) {
     if (ep_op_is_comm(op) || op->kind == EP_OP_HOST_SYNC || op->graph) return launch_t;
-    return launch_t - (sim_op_host_s(e->c, op, 0) - e->c->op_overhead_s);
+    return launch_t - (sim_op_host_s(&e->cost, op, 0) - e->c->op_overhead_s);
 }
 
 /* The host issues ops in order, sim_op_host_s each, and stops after a host sync until it
@@ -398,7 +398,7 @@ static void host_issue(engine *e, int r, long o) {
         }
         const ep_op *op = &rs->ops[i];
         op_rec *rc = &e->rec[e->off[r] + i];
-        h->t += sim_op_host_s(e->c, op, op->group >= 0 ? e->s->groups[op->group].size : 0);
+        h->t += sim_op_host_s(&e->cost, op, op->group >= 0 ? e->s->groups[op->group].size : 0);
         *launch_slot(e, e->off[r] + i) = h->t;
         rc->t.start = ready_t(e, op, h->t);
         rc->state = ST_LAUNCHED;

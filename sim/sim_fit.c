@@ -34,11 +34,12 @@ enum {
     F_CORUN,
     F_KERNELS,
     F_HOST_STACK,
+    F_HOST_LAYERS,
     F_NUM
 };
-static const char *FILES[F_NUM] = {"compute.json",      "comm.json",     "host.json",
-                                   "interference.json", "dispatch.json", "combine.json",
-                                   "corun.json",        "kernels.json",  "host_torch.json"};
+static const char *FILES[F_NUM] = {
+    "compute.json", "comm.json",   "host.json",       "interference.json", "dispatch.json",
+    "combine.json", "corun.json",  "kernels.json",    "host_torch.json",   "host_megatron.json"};
 
 typedef struct {
     json_t *root[F_NUM]; /* the file's array, or NULL where no DIR has it */
@@ -367,6 +368,62 @@ static void fit_host_stack(fit *x) {
         if (strcmp(w, "graph_replay") == 0) x->c.graph_launch_s = t;
         if (strcmp(w, "nccl_all_reduce") == 0) x->c.nccl_launch_s = t;
     }
+}
+
+/* The host calls (launches, no per-op bookkeeping) that the schedule of `flags` issues for its
+ * layer 0 on rank 0, the ops, and the expert calls of its expert GEMMs. -1 when the flags do not
+ * build. */
+static int layer_calls(const sim_calib *c, const char *flags, double *calls, int *nops,
+                       int *nexperts, char err[EP_ERRLEN]) {
+    ep_config cfg;
+    ep_config_defaults(&cfg);
+    ep_sched s;
+    if (ep_config_parse_text(&cfg, flags, err) || ep_config_validate(&cfg, err) ||
+        ep_sched_build(&cfg, &s, err))
+        return -1;
+    sim_calib bare = *c;
+    bare.op_overhead_s = bare.expert_call_s = 0;
+    sim_cost x = {.c = &bare};
+    *calls = 0;
+    *nops = *nexperts = 0;
+    for (int i = 0; i < s.ranks[0].nops; i++) {
+        const ep_op *op = &s.ranks[0].ops[i];
+        if (op->layer != 0) continue;
+        *calls += sim_op_host_s(&x, op, op->group >= 0 ? s.groups[op->group].size : 0);
+        (*nops)++;
+        if (op->kind == EP_OP_GROUPED_GEMM) *nexperts += op->batch > 1 ? op->batch : 1;
+    }
+    ep_sched_free(&s);
+    return 0;
+}
+
+/* host_megatron.json (scripts/megatron_host.py): the host time of Megatron-Core's own dense and
+ * MoE layers, forward and backward, with the epsim flags of the same layer. The dense layer gives
+ * the bookkeeping per op of the schedule (its time less the launches, over its ops); the MoE
+ * layer, whose experts run one module call each (SequentialMLP), what each expert call adds
+ * beyond that. Runs after fit_host_stack, whose per-op figure it replaces. */
+static int fit_host_layers(fit *x) {
+    json_t *r;
+    double t[2] = {-1, -1}, calls[2] = {0, 0};
+    int nops[2] = {0, 0}, nexp[2] = {0, 0};
+    FOR_RECORDS(x, F_HOST_LAYERS, i, r) {
+        int moe = !strcmp(str(r, "layer"), "moe");
+        double us = num(r, "time_us");
+        if (strcmp(str(r, "pass"), "fwd_bwd") || !(us > 0)) continue;
+        if (layer_calls(&x->c, str(r, "config"), &calls[moe], &nops[moe], &nexp[moe], x->err)) {
+            char e[EP_ERRLEN];
+            snprintf(e, sizeof e, "%s: a layer's config: %s", x->path[F_HOST_LAYERS], x->err);
+            snprintf(x->err, EP_ERRLEN, "%s", e);
+            return -1;
+        }
+        t[moe] = us * 1e-6;
+    }
+    if (t[0] > 0 && nops[0] > 0 && t[0] > calls[0]) {
+        x->c.op_overhead_s = (t[0] - calls[0]) / nops[0];
+        double rest = t[1] - calls[1] - nops[1] * x->c.op_overhead_s;
+        if (t[1] > 0 && nexp[1] > 0 && rest > 0) x->c.expert_call_s = rest / nexp[1];
+    }
+    return 0;
 }
 
 /* Host time per cuBLAS GEMM call and per attention op, from the compute records' host_us (the
@@ -773,6 +830,7 @@ int sim_fit_main(int argc, char **argv) {
         goto done;
     }
     fit_host_stack(&x);
+    if (fit_host_layers(&x) != 0) goto done;
     fit_interference(&x);
     fit_corun(&x);
     if (fit_comm(&x) != 0) goto done;
@@ -788,6 +846,9 @@ int sim_fit_main(int argc, char **argv) {
            x.c.op_overhead_s * 1e6, x.c.launch_s * 1e6, x.c.gemm_launch_s * 1e6, ngemm,
            x.c.attention_launch_s * 1e6, nattn, x.c.nccl_launch_s * 1e6, x.c.host_sync_s * 1e6,
            t0 * 1e6, x.c.op_gap_s * 1e6, x.c.op_event_s * 1e6);
+    if (x.root[F_HOST_STACK] || x.root[F_HOST_LAYERS])
+        printf("  software stack: per op %.2f us, per expert call %.2f us, graph launch %.2f us\n",
+               x.c.op_overhead_s * 1e6, x.c.expert_call_s * 1e6, x.c.graph_launch_s * 1e6);
     if (x.root[F_KERNELS]) {
         printf("  kernels.json: %d records fitted (%d FP8 GEMMs into fp8_*_shapes); its",
                x.nkernels, x.nfp8);

@@ -307,6 +307,80 @@ static void test_topology_calibration(void) {
     remove(b);
 }
 
+/* The software stack's host costs (host_torch.json, host_megatron.json of the H100): the fitted
+ * per-op and per-expert-call times give Megatron-Core's measured layer times back when epsim's own
+ * schedule of the same layer is issued with them; graph and NCCL launches are the records'. */
+static double record_us(const char *path, const char *layer, const char *what) {
+    json_error_t je;
+    json_t *a = json_load_file(path, 0, &je), *r;
+    size_t i;
+    double t = -1;
+    json_array_foreach(a, i, r) {
+        json_t *l = json_object_get(r, "layer"), *w = json_object_get(r, "what");
+        if (layer && l && !strcmp(json_string_value(l), layer) &&
+            !strcmp(json_string_value(json_object_get(r, "pass")), "fwd_bwd"))
+            t = json_number_value(json_object_get(r, "time_us"));
+        if (!layer && w && !strcmp(json_string_value(w), what))
+            t = json_number_value(json_object_get(r, "time_us"));
+    }
+    json_decref(a);
+    return t;
+}
+
+static double layer_host_s(const sim_calib *c, int moe) {
+    const char *flags =
+        moe ? "--num-layers 1 --hidden-size 256 --num-attention-heads 4 --ffn-hidden-size 512 "
+              "--seq-length 128 --micro-batch-size 1 --global-batch-size 1 --world-size 1 "
+              "--swiglu --mtp-num-layers 0 --num-experts 8 --moe-router-topk 2 "
+              "--moe-ffn-hidden-size 256 --moe-layer-freq 1 --moe-token-dispatcher-type alltoall"
+            : "--num-layers 1 --hidden-size 256 --num-attention-heads 4 --ffn-hidden-size 512 "
+              "--seq-length 128 --micro-batch-size 1 --global-batch-size 1 --world-size 1 "
+              "--swiglu --mtp-num-layers 0 --num-experts 0";
+    ep_config cfg;
+    ep_config_defaults(&cfg);
+    char err[EP_ERRLEN];
+    ep_sched s;
+    if (ep_config_parse_text(&cfg, flags, err) || ep_config_validate(&cfg, err) ||
+        ep_sched_build(&cfg, &s, err))
+        return -1;
+    sim_cost x;
+    sim_cost_init(&x, c, &cfg); /* --moe-grouped-gemm off: SequentialMLP, as measured */
+    double t = 0;
+    for (int i = 0; i < s.ranks[0].nops; i++)
+        if (s.ranks[0].ops[i].layer == 0)
+            t += sim_op_host_s(&x, &s.ranks[0].ops[i],
+                               s.ranks[0].ops[i].group >= 0 ? s.groups[s.ranks[0].ops[i].group].size
+                                                            : 0);
+    sim_cost_free(&x);
+    ep_sched_free(&s);
+    return t;
+}
+
+static void test_fit_host_stack(void) {
+    char out[512], args[2048], err[EP_ERRLEN];
+    tmp_path(out, sizeof out, "fithost.json");
+    const char *dir = EP_SOURCE_DIR "/traces/h100";
+    snprintf(args, sizeof args,
+             "calibrate %s/calib %s/torch:host_torch.json,host_megatron.json --topo dgx8 --out %s",
+             dir, dir, out);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    sim_calib c;
+    sim_calib_default(&c);
+    CU_ASSERT_EQUAL_FATAL(sim_calib_load(&c, out, err), 0);
+    char meg[600], tor[600];
+    snprintf(meg, sizeof meg, "%s/torch/host_megatron.json", dir);
+    snprintf(tor, sizeof tor, "%s/torch/host_torch.json", dir);
+    CU_ASSERT(c.op_overhead_s > 50e-6 && c.expert_call_s > 0);
+    /* within the 6 digits a calibration file keeps */
+    double d = record_us(meg, "dense", NULL) * 1e-6, m = record_us(meg, "moe", NULL) * 1e-6;
+    CU_ASSERT(fabs(layer_host_s(&c, 0) - d) < 1e-5 * d);
+    CU_ASSERT(fabs(layer_host_s(&c, 1) - m) < 1e-5 * m);
+    CU_ASSERT(fabs(c.graph_launch_s - record_us(tor, NULL, "graph_replay") * 1e-6) < 1e-12);
+    CU_ASSERT(fabs(c.nccl_launch_s - record_us(tor, NULL, "nccl_all_reduce") * 1e-6) < 1e-12);
+    sim_calib_free(&c);
+    remove(out);
+}
+
 void ep_suite_calibrate(void) {
     CU_pSuite s = CU_add_suite("epsim calibrate", NULL, NULL);
     CU_add_test(s, "shape tables: exact points, series, below/above, nearest", test_shape_table);
@@ -315,5 +389,7 @@ void ep_suite_calibrate(void) {
     CU_add_test(s, "fit is deterministic", test_fit_deterministic);
     CU_add_test(s, "fit errors: one line, exit 2, no output", test_fit_errors);
     CU_add_test(s, "kernels.json: replaces kinds, compare-only out, FP8 apart", test_fit_kernels);
+    CU_add_test(s, "a software stack's host costs give its layers' host times back",
+                test_fit_host_stack);
     CU_add_test(s, "topologies name their calibration; --calib none", test_topology_calibration);
 }

@@ -507,14 +507,14 @@ static void test_megatron_flags_ignored(void) {
     CU_ASSERT_EQUAL_FATAL(run_summary("", a), 0);
     char args[4096];
     snprintf(args, sizeof args,
-             SMALL " --lr 3e-4 --bf16 --use-flash-attn --moe-grouped-gemm --log-interval 1 "
+             SMALL " --lr 3e-4 --bf16 --use-flash-attn --moe-router-fusion --log-interval 1 "
                    "--summary-json %s",
              b);
     CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, err), 0);
     CU_ASSERT_EQUAL(json_num(a, "iteration_time_s"), json_num(b, "iteration_time_s"));
     CU_ASSERT_EQUAL(json_num(a, "tokens_per_s"), json_num(b, "tokens_per_s"));
     CU_ASSERT(file_has(err, "epsim: note: accepted without effect on the simulated step: --lr "
-                            "--bf16 --use-flash-attn --moe-grouped-gemm --log-interval\n"));
+                            "--bf16 --use-flash-attn --moe-router-fusion --log-interval\n"));
     remove(a);
     remove(b);
     remove(err);
