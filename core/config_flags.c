@@ -131,6 +131,9 @@ static const ep_flag k_flags[] = {
     FI("expert-model-parallel-size", expert_model_parallel_size, "1", GP, "expert parallel (EP)"),
     FI("expert-tensor-parallel-size", expert_tensor_parallel_size, "0", GP,
        "tensor parallel inside experts (ETP, 0 = TP)"),
+    FB("tp-comm-overlap", tp_comm_overlap, "0", GP,
+       "TP all-gathers and reduce-scatters beside the GEMMs that consume or produce them "
+       "(Transformer Engine's userbuffers), on a stream of their own"),
     FB("sequence-parallel", sequence_parallel, "1", GP,
        "TP shards activations along the sequence (always on for TP > 1: the model has no TP "
        "all-reduce path)"),

@@ -137,6 +137,7 @@ typedef struct {
     int expert_model_parallel_size;        /* --expert-model-parallel-size */
     int expert_tensor_parallel_size;       /* --expert-tensor-parallel-size (0 = TP) */
     int sequence_parallel;                 /* --sequence-parallel (must stay on when TP > 1) */
+    int tp_comm_overlap;                   /* --tp-comm-overlap */
     int context_parallel_size;             /* --context-parallel-size */
     int data_parallel_size;                /* project --data-parallel-size (0 = derived) */
     int use_distributed_optimizer;         /* --use-distributed-optimizer */

@@ -27,6 +27,7 @@ typedef enum {
     EP_STREAM_COMM,
     EP_STREAM_DP,
     EP_STREAM_PP,
+    EP_STREAM_TP, /* --tp-comm-overlap: TP collectives beside their GEMMs (docs/schedule.md) */
     EP_NUM_STREAMS
 } ep_stream;
 

@@ -13,7 +13,7 @@
 /* docs/performance.md counts on it (27 M ops on dgx1024) */
 _Static_assert(sizeof(ep_op) <= 80, "ep_op grew past 80 bytes");
 
-static const char *const k_stream_names[EP_NUM_STREAMS] = {"comp", "comm", "dp", "pp"};
+static const char *const k_stream_names[EP_NUM_STREAMS] = {"comp", "comm", "dp", "pp", "tp"};
 static const char *const k_kind_names[EP_OP_NUM_KINDS] = {
     "gemm",           "grouped_gemm", "attention",   "scan",      "elementwise",
     "norm",           "router",       "permute",     "unpermute", "loss",

@@ -18,6 +18,7 @@ typedef struct {
     int m, n, k, batch;
     int group, traffic, transpose;
     int fp8;    /* an FP8 GEMM: its backward quantizes the incoming gradient first */
+    int side;   /* a TP collective beside its GEMM (--tp-comm-overlap): on the tp stream */
     int weight; /* has a weight gradient */
     int fwd_only;
     int mods; /* EP_RC_* recompute modules the op belongs to */
@@ -186,11 +187,16 @@ static void host_sync(gen *g, const char *label) {
 /* --- mixer blocks ------------------------------------------------------------------------------
  */
 
+/* The sequence-parallel all-gather before a TP GEMM and reduce-scatter after one; with
+ * --tp-comm-overlap they run beside the GEMM on the tp stream (emit_list). */
 static void tp_gather(gen *g, const char *label) {
-    if (g->tp > 1) coll(g, label, EP_OP_ALL_GATHER, g->rb->g_tp, g->t * g->R);
+    if (g->tp > 1)
+        coll(g, label, EP_OP_ALL_GATHER, g->rb->g_tp, g->t * g->R)->side = g->cfg->tp_comm_overlap;
 }
 static void tp_scatter(gen *g, const char *label) {
-    if (g->tp > 1) coll(g, label, EP_OP_REDUCE_SCATTER, g->rb->g_tp, g->tg * g->R);
+    if (g->tp > 1)
+        coll(g, label, EP_OP_REDUCE_SCATTER, g->rb->g_tp, g->tg * g->R)->side =
+            g->cfg->tp_comm_overlap;
 }
 
 /* The loss over a TP-sharded vocabulary (Megatron's vocab-parallel cross entropy): all-reduces
@@ -591,6 +597,7 @@ static ep_op op_of(const gen *g, const spec *sp, int chunk, ep_node node, ep_str
     op.traffic = sp->traffic;
     op.transpose = (int8_t)sp->transpose;
     op.fp8 = (int8_t)sp->fp8;
+    if (sp->side) op.stream = EP_STREAM_TP;
     /* captured by a CUDA graph of the configured scopes; a host sync never is */
     op.graph = (int8_t)((sp->cg & g->cfg->cuda_graph_mask) && sp->kind != EP_OP_HOST_SYNC);
     return op;
@@ -743,16 +750,56 @@ static void mark_graph_launches(ep_op *ops, int n) {
         if (ops[i].graph && (i == 0 || !ops[i - 1].graph)) ops[i].graph = 2;
 }
 
+/* --tp-comm-overlap (docs/schedule.md, "TP communication overlap"): a TP collective of a pass on
+ * the tp stream runs beside its GEMM instead of before or after it. An all-gather waits for the op
+ * before it (its input) and the ops after the GEMM that follows it wait for it (the GEMM consumes
+ * the gathered chunks as they arrive: Transformer Engine's ring exchange); a reduce-scatter starts
+ * with the op that produces its input (it waits for the op before that one) and the next op waits
+ * for it - in the backward that is the dgrad, so the reduce-scatter runs beside the wgrad.
+ * release[i] is the list position whose op waits for the side op i (n: the pass's end). */
+static void side_release(const ep_op *ops, int n, int *release) {
+    for (int i = 0; i < n; i++) {
+        release[i] = -1;
+        if (ops[i].stream != EP_STREAM_TP) continue;
+        int g = i + 1;
+        if (ops[i].kind == EP_OP_ALL_GATHER)
+            while (g < n && ops[g].kind != EP_OP_GEMM && ops[g].kind != EP_OP_GROUPED_GEMM)
+                g++;
+        release[i] = ops[i].kind == EP_OP_ALL_GATHER && g < n ? g + 1 : i + 1;
+    }
+}
+
+/* The dependencies of side op i (emitted as idx) on the ops before it, and of the op at position
+ * p (emitted as idx) on the side ops it releases. */
+static int side_deps(ep_rank_builder *rb, const ep_op *ops, const int *emitted, const int *release,
+                     int p, int idx) {
+    if (ops[p].stream == EP_STREAM_TP) {
+        int producer = ops[p].kind == EP_OP_ALL_GATHER ? p - 1 : p - 2;
+        if (producer < 0 && p > 0) producer = p - 1;
+        if (producer >= 0 && ep_rb_dep(rb, idx, emitted[producer]) != 0) return -1;
+    }
+    for (int i = 0; i < p; i++)
+        if (release[i] == p && ep_rb_dep(rb, idx, emitted[i]) != 0) return -1;
+    return 0;
+}
+
 static int emit_list(ep_rank_builder *rb, ep_chain *c, ep_op *ops, const int *chain_wait, int n,
                      ep_stream stream, int layer, int bwd) {
-    int first = -1, last = -1;
+    int first = -1, last = -1, waited_main = 0;
+    int release[3 * EP_MAX_NODE_OPS], emitted[3 * EP_MAX_NODE_OPS];
     mark_graph_launches(ops, n);
+    side_release(ops, n, release);
     for (int i = 0; i < n; i++) {
         int idx = ep_rb_emit(rb, &ops[i]);
         if (idx < 0) return -1;
-        if (chain_wait[i] && first < 0) {
-            first = idx;
-            if (ep_rb_wait_chain(rb, idx, c, stream) != 0) return -1;
+        emitted[i] = idx;
+        if (side_deps(rb, ops, emitted, release, i, idx) != 0) return -1;
+        /* the first op waits for the chain; when that is a side op on the tp stream, the first
+         * op of the node's own stream waits too */
+        if (chain_wait[i] && (first < 0 || (!waited_main && ops[i].stream == stream))) {
+            if (first < 0) first = idx;
+            waited_main |= ops[i].stream == stream;
+            if (ep_rb_wait_chain(rb, idx, c, ops[i].stream) != 0) return -1;
         }
         last = idx;
     }
@@ -763,6 +810,8 @@ static int emit_list(ep_rank_builder *rb, ep_chain *c, ep_op *ops, const int *ch
     }
     ep_chain_reset(c);
     c->tail[stream] = last;
+    for (int i = 0; i < n; i++) /* side ops the pass's end releases: the next node waits */
+        if (release[i] >= n) ep_chain_add(c, emitted[i], EP_STREAM_TP);
     if (bwd && layer >= 0) rb->layer_last_bwd[layer] = last;
     return 0;
 }
@@ -788,12 +837,16 @@ static int shared_side(ep_rank_builder *rb, ep_chain *c, const ep_chain *before,
     ep_op ops[3 * EP_MAX_NODE_OPS];
     int wait[3 * EP_MAX_NODE_OPS]; /* the first op waits on `before` instead */
     int n = pass_ops(&g, chunk, EP_NODE_PRE_DISPATCH, EP_STREAM_COMP, phase, 0, ops, wait);
+    int release[3 * EP_MAX_NODE_OPS], emitted[3 * EP_MAX_NODE_OPS];
     mark_graph_launches(ops, n);
+    side_release(ops, n, release);
     for (int i = 0; i < n; i++) {
         int idx = ep_rb_emit(rb, &ops[i]);
         if (idx < 0) return -1;
+        emitted[i] = idx;
+        if (side_deps(rb, ops, emitted, release, i, idx) != 0) return -1;
         if (i == 0 && ep_rb_wait_chain(rb, idx, before, EP_STREAM_COMP) != 0) return -1;
-        ep_chain_add(c, idx, EP_STREAM_COMP);
+        ep_chain_add(c, idx, ops[i].stream);
     }
     return 0;
 }

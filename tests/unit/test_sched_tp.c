@@ -45,8 +45,48 @@ static void test_tp_outside_layers(void) {
     ep_sched_free(&s);
 }
 
+static int deps_on(const ep_sched *s, int r, int i, int j) {
+    const ep_rank_sched *rs = &s->ranks[r];
+    for (int d = 0; d < rs->ops[i].ndeps; d++)
+        if (rs->deps[rs->ops[i].deps_off + d] == j) return 1;
+    return 0;
+}
+
+/* --tp-comm-overlap: the TP collectives run on the tp stream beside their GEMMs - the all-gather
+ * after its input, the GEMM after it not waiting for it, the ops after that GEMM waiting; the
+ * reduce-scatter starting with its producing GEMM and the next op waiting (docs/schedule.md). */
+static void test_tp_overlap(void) {
+    ep_sched s;
+    if (sched_build_flags(&s, TP_MODEL "--world-size 4 --tensor-model-parallel-size 2 "
+                                       "--tp-comm-overlap") != 0)
+        return;
+    int norm = sched_find(&s, 0, "mb0.c0.L1.attn_norm.fwd"), ag = sched_find(&s, 0, "mb0.c0.L1.attn_ag.fwd");
+    int qkv = sched_find(&s, 0, "mb0.c0.L1.qkv.fwd"), core = sched_find(&s, 0, "mb0.c0.L1.core_attn.fwd");
+    int proj = sched_find(&s, 0, "mb0.c0.L1.attn_proj.fwd"), rs = sched_find(&s, 0, "mb0.c0.L1.attn_rs.fwd");
+    int next = sched_find(&s, 0, "mb0.c0.L1.mlp_norm.fwd");
+    CU_ASSERT_FATAL(norm >= 0 && ag >= 0 && qkv >= 0 && core >= 0 && proj >= 0 && rs >= 0 && next >= 0);
+    const ep_op *o = s.ranks[0].ops;
+    CU_ASSERT(o[ag].stream == EP_STREAM_TP && o[rs].stream == EP_STREAM_TP);
+    CU_ASSERT(deps_on(&s, 0, ag, norm));  /* after its input */
+    CU_ASSERT(!deps_on(&s, 0, qkv, ag));  /* the GEMM runs beside it */
+    CU_ASSERT(deps_on(&s, 0, core, ag));  /* what follows the GEMM waits */
+    CU_ASSERT(deps_on(&s, 0, rs, core));  /* starts with attn_proj, its producer */
+    CU_ASSERT(!deps_on(&s, 0, rs, proj));
+    CU_ASSERT(deps_on(&s, 0, next, rs) || o[next].node != o[rs].node); /* next op waits for it */
+    /* backward: the reduce-scatter of qkv's dgrad runs beside its wgrad */
+    int rsb = sched_find(&s, 0, "mb0.c0.L1.attn_ag.bwd"), dg = sched_find(&s, 0, "mb0.c0.L1.qkv.bwd");
+    int wg = sched_find(&s, 0, "mb0.c0.L1.qkv.bwd_dw");
+    CU_ASSERT_FATAL(rsb >= 0 && dg >= 0 && wg >= 0);
+    CU_ASSERT(o[rsb].kind == EP_OP_REDUCE_SCATTER && o[rsb].stream == EP_STREAM_TP);
+    CU_ASSERT(deps_on(&s, 0, rsb, dg) && !deps_on(&s, 0, rsb, wg));
+    char err[EP_ERRLEN];
+    CU_ASSERT_EQUAL(ep_sched_check(&s, err), 0);
+    ep_sched_free(&s);
+}
+
 void ep_suite_sched_tp(void) {
     CU_pSuite s = CU_add_suite("sched_tp", NULL, NULL);
     CU_add_test(s, "TP outside the layers: embedding, output layer, vocab-parallel loss",
                 test_tp_outside_layers);
+    CU_add_test(s, "--tp-comm-overlap: TP collectives beside their GEMMs", test_tp_overlap);
 }
