@@ -3,7 +3,7 @@
  * Dense ranks are ordered tp-cp-dp-pp (TP fastest); expert ranks etp-ep-edp-pp, so an EP group is a
  * run of consecutive ranks (with TP=1) and expert-DP is strided by EP. HSDP (N instances) splits DP
  * (and expert-DP) into N inner groups of consecutive DP indices; the outer groups take one rank per
- * inner group at the same position. Example in FIELD_NOTES section 2.4.
+ * inner group at the same position. Example in docs/schedule.md, section 7.
  */
 #ifndef EP_GROUPS_H
 #define EP_GROUPS_H

@@ -1,6 +1,6 @@
 /* ep_layers: the logical layers of a model, from --hybrid-override-pattern or plain GPT flags.
  *
- * Grammar (FIELD_NOTES section 3): symbols M (Mamba), * (attention), D (DS-attention), G (GDN),
+ * Grammar (docs/schedule.md, section 5): symbols M (Mamba), * (attention), D (DS-attention), G (GDN),
  * - (dense MLP), E (MoE); | marks a pipeline-stage boundary; / separates the MTP layers' pattern.
  * A bracket group [..] is one logical layer, e.g. [*E], M[M*]-; groups do not nest, are not empty,
  * and E or - may appear only as the last symbol of a group. Outside brackets, each symbol is one

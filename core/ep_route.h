@@ -5,7 +5,7 @@
  * Distributions: uniform (k distinct experts), Zipf (expert popularity ~ 1/rank^s, a per-layer
  * permutation decides which experts are hot), group-limited (DeepSeek: pick group_topk of
  * num_groups groups by the sum of each group's top-2 scores, then top-k experts inside them).
- * Counting rules (FIELD_NOTES section 1): alltoall sends one copy of a token per destination
+ * Counting rules (docs/routing.md): alltoall sends one copy of a token per destination
  * *rank*; deepep/hybridep send one copy per destination *node* over RDMA, then fan out over NVLink.
  */
 #ifndef EP_ROUTE_H

@@ -1,5 +1,5 @@
-/* ep_sched: the schedule IR - a list of ops per rank - and its generators (DESIGN.md, "The
- * schedule IR"; docs/schedule.md is the full contract).
+/* ep_sched: the schedule IR - a list of ops per rank - and its generators (docs/schedule.md is the
+ * full contract).
  *
  * NOTES: ordering rules that every executor (epsim, epref) follows:
  *  - ranks[r].ops is the *host launch order* of rank r: the host launches op i+1 after op i;
@@ -64,7 +64,7 @@ typedef enum {
     EP_PHASE_RECOMPUTE
 } ep_phase;
 
-/* Megatron's layer nodes (FIELD_NOTES section 3); EP_NODE_NONE for DP/PP/optimizer ops. */
+/* Megatron's layer nodes (docs/schedule.md, section 5); EP_NODE_NONE for DP/PP/optimizer ops. */
 typedef enum {
     EP_NODE_NONE,
     EP_NODE_PRE_DISPATCH,

@@ -1,4 +1,4 @@
-/* ep_trace: writer of the shared Chrome-trace format (DESIGN.md, "Interfaces").
+/* ep_trace: writer of the shared Chrome-trace format (docs/architecture.md, "Contracts").
  *
  * {"traceEvents":[...], "displayTimeUnit":"ms", "otherData":{meta}}: complete events ph "X" with
  * pid = rank, tid = stream index (named by thread_name metadata events), name = op name, ts/dur in

@@ -4,7 +4,7 @@
  * Both orders cover the same TP*CP*DP ranks per pipeline stage, so a rank has coordinates in both.
  * A group is the set of ranks that agree on its fixed coordinates; members are listed in ascending
  * rank order, which is also the order of the varying coordinates (mixed radix).
- * HSDP (FIELD_NOTES 2.4): N instances split DP (and expert DP) into N blocks of consecutive
+ * HSDP (docs/schedule.md, section 7): N instances split DP (and expert DP) into N blocks of consecutive
  * indices; inner = one block, outer = the same position in every block.
  */
 #include "ep_groups.h"

@@ -1,6 +1,6 @@
 /* layers: the logical layers of a model and their pipeline placement.
  *
- * A hybrid pattern (FIELD_NOTES section 3) lists layers by symbol; a bracket group is one logical
+ * A hybrid pattern (docs/schedule.md, section 5) lists layers by symbol; a bracket group is one logical
  * layer whose blocks run in order (the EP-overlap schedule puts all but the last block in the
  * pre_dispatch node, so E or - may only close a group). GPT models are "*E" / "*-" layers chosen
  * by --moe-layer-freq. Stage placement follows Megatron's interleaved assignment.

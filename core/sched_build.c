@@ -1,7 +1,7 @@
 /* sched_build: ep_sched_build - one training iteration per rank, in host launch order.
  *
  * For each rank: the steps of its pipeline stage (sched_order.c), each step expanded layer by
- * layer into Megatron's nodes in the combined-1F1B order of FIELD_NOTES section 3 (a forward-only
+ * layer into Megatron's nodes in the combined-1F1B order of docs/schedule.md, section 5 (a forward-only
  * or backward-only step uses the same order with the other half absent), pipeline send/recv
  * exchanges between steps, and the data-parallel collectives and optimizer (sched_dp.c).
  * docs/schedule.md is the contract this file implements.
@@ -172,7 +172,7 @@ typedef struct {
     int layer, mb, chunk; /* the backward layer whose pre_dispatch wgrad waits for the exchange */
 } deferred_dw;
 
-/* One paired layer step of FIELD_NOTES section 3; f or b may be absent (-1). */
+/* One paired layer step of docs/schedule.md, section 5; f or b may be absent (-1). */
 static int layer_step(ep_rank_builder *rb, const ep_step *st, int f, int b, int last_in_bwd,
                       deferred_dw *defer) {
     ep_chain *cf = f >= 0 ? ep_rb_chain(rb, st->f_mb, st->f_chunk) : NULL;

@@ -1,6 +1,6 @@
 /* sched_layer: one logical layer expanded into kernel-level ops, node by node.
  *
- * A layer is split into Megatron's nodes (FIELD_NOTES section 3): pre_dispatch (mixer blocks,
+ * A layer is split into Megatron's nodes (docs/schedule.md, section 5): pre_dispatch (mixer blocks,
  * pre-MLP norm, router, shared experts, dispatch preprocess), dispatch, mlp, combine, mtp. Each
  * node is first described as a list of forward op specs; the backward walks the list in reverse,
  * turning each GEMM into a dgrad op (phase bwd) and a weight-gradient op (phase bwd_dw).

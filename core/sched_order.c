@@ -5,7 +5,7 @@
  *  - 1F1B: PP - stage - 1 warm-up forwards, then forward/backward pairs, then the cool-down;
  *  - interleaved (VPP): Megatron's schedule table (groups of PP microbatches per model chunk),
  *    warm-up (PP - stage - 1) * 2 + (VPP - 1) * PP virtual microbatches;
- *  - combined 1F1B (EP overlap, FIELD_NOTES section 3): one extra warm-up forward, then the
+ *  - combined 1F1B (EP overlap, docs/schedule.md, section 5): one extra warm-up forward, then the
  *    forward of virtual microbatch k + warm-up and the backward of k run as one step.
  * A step with both a forward and a backward is one combined step under EP overlap; otherwise its
  * forward runs, then its backward, and the pipeline exchange follows both (interleaved 1F1B).

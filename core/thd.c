@@ -2,7 +2,7 @@
  *
  * A rank's microbatch is a buffer of seq_length * micro_batch_size tokens filled greedily with
  * sequences whose lengths are drawn from --seqlen-dist; the first sequence that does not fit ends
- * the packing, which is what leaves ranks with different counts (FIELD_NOTES section 2.1).
+ * the packing, which is what leaves ranks with different counts (docs/schedule.md, section 4 (THD)).
  */
 #include <math.h>
 

@@ -1,4 +1,4 @@
-/* plot_trace: reads the shared Chrome-trace format (core/ep_trace.h, DESIGN.md "Interfaces") into a
+/* plot_trace: reads the shared Chrome-trace format (core/ep_trace.h, docs/architecture.md, "Contracts") into a
  * flat array of complete events, and sorts each op into the colour class the timeline draws.
  */
 #ifndef PLOT_TRACE_H

@@ -28,7 +28,7 @@ void sim_calib_default(sim_calib *c) {
     c->host_sync_s = 10e-6; /* cudaStreamSynchronize wake-up + D2H copy of a few bytes */
     c->graph_launch_s = 10e-6; /* cudaGraphLaunch of a layer's graph, until measured */
     c->kernel_overhead_s = 2e-6;
-    /* h200x2.md: 2048x7168x2048 594, 4096x4096x7168 714, 16384x2048x7168 736, 8192^3 790 TFLOP/s
+    /* docs/epsim.md, "Calibration": 2048x7168x2048 594, 4096x4096x7168 714, 16384x2048x7168 736, 8192^3 790 TFLOP/s
      * of 989; below 6e10 flops the curve falls towards launch-bound kernels. */
     static const double gemm[][2] = {{1e8, 0.05},     {1e9, 0.25},     {1e10, 0.45},
                                      {6.01e10, 0.60}, {2.41e11, 0.72}, {4.81e11, 0.744},
@@ -42,7 +42,7 @@ void sim_calib_default(sim_calib *c) {
     c->fp8_gemm_factor = 0.7;
     c->scan_efficiency = 0.25;
     c->vector_flops_efficiency = 0.5;
-    /* h200x2.md: 4277 GB/s of 4800 on a large device copy = 0.89; small copies are latency bound */
+    /* docs/epsim.md, "Calibration": 4277 GB/s of 4800 on a large device copy = 0.89; small copies are latency bound */
     static const double mem[][2] = {
         {1e5, 0.05}, {1e6, 0.30}, {1e7, 0.70}, {1e8, 0.85}, {1e9, 0.89}};
     table_set(&c->memory_efficiency, (int)(sizeof mem / sizeof mem[0]), mem);
@@ -54,7 +54,7 @@ void sim_calib_default(sim_calib *c) {
     /* ops on two streams split the SMs and HBM evenly until measured */
     c->corun_compute_compute = c->corun_compute_memory = 2.0;
     c->corun_memory_compute = c->corun_memory_memory = 2.0;
-    /* h200x2.md, NCCL 2 ranks: 64 KiB alltoall 24.8 us, allreduce 38.7 us (2 ring steps) */
+    /* docs/epsim.md, "Calibration", NCCL 2 ranks: 64 KiB alltoall 24.8 us, allreduce 38.7 us (2 ring steps) */
     c->nccl_base_s = 20e-6;
     c->nccl_step_s = 5e-6;
     c->ep_kernel_base_s = 15e-6;

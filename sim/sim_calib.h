@@ -1,7 +1,7 @@
 /* sim_calib: every number that turns op sizes into time, in one structure (docs/epsim.md,
  * "Calibration"; docs/calibration.md for the fit that fills it from GPU measurements).
  *
- * The defaults are derived from ../shared/hw/h200x2.md. A calibration file (`epsim --calib FILE`,
+ * The defaults are derived from docs/epsim.md, "Calibration". A calibration file (`epsim --calib FILE`,
  * or the one a topology names, written by `epsim calibrate`) replaces any subset of them from a
  * JSON object whose keys are the field names below: numbers, tables as arrays of [x, y] pairs (x
  * ascending), shape tables as {"fwd": [...], "bwd": [...], "bwd_dw": [...]} of

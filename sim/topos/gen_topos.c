@@ -43,14 +43,14 @@ typedef struct {
 } topo;
 
 /* GPU memory as the driver reports it: H100 80GB HBM3 81559 MiB (nvidia-smi on the lent
- * nvidia-h100-x1), H200 143771 MiB (../shared/hw/h200x2.md); GB200 186 GB (NVL72 datasheet:
+ * nvidia-h100-x1), H200 143771 MiB (docs/epsim.md, "Calibration"); GB200 186 GB (NVL72 datasheet:
  * 13.4 TB HBM3e over 72 GPUs). */
 #define H100_MEM  (81559.0 * 1048576)
 #define H200_MEM  (143771.0 * 1048576)
 #define GB200_MEM 186e9
 
 /* H100/H200 SXM: 989 TFLOP/s dense bf16, 132 SMs. NVLink 4: 18 links; H100 25 GB/s per link
- * (450 GB/s), the lent H200 pair 26.562 GB/s per link (478 GB/s, ../shared/hw/h200x2.md).
+ * (450 GB/s), the lent H200 pair 26.562 GB/s per link (478 GB/s, docs/epsim.md, "Calibration").
  * NDR InfiniBand 400 Gb/s = 50 GB/s per NIC. NVL72 (GB200): 2.25 PFLOP/s dense bf16 (B200
  * datasheet), 8 TB/s HBM3e, 148 SMs, NVLink 5 900 GB/s per direction.
  * Default calibrations (docs/calibration.md): the lent H200 machines their own; the DGX H100

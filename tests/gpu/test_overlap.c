@@ -8,7 +8,7 @@
  * (plain combine), expert wgrad as separate GEMMs. The router probabilities are constants (no
  * router gradient). Run three ways, for the NCCL alltoall and the NVLink dispatcher: seq      one
  * stream, microbatch after microbatch, forward then backward; 1f1b     combined 1F1B
- * (FIELD_NOTES.md section 3): forward of microbatch i paired with the backward of i-1, forward
+ * (docs/schedule.md, section 5): forward of microbatch i paired with the backward of i-1, forward
  * layer j with backward layer NL-1-j, node order b.combine_bwd [comm], f.router [comp], f.dispatch
  * [comm], b.dgrad + b.wgrad [comp], b.dispatch_bwd [comm], f.mlp [comp], f.combine [comm]; one CUDA
  * event per microbatch, which every node waits on before and records after; 1f1b_dw  the same with

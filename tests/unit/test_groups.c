@@ -1,5 +1,5 @@
 /* Process groups: Megatron's rank order (dense tp-cp-dp-pp, expert etp-ep-edp-pp), the HSDP
- * example of FIELD_NOTES 2.4 exactly, and the partition property for several layouts. */
+ * example of docs/schedule.md, section 7 exactly, and the partition property for several layouts. */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
 #include <string.h>
@@ -191,7 +191,7 @@ static void test_kind_names(void) {
 
 void ep_suite_groups(void) {
     CU_pSuite s = CU_add_suite("groups", NULL, NULL);
-    CU_add_test(s, "HSDP groups for 16 GPUs, EP=4, N=2 (FIELD_NOTES 2.4)", test_hsdp_example);
+    CU_add_test(s, "HSDP groups for 16 GPUs, EP=4, N=2 (docs/schedule.md, section 7)", test_hsdp_example);
     CU_add_test(s, "rank order with TP, ETP, CP and PP", test_tp_cp_pp_order);
     CU_add_test(s, "every kind partitions the world", test_partition);
     CU_add_test(s, "kind names", test_kind_names);

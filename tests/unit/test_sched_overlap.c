@@ -1,4 +1,4 @@
-/* The combined-1F1B EP-overlap order of FIELD_NOTES section 3, written out node by node for
+/* The combined-1F1B EP-overlap order of docs/schedule.md, section 5, written out node by node for
  * 2 MoE layers and 3 microbatches (PP=1): the first forward and the last backward alone, then
  * forward of microbatch i paired with backward of i-1, forward layer j with backward layer 1-j.
  * Also: without overlap, every dispatch/combine node waits for the node before it and is waited
@@ -43,7 +43,7 @@ static int node_sequence(const ep_sched *s, int keep_dw, char tokens[][32], int 
     return n;
 }
 
-/* FIELD_NOTES section 3 with --delay-wgrad-compute ("w" = backward_dw). */
+/* docs/schedule.md, section 5 with --delay-wgrad-compute ("w" = backward_dw). */
 static const char *const k_expected_delayed[] = {
     /* forward of microbatch 0 alone */
     "f0.emb", "f0.L0.pre_dispatch", "f0.L0.dispatch", "f0.L0.mlp", "f0.L0.combine",
@@ -81,7 +81,7 @@ static void expect_sequence(const ep_sched *s, int keep_dw) {
     for (int i = 0; i < n && i < want; i++)
         if (strcmp(got[i], expected[i]) != 0) {
             fprintf(stderr, "\n  node %d: got %s, expected %s\n", i, got[i], expected[i]);
-            CU_FAIL("EP-overlap node order differs from FIELD_NOTES section 3");
+            CU_FAIL("EP-overlap node order differs from docs/schedule.md, section 5");
             break;
         }
 }
@@ -191,7 +191,7 @@ static void test_dense_layer_empty_nodes(void) {
 
 void ep_suite_sched_overlap(void) {
     CU_pSuite s = CU_add_suite("sched_overlap", NULL, NULL);
-    CU_add_test(s, "combined 1F1B order with delayed wgrad (FIELD_NOTES 3)",
+    CU_add_test(s, "combined 1F1B order with delayed wgrad (docs/schedule.md, section 5)",
                 test_order_delayed_wgrad);
     CU_add_test(s, "combined 1F1B order without delayed wgrad", test_order_without_delay);
     CU_add_test(s, "one event chain per microbatch", test_one_chain_per_microbatch);

@@ -198,7 +198,7 @@ static void test_padding_rows(void) {
     ep_sched_free(&s);
 }
 
-/* FIELD_NOTES 2.4: 16 GPUs, EP=4, N=2. Dense inner {0-7}, expert inner {0,4}, outer {0,8}. */
+/* docs/schedule.md, section 7: 16 GPUs, EP=4, N=2. Dense inner {0-7}, expert inner {0,4}, outer {0,8}. */
 static void expect_group(const ep_sched *s, int r, const char *name, ep_group_kind kind,
                          const int *members, int n) {
     int i = sched_find(s, r, name);
