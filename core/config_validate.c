@@ -218,8 +218,8 @@ static int check_explicit_split(ep_config *c, char err[EP_ERRLEN]) {
     if (strchr(c->hybrid_override_pattern, '|'))
         FAIL("%s and | stage marks in --hybrid-override-pattern are mutually exclusive", what);
     if (!layout) return 0;
-    int pp = c->pipeline_model_parallel_size, n = ep_layout_stages(c->pipeline_model_parallel_layout,
-                                                                   err);
+    int pp = c->pipeline_model_parallel_size,
+        n = ep_layout_stages(c->pipeline_model_parallel_layout, err);
     if (n < 0) return -1;
     if (n % pp != 0)
         FAIL("--pipeline-model-parallel-layout has %d virtual stages, not a multiple of "
@@ -450,6 +450,20 @@ static int check_data_parallel(ep_config *c, long long edp, char err[EP_ERRLEN])
         FAIL("--outer-dp-sharding-strategy optim needs --use-megatron-fsdp and "
              "--num-distributed-optimizer-instances > 1");
     if (check_optimizer_dtypes(c, err) != 0) return -1;
+    if (c->use_torch_fsdp2) { /* Megatron-LM's own checks (arguments.py) */
+        if (c->pipeline_model_parallel_size > 1 || c->expert_model_parallel_size > 1)
+            FAIL("--use-torch-fsdp2 needs --pipeline-model-parallel-size 1 and "
+                 "--expert-model-parallel-size 1 (Megatron-LM supports neither with it)");
+        if (distopt || fsdp)
+            FAIL("--use-torch-fsdp2 shards by itself: drop --%s",
+                 distopt ? "use-distributed-optimizer" : "use-megatron-fsdp");
+        fsdp = 1;
+    }
+    if (c->fp8_param_gather && c->fp8_format == EP_FP8_NONE)
+        FAIL("--fp8-param-gather needs --fp8-format (the weights it gathers are FP8)");
+    if (c->fp8_param_gather && !fsdp && !distopt)
+        FAIL("--fp8-param-gather needs --use-distributed-optimizer, --use-megatron-fsdp or "
+             "--use-torch-fsdp2 (without them no parameters are gathered)");
     if (c->overlap_param_gather && !fsdp && !distopt)
         FAIL("--overlap-param-gather needs --use-distributed-optimizer or --use-megatron-fsdp");
     if (c->overlap_param_gather && !c->overlap_grad_reduce)
@@ -590,8 +604,8 @@ static int check_recompute(ep_config *c, char err[EP_ERRLEN]) {
 static int check_cuda_graphs(ep_config *c, char err[EP_ERRLEN]) {
     c->cuda_graph_mask = 0;
     if (c->cuda_graph_impl == EP_CG_IMPL_NONE) return 0;
-    int mask = ep_config_word_mask(ep_config_find_flag("cuda-graph-scope"), c->cuda_graph_scope,
-                                   err);
+    int mask =
+        ep_config_word_mask(ep_config_find_flag("cuda-graph-scope"), c->cuda_graph_scope, err);
     if (mask < 0) return -1;
     if (mask == 0) mask = EP_CG_FULL;
     if ((mask & EP_CG_FULL_ITERATION) && mask != EP_CG_FULL_ITERATION)
@@ -621,10 +635,10 @@ int ep_config_validate(ep_config *cfg, char err[EP_ERRLEN]) {
     long long edp = 1;
     err[0] = 0;
     if (check_ranges(cfg, err) || check_attention(cfg, err) || check_world(cfg, err) ||
-        check_explicit_split(cfg, err) || check_layers(cfg, &plan, err) || check_pipeline(cfg, &plan, err) ||
-        check_moe(cfg, &edp, err) || check_batch(cfg, err) || check_data_parallel(cfg, edp, err) ||
-        check_dispatch(cfg, err) || check_padding(cfg, err) || check_recompute(cfg, err) ||
-        check_cuda_graphs(cfg, err))
+        check_explicit_split(cfg, err) || check_layers(cfg, &plan, err) ||
+        check_pipeline(cfg, &plan, err) || check_moe(cfg, &edp, err) || check_batch(cfg, err) ||
+        check_data_parallel(cfg, edp, err) || check_dispatch(cfg, err) || check_padding(cfg, err) ||
+        check_recompute(cfg, err) || check_cuda_graphs(cfg, err))
         return -1;
     return 0;
 }

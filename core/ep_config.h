@@ -142,6 +142,7 @@ typedef struct {
     int data_parallel_size;                /* project --data-parallel-size (0 = derived) */
     int use_distributed_optimizer;         /* --use-distributed-optimizer */
     int use_megatron_fsdp;                 /* --use-megatron-fsdp */
+    int use_torch_fsdp2;                   /* --use-torch-fsdp2 (PyTorch FSDP2, per-layer units) */
     ep_shard_strategy data_parallel_sharding_strategy; /* --data-parallel-sharding-strategy */
     int num_distributed_optimizer_instances; /* --num-distributed-optimizer-instances (HSDP N) */
     ep_outer_strategy outer_dp_sharding_strategy; /* --outer-dp-sharding-strategy */
@@ -153,6 +154,7 @@ typedef struct {
     int grad_reduce_in_bf16;           /* --grad-reduce-in-bf16 */
     int overlap_grad_reduce;           /* --overlap-grad-reduce */
     int overlap_param_gather;          /* --overlap-param-gather */
+    int fp8_param_gather;              /* --fp8-param-gather (FP8 weights gathered, 1 B) */
     int gpus_per_node;                 /* project --gpus-per-node (epsim: from the topology) */
     int ddp_bucket_size;               /* --ddp-bucket-size in parameters (0 = one per layer) */
     ep_recompute recompute_granularity;   /* --recompute-granularity full|selective */

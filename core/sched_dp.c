@@ -30,7 +30,9 @@ static double dtype_bytes(ep_dtype d) {
  * --grad-reduce-in-bf16 or --main-grads-dtype bf16. */
 static double grad_bytes(const ep_rank_builder *rb) {
     const ep_config *c = rb->cfg;
-    return c->grad_reduce_in_bf16 || c->main_grads_dtype == EP_DTYPE_BF16 ? 2 : 4;
+    /* FSDP2 keeps no fp32 main gradients: it reduces in the bf16 parameters' dtype */
+    return c->grad_reduce_in_bf16 || c->main_grads_dtype == EP_DTYPE_BF16 || c->use_torch_fsdp2 ? 2
+                                                                                                : 4;
 }
 
 /* Adam's master weights, m and v: 12 B in fp32, less with the precision-aware optimizer. */
@@ -54,6 +56,22 @@ void ep_dp_layer_params(const ep_config *cfg, const ep_layer *l, double *dense, 
     int etp = cfg->expert_tensor_parallel_size > 0 ? cfg->expert_tensor_parallel_size : 1;
     *dense = (p.attn + p.dense_mlp + p.shared + p.router) / tp + p.norm;
     *expert = l->is_moe && cfg->num_experts > 0 ? p.expert * (cfg->num_experts / ep) / etp : 0;
+}
+
+/* Bytes an all-gather of a layer's parameters moves per copy: bf16, or with --fp8-param-gather the
+ * linear layers' weights in FP8 (Transformer Engine keeps them as FP8 tensors; the router, norms
+ * and embeddings stay bf16). */
+static void layer_gather_bytes(const ep_rank_builder *rb, int layer, double *dense,
+                               double *expert) {
+    const ep_layer *l = &rb->s->plan.layers[layer];
+    ep_dp_layer_params(rb->cfg, l, dense, expert);
+    *dense *= PARAM_BYTES;
+    *expert *= PARAM_BYTES;
+    if (!rb->cfg->fp8_param_gather) return;
+    ep_layer_params p;
+    ep_cost_layer_params(rb->cfg, l, &p);
+    *dense -= (p.attn + p.dense_mlp + p.shared) / rb->tp_size * (PARAM_BYTES - 1);
+    *expert /= PARAM_BYTES;
 }
 
 static int gsize(const ep_rank_builder *rb, int g) {
@@ -107,7 +125,13 @@ static int dp_op(ep_rank_builder *rb, const char *label, ep_op_kind kind, int gr
  */
 
 static int fsdp(const ep_rank_builder *rb) {
-    return rb->cfg->use_megatron_fsdp;
+    return rb->cfg->use_megatron_fsdp || rb->cfg->use_torch_fsdp2;
+}
+
+/* FSDP's sharding inside the (inner) DP group; FSDP2 shards everything (fully_shard). */
+static ep_shard_strategy shard_strategy(const ep_rank_builder *rb) {
+    return rb->cfg->use_torch_fsdp2 ? EP_SHARD_OPTIM_GRADS_PARAMS
+                                    : rb->cfg->data_parallel_sharding_strategy;
 }
 
 static void bucket_params(const ep_rank_builder *rb, int b, double *dense, double *expert) {
@@ -122,6 +146,22 @@ static void bucket_params(const ep_rank_builder *rb, int b, double *dense, doubl
         *dense += d;
         *expert += e;
         if (l == rb->out_bucket_layer) *dense += emb_params(rb); /* the output layer */
+    }
+}
+
+/* The same bucket's all-gather bytes (layer_gather_bytes). */
+static void bucket_gather_bytes(const ep_rank_builder *rb, int b, double *dense, double *expert) {
+    *dense = *expert = 0;
+    if (b == rb->emb_bucket) {
+        *dense = emb_params(rb) * PARAM_BYTES;
+        return;
+    }
+    for (int l = rb->bucket_first[b]; l < rb->bucket_first[b] + rb->bucket_count[b]; l++) {
+        double d, e;
+        layer_gather_bytes(rb, l, &d, &e);
+        *dense += d;
+        *expert += e;
+        if (l == rb->out_bucket_layer) *dense += emb_params(rb) * PARAM_BYTES;
     }
 }
 
@@ -152,13 +192,13 @@ static int reduce_bucket(ep_rank_builder *rb, int b, int dep) {
 
 static int gather_bucket(ep_rank_builder *rb, int b, int dep) {
     double dense, expert;
-    bucket_params(rb, b, &dense, &expert);
+    bucket_gather_bytes(rb, b, &dense, &expert);
     int gd = dense_group(rb), ge = expert_group(rb);
-    int a = dp_op(rb, "distopt.ag_dense", EP_OP_ALL_GATHER, gd, dense * PARAM_BYTES / gsize(rb, gd),
-                  -1, -1, b, EP_PHASE_NONE, dep);
+    int a = dp_op(rb, "distopt.ag_dense", EP_OP_ALL_GATHER, gd, dense / gsize(rb, gd), -1, -1, b,
+                  EP_PHASE_NONE, dep);
     if (a == -2) return -2;
-    int e = dp_op(rb, "distopt.ag_expert", EP_OP_ALL_GATHER, ge,
-                  expert * PARAM_BYTES / gsize(rb, ge), -1, -1, b, EP_PHASE_NONE, dep);
+    int e = dp_op(rb, "distopt.ag_expert", EP_OP_ALL_GATHER, ge, expert / gsize(rb, ge), -1, -1, b,
+                  EP_PHASE_NONE, dep);
     if (e == -2) return -2;
     return e >= 0 ? e : a;
 }
@@ -271,7 +311,7 @@ int ep_dp_begin(ep_rank_builder *rb) {
  */
 
 static int fsdp_params_sharded(const ep_rank_builder *rb) {
-    return rb->cfg->data_parallel_sharding_strategy == EP_SHARD_OPTIM_GRADS_PARAMS;
+    return shard_strategy(rb) == EP_SHARD_OPTIM_GRADS_PARAMS;
 }
 
 static int same_chunk(const ep_rank_builder *rb, int layer, int chunk) {
@@ -286,23 +326,22 @@ static int fsdp_gather(ep_rank_builder *rb, int layer, int mb, ep_phase phase) {
     int *agmb = phase == EP_PHASE_FWD ? rb->fsdp_ag_fwd_mb : rb->fsdp_ag_bwd_mb;
     if (agmb[layer] == mb) return 0;
     double dense, expert;
-    ep_dp_layer_params(rb->cfg, &rb->s->plan.layers[layer], &dense, &expert);
+    layer_gather_bytes(rb, layer, &dense, &expert);
     int gd = dense_group(rb), ge = expert_group(rb);
     if (hsdp(rb) && phase == EP_PHASE_FWD && mb == 0 &&
         rb->cfg->outer_dp_sharding_strategy == EP_OUTER_OPTIM) {
         /* optim: the inner shard itself is sharded over the replicas; gather it once */
         int n = gsize(rb, gd) * gsize(rb, rb->g_dp_out),
             ne = gsize(rb, ge) * gsize(rb, rb->g_edp_out);
-        DP_OP("hsdp.ag_dense", EP_OP_ALL_GATHER, rb->g_dp_out, dense * PARAM_BYTES / n, mb, layer,
-              -1, phase, -1);
-        DP_OP("hsdp.ag_expert", EP_OP_ALL_GATHER, rb->g_edp_out, expert * PARAM_BYTES / ne, mb,
-              layer, -1, phase, -1);
+        DP_OP("hsdp.ag_dense", EP_OP_ALL_GATHER, rb->g_dp_out, dense / n, mb, layer, -1, phase, -1);
+        DP_OP("hsdp.ag_expert", EP_OP_ALL_GATHER, rb->g_edp_out, expert / ne, mb, layer, -1, phase,
+              -1);
     }
-    int a = dp_op(rb, "fsdp.ag_dense", EP_OP_ALL_GATHER, gd, dense * PARAM_BYTES / gsize(rb, gd),
-                  mb, layer, -1, phase, -1);
+    int a = dp_op(rb, "fsdp.ag_dense", EP_OP_ALL_GATHER, gd, dense / gsize(rb, gd), mb, layer, -1,
+                  phase, -1);
     if (a == -2) return -1;
-    int e = dp_op(rb, "fsdp.ag_expert", EP_OP_ALL_GATHER, ge, expert * PARAM_BYTES / gsize(rb, ge),
-                  mb, layer, -1, phase, -1);
+    int e = dp_op(rb, "fsdp.ag_expert", EP_OP_ALL_GATHER, ge, expert / gsize(rb, ge), mb, layer, -1,
+                  phase, -1);
     if (e == -2) return -1;
     ag[layer] = e >= 0 ? e : a;
     agmb[layer] = mb;
@@ -339,7 +378,7 @@ static int fsdp_reduce(ep_rank_builder *rb, int layer, int mb, int dep) {
     if (layer == rb->out_bucket_layer) dense += emb_params(rb);
     int last = mb == rb->nmb - 1;
     int gd = dense_group(rb), ge = expert_group(rb);
-    ep_shard_strategy st = rb->cfg->data_parallel_sharding_strategy;
+    ep_shard_strategy st = shard_strategy(rb);
     if (st >= EP_SHARD_OPTIM_GRADS) { /* gradients sharded: reduce-scatter every microbatch */
         DP_OP("fsdp.rs_dense", EP_OP_REDUCE_SCATTER, gd, dense * grad_bytes(rb), mb, layer, -1,
               EP_PHASE_BWD, dep);
@@ -388,7 +427,7 @@ int ep_dp_after_embedding_bwd(ep_rank_builder *rb, int mb, int last_op) {
         int last = mb == rb->nmb - 1;
         int gd = dense_group(rb);
         double dense = emb_params(rb);
-        if (rb->cfg->data_parallel_sharding_strategy >= EP_SHARD_OPTIM_GRADS)
+        if (shard_strategy(rb) >= EP_SHARD_OPTIM_GRADS)
             DP_OP("fsdp.rs_embedding", EP_OP_REDUCE_SCATTER, gd, dense * grad_bytes(rb), mb, -1, -1,
                   EP_PHASE_BWD, last_op);
         else if (last)
@@ -431,8 +470,7 @@ static void stage_params(const ep_rank_builder *rb, double *dense_out, double *e
 /* Adam's state is sharded over the data-parallel group: the distributed optimizer, HSDP, or FSDP
  * from `optim` up (`no_shard` keeps a whole copy on every rank, as DDP does). */
 static int adam_sharded(const ep_rank_builder *rb) {
-    return sharded_params(rb) ||
-           (fsdp(rb) && rb->cfg->data_parallel_sharding_strategy >= EP_SHARD_OPTIM);
+    return sharded_params(rb) || (fsdp(rb) && shard_strategy(rb) >= EP_SHARD_OPTIM);
 }
 
 /* The ranks one copy of Adam's state is spread over, for the dense (expert = 0) or the expert
@@ -460,7 +498,7 @@ static double local_params(const ep_rank_builder *rb) {
 static double model_state_bytes(const ep_rank_builder *rb) {
     double dense, expert;
     stage_params(rb, &dense, &expert);
-    int strategy = fsdp(rb) ? (int)rb->cfg->data_parallel_sharding_strategy : EP_SHARD_NO_SHARD;
+    int strategy = fsdp(rb) ? (int)shard_strategy(rb) : EP_SHARD_NO_SHARD;
     double bytes = 0;
     for (int k = 0; k < 2; k++) {
         double n = k ? expert : dense;
@@ -496,8 +534,7 @@ int ep_dp_end(ep_rank_builder *rb) {
     if (ep_rb_dep(rb, idx, rb->last_on_stream[EP_STREAM_PP]) != 0) return -1;
     if (!fsdp(rb) && sharded_params(rb) && !rb->cfg->overlap_param_gather)
         return gather_all(rb, idx);
-    if (fsdp(rb) && !fsdp_params_sharded(rb) &&
-        rb->cfg->data_parallel_sharding_strategy != EP_SHARD_NO_SHARD) {
+    if (fsdp(rb) && !fsdp_params_sharded(rb) && shard_strategy(rb) != EP_SHARD_NO_SHARD) {
         /* optimizer state sharded, parameters replicated: gather the updated shards */
         const ep_layer_plan *plan = &rb->s->plan;
         int gd = dense_group(rb), ge = expert_group(rb);
@@ -506,11 +543,11 @@ int ep_dp_end(ep_rank_builder *rb) {
             ep_layer_range(plan, rb->pp, rb->vpp, rb->stage, c, &first, &count);
             for (int l = first; l < first + count; l++) {
                 double d, e;
-                ep_dp_layer_params(rb->cfg, &plan->layers[l], &d, &e);
-                DP_OP("fsdp.ag_dense", EP_OP_ALL_GATHER, gd, d * PARAM_BYTES / gsize(rb, gd), -1, l,
-                      -1, EP_PHASE_NONE, idx);
-                DP_OP("fsdp.ag_expert", EP_OP_ALL_GATHER, ge, e * PARAM_BYTES / gsize(rb, ge), -1,
-                      l, -1, EP_PHASE_NONE, idx);
+                layer_gather_bytes(rb, l, &d, &e);
+                DP_OP("fsdp.ag_dense", EP_OP_ALL_GATHER, gd, d / gsize(rb, gd), -1, l, -1,
+                      EP_PHASE_NONE, idx);
+                DP_OP("fsdp.ag_expert", EP_OP_ALL_GATHER, ge, e / gsize(rb, ge), -1, l, -1,
+                      EP_PHASE_NONE, idx);
             }
         }
     }

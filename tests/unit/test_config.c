@@ -100,8 +100,8 @@ static void test_ignored_megatron_flags(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "--lr needs a value"));
     CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--lr --bf16", g_err), -1);
     CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--no-bf16", g_err), -1);
-    CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--use-torch-fsdp2", g_err), -1); /* not modelled */
-    CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "--use-torch-fsdp2"));
+    CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--moe-use-upcycling", g_err), -1); /* not modelled */
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "--moe-use-upcycling"));
     /* a long list ends in "..." and never overflows */
     char many[4096] = "";
     static const char *const names[] = {

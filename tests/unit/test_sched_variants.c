@@ -198,7 +198,8 @@ static void test_padding_rows(void) {
     ep_sched_free(&s);
 }
 
-/* docs/schedule.md, section 7: 16 GPUs, EP=4, N=2. Dense inner {0-7}, expert inner {0,4}, outer {0,8}. */
+/* docs/schedule.md, section 7: 16 GPUs, EP=4, N=2. Dense inner {0-7}, expert inner {0,4}, outer
+ * {0,8}. */
 static void expect_group(const ep_sched *s, int r, const char *name, ep_group_kind kind,
                          const int *members, int n) {
     int i = sched_find(s, r, name);
@@ -415,6 +416,91 @@ static void test_fsdp_optimizer_shard(void) {
     CU_ASSERT_DOUBLE_EQUAL(bytes[3], bytes[1], 0);
     /* the state follows: 18 B per parameter unsharded, 2 + 4 + 12 / 4 from optim */
     CU_ASSERT_DOUBLE_EQUAL(state[1] / state[0], (2 + 4 + 3.0) / 18, 1e-12);
+}
+
+/* Bytes of rank 0's ops whose name contains `part`. */
+static double sum_bytes(const ep_sched *s, const char *part) {
+    char name[160];
+    double b = 0;
+    for (int i = 0; i < s->ranks[0].nops; i++) {
+        ep_op_name(&s->ranks[0].ops[i], name, sizeof name);
+        if (strstr(name, part)) b += s->ranks[0].ops[i].bytes;
+    }
+    return b;
+}
+
+/* --use-torch-fsdp2: per-layer units sharding weights, gradients and Adam (as Megatron FSDP's
+ * optim_grads_params), gradients reduced in bf16 every microbatch; PP and EP refused as
+ * Megatron-LM refuses them. */
+static void test_torch_fsdp2(void) {
+    const char *base = SCHED_SMALL "--world-size 4 --global-batch-size 8 ";
+    char flags[512];
+    ep_sched a, b;
+    snprintf(flags, sizeof flags, "%s--use-torch-fsdp2", base);
+    if (sched_build_flags(&a, flags) != 0) return;
+    snprintf(flags, sizeof flags,
+             "%s--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params", base);
+    if (sched_build_flags(&b, flags) != 0) return;
+    int nl = a.plan.num_layers, nmb = a.num_microbatches;
+    CU_ASSERT(nmb == 2);
+    CU_ASSERT_EQUAL(sched_count(&a, 0, "fsdp.ag_dense"), 2 * nl * nmb);
+    CU_ASSERT_EQUAL(sched_count(&a, 0, "fsdp.rs_dense"), nl * nmb);
+    CU_ASSERT_DOUBLE_EQUAL(sum_bytes(&a, "fsdp.ag_"), sum_bytes(&b, "fsdp.ag_"), 0);
+    CU_ASSERT_DOUBLE_EQUAL(sum_bytes(&a, "fsdp.rs_") * 2, sum_bytes(&b, "fsdp.rs_"), 1e-6);
+    /* 2 B weights + 2 B gradients + 12 B Adam, all over 4 ranks, against 18 B unsharded */
+    CU_ASSERT_DOUBLE_EQUAL(a.ranks[0].model_state_bytes / b.ranks[0].model_state_bytes, 16.0 / 18,
+                           1e-12);
+    ep_sched_free(&a);
+    ep_sched_free(&b);
+    ep_config cfg;
+    char err[EP_ERRLEN];
+    snprintf(flags, sizeof flags, "%s--use-torch-fsdp2 --expert-model-parallel-size 2", base);
+    CU_ASSERT_EQUAL(ep_test_config(&cfg, flags, err), -2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--use-torch-fsdp2 needs"));
+    snprintf(flags, sizeof flags, "%s--use-torch-fsdp2 --use-distributed-optimizer", base);
+    CU_ASSERT_EQUAL(ep_test_config(&cfg, flags, err), -2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "drop --use-distributed-optimizer"));
+}
+
+/* --fp8-param-gather: the linear layers' weights are gathered in FP8 (1 B), the router, norms and
+ * embeddings in bf16; gradients are reduced as before. */
+static void test_fp8_param_gather(void) {
+    const char *base = SCHED_SMALL "--world-size 4 --global-batch-size 8 "
+                                   "--use-distributed-optimizer --fp8-format e4m3 ";
+    char flags[512];
+    ep_sched a, b;
+    if (sched_build_flags(&a, base) != 0) return;
+    snprintf(flags, sizeof flags, "%s--fp8-param-gather", base);
+    if (sched_build_flags(&b, flags) != 0) return;
+    CU_ASSERT_DOUBLE_EQUAL(sum_bytes(&b, "distopt.ag_expert"),
+                           sum_bytes(&a, "distopt.ag_expert") / 2, 1e-6);
+    double linear = 0; /* every layer is on rank 0 (PP 1, TP 1) */
+    for (int l = 0; l < a.plan.num_layers; l++) {
+        ep_layer_params p;
+        ep_cost_layer_params(&a.cfg, &a.plan.layers[l], &p);
+        linear += p.attn + p.dense_mlp + p.shared;
+    }
+    CU_ASSERT(linear > 0);
+    CU_ASSERT_DOUBLE_EQUAL(sum_bytes(&a, "distopt.ag_dense") - sum_bytes(&b, "distopt.ag_dense"),
+                           linear / 4, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(sum_bytes(&b, "distopt.rs_"), sum_bytes(&a, "distopt.rs_"), 0);
+    ep_sched_free(&a);
+    ep_sched_free(&b);
+    ep_config cfg;
+    char err[EP_ERRLEN];
+    CU_ASSERT_EQUAL(ep_test_config(&cfg,
+                                   SCHED_SMALL "--world-size 4 --global-batch-size 8 "
+                                               "--use-distributed-optimizer "
+                                               "--fp8-param-gather",
+                                   err),
+                    -2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "needs --fp8-format"));
+    CU_ASSERT_EQUAL(ep_test_config(&cfg,
+                                   SCHED_SMALL "--world-size 4 --global-batch-size 8 "
+                                               "--fp8-format e4m3 --fp8-param-gather",
+                                   err),
+                    -2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "needs --use-distributed-optimizer"));
 }
 
 /* --- activation recomputation (docs/schedule.md, "Recomputation") ------------------------------
@@ -750,6 +836,8 @@ void ep_suite_sched_variants(void) {
                 test_optimizer_dtypes);
     CU_add_test(s, "FSDP: the optimizer step covers the rank's Adam shard",
                 test_fsdp_optimizer_shard);
+    CU_add_test(s, "--use-torch-fsdp2: per-layer units, bf16 reduce-scatters", test_torch_fsdp2);
+    CU_add_test(s, "--fp8-param-gather: FP8 weights gathered", test_fp8_param_gather);
     CU_add_test(s, "full recomputation: uniform groups and block", test_recompute_full);
     CU_add_test(s, "selective recomputation: modules before their backward",
                 test_recompute_selective);
