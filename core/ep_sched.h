@@ -110,7 +110,8 @@ typedef struct {
     ep_node node : 8;
     int8_t transpose; /* a2a: 1 = traffic matrix transposed (combine direction) */
     int8_t algo;      /* ep_algo (ep_xfer.h): how a communication op moves, set by ep_rb_emit */
-    int8_t fp8;       /* GEMM: runs in FP8 (Transformer Engine, --fp8-format): FP8 peak and table */
+    int8_t fp8;       /* GEMM: runs in FP8 (Transformer Engine, --fp8-format): FP8 peak and table;
+                         elementwise: a quantization TE runs inside its GEMM's module call */
     int8_t graph;     /* CUDA graph: 1 captured (no launch of its own), 2 also its graph's launch */
 } ep_op;
 

@@ -17,7 +17,8 @@ typedef struct {
     double flops, bytes;
     int m, n, k, batch;
     int group, traffic, transpose;
-    int fp8;    /* an FP8 GEMM: its backward quantizes the incoming gradient first */
+    int fp8;    /* an FP8 GEMM (its backward quantizes the incoming gradient first), or a
+                   forward-only FP8 cast (ep_op.fp8) */
     int side;   /* a TP collective beside its GEMM (--tp-comm-overlap): on the tp stream */
     int weight; /* has a weight gradient */
     int fwd_only;
@@ -122,6 +123,7 @@ static void fp8_cast(gen *g, const char *label, double elements) {
     spec *s = add(g, l, EP_OP_ELEMENTWISE);
     s->bytes = elements * fp8_cast_bytes_per_element(g->cfg);
     s->fwd_only = 1;
+    s->fp8 = 1; /* inside the GEMM's module: no module call of its own */
 }
 
 static int fp8_on(const gen *g) {
@@ -130,8 +132,8 @@ static int fp8_on(const gen *g) {
 
 /* Input quantization fused into the layer norm before the GEMM (TE LayerNormLinear). */
 static int fp8_norm_fused(const char *label) {
-    static const char *const fused[] = {"qkv", "fc1", "q_up", "kv_up", "mamba_in_proj",
-                                        "gdn_in_proj"};
+    static const char *const fused[] = {"qkv",   "fc1",           "q_up",
+                                        "kv_up", "mamba_in_proj", "gdn_in_proj"};
     for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++)
         if (!strcmp(label, fused[i])) return 1;
     return 0;
@@ -661,7 +663,8 @@ static ep_op backward_op(const gen *g, const spec *sp, int chunk, ep_node node, 
     return op;
 }
 
-/* The quantization of an FP8 GEMM's incoming gradient dY [m x n] (phase bwd, label "<gemm>_cast"). */
+/* The quantization of an FP8 GEMM's incoming gradient dY [m x n] (phase bwd, label "<gemm>_cast").
+ */
 static ep_op grad_cast_op(const gen *g, const spec *sp, int chunk, ep_node node, ep_stream stream) {
     ep_op op = op_of(g, sp, chunk, node, stream);
     const char *l = cast_label(g->rb->s, sp->label);
@@ -672,7 +675,7 @@ static ep_op grad_cast_op(const gen *g, const spec *sp, int chunk, ep_node node,
     op.bytes = (double)sp->m * sp->n * fp8_cast_bytes_per_element(g->cfg);
     op.m = op.n = op.k = 0;
     op.batch = 1;
-    op.fp8 = 0;
+    op.fp8 = 1; /* inside the GEMM's module (ep_op.fp8) */
     return op;
 }
 

@@ -29,7 +29,7 @@ int exec_plan_check(const ep_sched *s, int nvl_max_ranks, char err[EP_ERRLEN]) {
                          name);
                 return -1;
             }
-            if (op->fp8) {
+            if (op->fp8 && (op->kind == EP_OP_GEMM || op->kind == EP_OP_GROUPED_GEMM)) {
                 ep_op_name(op, name, sizeof name);
                 snprintf(err, EP_ERRLEN,
                          "%s: an FP8 GEMM (--fp8-format): epref runs BF16 cuBLAS GEMMs only; epsim "
@@ -54,11 +54,12 @@ int exec_plan_check(const ep_sched *s, int nvl_max_ranks, char err[EP_ERRLEN]) {
                 }
                 break;
             case EP_ALGO_HIER:
-                snprintf(err, EP_ERRLEN,
-                         "%s: deepep/hybridep across nodes (RDMA to the peer on the same rail, then "
-                         "NVLink) is not implemented in epref; --moe-flex-transport nccl moves the "
-                         "same tokens over NCCL, or keep the EP group inside --gpus-per-node %d",
-                         name, s->cfg.gpus_per_node);
+                snprintf(
+                    err, EP_ERRLEN,
+                    "%s: deepep/hybridep across nodes (RDMA to the peer on the same rail, then "
+                    "NVLink) is not implemented in epref; --moe-flex-transport nccl moves the "
+                    "same tokens over NCCL, or keep the EP group inside --gpus-per-node %d",
+                    name, s->cfg.gpus_per_node);
                 return -1;
             default:
                 snprintf(err, EP_ERRLEN, "%s: a %s op without an algorithm (schedule bug)", name,

@@ -25,11 +25,11 @@ void sim_calib_default(sim_calib *c) {
     c->nccl_launch_s = 4e-6; /* ncclGroupEnd of a few send/recv: about one kernel launch */
     c->gemm_launch_s = 4e-6;
     c->attention_launch_s = 4e-6;
-    c->host_sync_s = 10e-6; /* cudaStreamSynchronize wake-up + D2H copy of a few bytes */
+    c->host_sync_s = 10e-6;    /* cudaStreamSynchronize wake-up + D2H copy of a few bytes */
     c->graph_launch_s = 10e-6; /* cudaGraphLaunch of a layer's graph, until measured */
     c->kernel_overhead_s = 2e-6;
-    /* docs/epsim.md, "Calibration": 2048x7168x2048 594, 4096x4096x7168 714, 16384x2048x7168 736, 8192^3 790 TFLOP/s
-     * of 989; below 6e10 flops the curve falls towards launch-bound kernels. */
+    /* docs/epsim.md, "Calibration": 2048x7168x2048 594, 4096x4096x7168 714, 16384x2048x7168 736,
+     * 8192^3 790 TFLOP/s of 989; below 6e10 flops the curve falls towards launch-bound kernels. */
     static const double gemm[][2] = {{1e8, 0.05},     {1e9, 0.25},     {1e10, 0.45},
                                      {6.01e10, 0.60}, {2.41e11, 0.72}, {4.81e11, 0.744},
                                      {1.10e12, 0.80}};
@@ -42,7 +42,8 @@ void sim_calib_default(sim_calib *c) {
     c->fp8_gemm_factor = 0.7;
     c->scan_efficiency = 0.25;
     c->vector_flops_efficiency = 0.5;
-    /* docs/epsim.md, "Calibration": 4277 GB/s of 4800 on a large device copy = 0.89; small copies are latency bound */
+    /* docs/epsim.md, "Calibration": 4277 GB/s of 4800 on a large device copy = 0.89; small copies
+     * are latency bound */
     static const double mem[][2] = {
         {1e5, 0.05}, {1e6, 0.30}, {1e7, 0.70}, {1e8, 0.85}, {1e9, 0.89}};
     table_set(&c->memory_efficiency, (int)(sizeof mem / sizeof mem[0]), mem);
@@ -54,7 +55,8 @@ void sim_calib_default(sim_calib *c) {
     /* ops on two streams split the SMs and HBM evenly until measured */
     c->corun_compute_compute = c->corun_compute_memory = 2.0;
     c->corun_memory_compute = c->corun_memory_memory = 2.0;
-    /* docs/epsim.md, "Calibration", NCCL 2 ranks: 64 KiB alltoall 24.8 us, allreduce 38.7 us (2 ring steps) */
+    /* docs/epsim.md, "Calibration", NCCL 2 ranks: 64 KiB alltoall 24.8 us, allreduce 38.7 us (2
+     * ring steps) */
     c->nccl_base_s = 20e-6;
     c->nccl_step_s = 5e-6;
     c->ep_kernel_base_s = 15e-6;
@@ -62,7 +64,15 @@ void sim_calib_default(sim_calib *c) {
     c->nccl_nvlink_efficiency = 0.69; /* 330 of 478 GB/s at 1 GiB */
     c->nccl_ib_efficiency = 0.90;
     c->ep_nvlink_efficiency = 0.73; /* SM stores saturate at ~350 of 478 GB/s */
-    c->ep_rdma_efficiency = 0.90;   /* DeepEP internode 43-50 of 50 GB/s per NIC */
+    c->ep_rdma_efficiency = 0.88;   /* beyond the table below: its 8-node value */
+    /* Hybrid-EP kernel-only on H100 + 400G NICs, 4096 tokens, H 7168, top-8, 8 local experts
+     * (DeepEP docs/README_Hybrid-EP.md): its "IB bandwidth" counts the sender's own node
+     * (tests/test_hybrid_ep.py, count_rdma_send_from_routing_map), so the NIC carries (N-1)/N of
+     * it. BF16 dispatch and combine with 8 and 16 SMs, per NIC of 50 GB/s: 16 ranks 38.4, 35.9,
+     * 34.0, 31.5 GB/s (0.70); 32 ranks 40.9, 43.3, 42.3, 43.1 (0.85); 64 ranks 44.2, 43.7, 44.7,
+     * 43.5 (0.88). DeepEP's own EP32 / EP64 figures on H800 agree (58 x 3/4, 51 x 7/8). */
+    static const double rdma[][2] = {{2, 0.70}, {4, 0.85}, {8, 0.88}};
+    table_set(&c->ep_rdma_nodes, (int)(sizeof rdma / sizeof rdma[0]), rdma);
 }
 
 double sim_table_eval(const sim_table *t, double x) {
@@ -189,6 +199,7 @@ static const field FIELDS[] = {
     F(nccl_ib_efficiency),
     F(ep_nvlink_efficiency),
     F(ep_rdma_efficiency),
+    T(ep_rdma_nodes),
     {"nccl_nvlink", offsetof(sim_calib, nccl_nvlink), K_NCCL, SH_GEMM, 0},
     {"ep_nvlink", offsetof(sim_calib, ep_nvlink), K_CURVE, SH_GEMM, 0},
 };

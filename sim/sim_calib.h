@@ -1,14 +1,13 @@
 /* sim_calib: every number that turns op sizes into time, in one structure (docs/epsim.md,
  * "Calibration"; docs/calibration.md for the fit that fills it from GPU measurements).
  *
- * The defaults are derived from docs/epsim.md, "Calibration". A calibration file (`epsim --calib FILE`,
- * or the one a topology names, written by `epsim calibrate`) replaces any subset of them from a
- * JSON object whose keys are the field names below: numbers, tables as arrays of [x, y] pairs (x
- * ascending), shape tables as {"fwd": [...], "bwd": [...], "bwd_dw": [...]} of
- * [m, n, k, batch, efficiency] (attention: [flops, seq, dqk, dv, efficiency]) rows, and NCCL
- * curves as {"alltoall": {"base_s": s, "efficiency": [[bytes, eff], ...]}, ...} (ep_nvlink: one
- * such curve). Unknown keys are
- * an error, so a typo cannot pass silently; keys starting with '_' are comments.
+ * The defaults are derived from docs/epsim.md, "Calibration". A calibration file (`epsim --calib
+ * FILE`, or the one a topology names, written by `epsim calibrate`) replaces any subset of them
+ * from a JSON object whose keys are the field names below: numbers, tables as arrays of [x, y]
+ * pairs (x ascending), shape tables as {"fwd": [...], "bwd": [...], "bwd_dw": [...]} of [m, n, k,
+ * batch, efficiency] (attention: [flops, seq, dqk, dv, efficiency]) rows, and NCCL curves as
+ * {"alltoall": {"base_s": s, "efficiency": [[bytes, eff], ...]}, ...} (ep_nvlink: one such curve).
+ * Unknown keys are an error, so a typo cannot pass silently; keys starting with '_' are comments.
  */
 #ifndef SIM_CALIB_H
 #define SIM_CALIB_H
@@ -59,8 +58,8 @@ typedef struct {
     double nccl_launch_s;      /* host time to launch one NCCL operation (a group of send/recv) */
     double host_sync_s;        /* host wake-up after a stream/event synchronisation */
     double graph_launch_s;     /* host time to launch one CUDA graph (its ops launch none) */
-    double expert_call_s; /* host time per expert of an expert GEMM op when the experts run one
-                             module call each (Megatron's SequentialMLP, --moe-grouped-gemm off) */
+    double expert_call_s;      /* host time per expert of an expert GEMM op when the experts run one
+                                  module call each (Megatron's SequentialMLP, --moe-grouped-gemm off) */
     /* GPU compute */
     double kernel_overhead_s; /* fixed GPU time per kernel (launch gap, tail) */
     double op_gap_s;   /* GPU time from one op's end to the next op's start on a stream (events) */
@@ -100,7 +99,9 @@ typedef struct {
     double nccl_ib_efficiency;     /* ... over the NIC */
     double
         ep_nvlink_efficiency; /* achieved / nominal of SM-driven NVLink stores (deepep, hybridep) */
-    double ep_rdma_efficiency;                /* ... of their RDMA transfers */
+    double ep_rdma_efficiency; /* ... of their RDMA transfers */
+    sim_table ep_rdma_nodes;   /* ep_rdma_efficiency by the nodes the EP group spans (log-
+                                  interpolated, clamped); empty: the scalar above */
     sim_coll_curve nccl_nvlink[SIM_COLL_NUM]; /* measured NCCL curves over NVLink */
     sim_coll_curve ep_nvlink; /* measured deepep/hybridep transport over NVLink, bytes per peer */
     char source[512];         /* "built-in defaults" or the file the values came from */

@@ -38,11 +38,15 @@ double sim_algo_kernel(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
     const sim_calib *c = a->c;
     const ep_op *op = a->ops[0];
     const sim_coll_curve *ep = c->ep_nvlink.efficiency.n ? &c->ep_nvlink : NULL;
-    sim_flows_begin(f, c->ep_nvlink_efficiency, c->ep_rdma_efficiency,
-                    ep ? &ep->efficiency : NULL);
+    const ep_traffic *t =
+        op->traffic >= 0 && op->traffic < a->s->ntraffic ? &a->s->traffic[op->traffic] : NULL;
+    /* the RDMA leg's efficiency depends on how many nodes the group spans (sim_calib.h) */
+    double rdma = c->ep_rdma_nodes.n && t && t->nnodes > 1
+                      ? sim_table_eval(&c->ep_rdma_nodes, t->nnodes)
+                      : c->ep_rdma_efficiency;
+    sim_flows_begin(f, c->ep_nvlink_efficiency, rdma, ep ? &ep->efficiency : NULL);
     *fixed_s = ep ? ep->base_s : c->ep_kernel_base_s;
-    if (op->traffic < 0 || op->traffic >= a->s->ntraffic) return 0;
-    const ep_traffic *t = &a->s->traffic[op->traffic];
+    if (!t) return 0;
     f->reverse = op->transpose != 0;
     int n = t->n;
     double total = 0;
@@ -52,7 +56,8 @@ double sim_algo_kernel(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
     if (!t->node_bytes) { /* no node-deduplicated matrix: every row to its rank */
         for (int i = 0; i < n; i++)
             for (int j = 0; j < n; j++)
-                if (i != j) sim_flows_send(f, a->ranks[i], a->ranks[j], (double)t->bytes[(long)i * n + j]);
+                if (i != j)
+                    sim_flows_send(f, a->ranks[i], a->ranks[j], (double)t->bytes[(long)i * n + j]);
         return total;
     }
     for (int i = 0; i < n; i++)

@@ -356,6 +356,41 @@ static double layer_host_s(const sim_calib *c, int moe) {
     return t;
 }
 
+/* An FP8 cast runs inside its GEMM's Transformer Engine module: one kernel launch on the host,
+ * no op bookkeeping of its own; its GEMM pays both. */
+static void test_fp8_cast_host(void) {
+    const char *flags = "--num-layers 1 --hidden-size 256 --num-attention-heads 4 "
+                        "--ffn-hidden-size 512 --seq-length 128 --micro-batch-size 1 "
+                        "--global-batch-size 1 --world-size 1 --fp8-format hybrid";
+    ep_config cfg;
+    ep_config_defaults(&cfg);
+    char err[EP_ERRLEN];
+    ep_sched s;
+    CU_ASSERT_FATAL(ep_config_parse_text(&cfg, flags, err) == 0 &&
+                    ep_config_validate(&cfg, err) == 0 && ep_sched_build(&cfg, &s, err) == 0);
+    sim_calib c;
+    sim_calib_default(&c);
+    c.op_overhead_s = 100e-6;
+    sim_cost x;
+    sim_cost_init(&x, &c, &cfg);
+    int casts = 0, gemms = 0;
+    char name[160];
+    for (int i = 0; i < s.ranks[0].nops; i++) {
+        const ep_op *op = &s.ranks[0].ops[i];
+        ep_op_name(op, name, sizeof name);
+        if (strstr(name, "attn_proj_cast.")) {
+            CU_ASSERT_DOUBLE_EQUAL(sim_op_host_s(&x, op, 0), c.launch_s, 0);
+            casts++;
+        } else if (strstr(name, "attn_proj.") && op->kind == EP_OP_GEMM) {
+            CU_ASSERT_DOUBLE_EQUAL(sim_op_host_s(&x, op, 0), c.op_overhead_s + c.gemm_launch_s, 0);
+            gemms++;
+        }
+    }
+    CU_ASSERT(casts == 2 && gemms >= 2); /* input cast (fwd), gradient cast (bwd) */
+    sim_cost_free(&x);
+    ep_sched_free(&s);
+}
+
 static void test_fit_host_stack(void) {
     char out[512], args[2048], err[EP_ERRLEN];
     tmp_path(out, sizeof out, "fithost.json");
@@ -392,4 +427,5 @@ void ep_suite_calibrate(void) {
     CU_add_test(s, "a software stack's host costs give its layers' host times back",
                 test_fit_host_stack);
     CU_add_test(s, "topologies name their calibration; --calib none", test_topology_calibration);
+    CU_add_test(s, "an FP8 cast costs the host one launch", test_fp8_cast_host);
 }

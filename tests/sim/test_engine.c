@@ -313,7 +313,8 @@ static void test_hierarchical_dispatch_dgx16(void) {
     hand_result res;
     hand_run(&h, "dgx16", &c, &res);
     CU_ASSERT_EQUAL_FATAL(res.rc, 0);
-    double nic = B / (50e9 * c.ep_rdma_efficiency);
+    double nic = B / (50e9 * sim_table_eval(&c.ep_rdma_nodes, 2)); /* two nodes: 0.70 */
+    CU_ASSERT_DOUBLE_EQUAL(sim_table_eval(&c.ep_rdma_nodes, 2), 0.70, 1e-12);
     double nvl = 7.0 * B / (450e9 * c.ep_nvlink_efficiency);
     /* one parallel task: the most loaded link sets the time; latency of the longest route
      * (NIC out + NIC in = 2 us) */

@@ -29,7 +29,7 @@ static void test_fp8_ops(void) {
     /* its input: 128 tokens x 4 heads x 64 (kv channels 256 / 4) = 32768 elements x 6 bytes */
     CU_ASSERT_DOUBLE_EQUAL(pc->bytes, (double)proj->m * proj->k * 6, 0);
     CU_ASSERT_DOUBLE_EQUAL(pc->bytes, 128.0 * 256 * 6, 0);
-    CU_ASSERT(pc->kind == EP_OP_ELEMENTWISE && !pc->fp8);
+    CU_ASSERT(pc->kind == EP_OP_ELEMENTWISE && pc->fp8); /* inside its GEMM's module */
     /* backward: dY [m x n] quantized before the dgrad, for every FP8 GEMM */
     int gc = sched_find(&s, 0, "mb0.c0.L1.qkv_cast.bwd"), gd = sched_find(&s, 0, "mb0.c0.L1.qkv.bwd");
     CU_ASSERT(gc >= 0 && gd == gc + 1);
@@ -41,6 +41,7 @@ static void test_fp8_ops(void) {
     CU_ASSERT(op_named(&s, "mb0.c0.output_cast.bwd") == NULL);
     char err[EP_ERRLEN];
     CU_ASSERT(exec_plan_check(&s, 8, err) != 0); /* epref runs BF16 GEMMs only */
+    CU_ASSERT(strstr(err, "an FP8 GEMM") && !strstr(err, "_cast")); /* names a GEMM */
     ep_sched_free(&s);
 
     if (sched_build_flags(&s, FP8_MODEL "--fp8-format hybrid --fp8-recipe delayed") != 0) return;
