@@ -146,23 +146,36 @@ static int fill_traffic(const ep_config *cfg, ep_traffic *t, int route_mb, int l
     t->route_mb = route_mb;
     double row = EP_ROW_BYTES(cfg);
     int multiple = pad_multiple(cfg);
+    ep_backend be = ep_config_backend(cfg);
+    /* Megatron's alltoall dispatcher permutes one row per (token, expert) pair and sends each
+     * (input_splits sum the experts' counts per rank); deepep and hybridep send a token once per
+     * destination rank, whose experts share it */
+    int pairs = be == EP_BACKEND_ALLTOALL;
+    for (int i = 0; i < n; i++)
+        t->recv_rows[i] = pairs ? 0 : ep_route_recv_rows(&r, i);
     for (int i = 0; i < n; i++) {
         t->node_of[i] = r.node_of[i];
         t->tokens[i] = tokens[i];
         t->send_rows[i] = 0;
         for (int j = 0; j < n; j++) {
             int64_t rows = r.rank_tokens[(size_t)i * n + j];
+            if (pairs) {
+                const int64_t *sel =
+                    r.sel + (size_t)i * r.num_experts + (size_t)j * r.experts_per_rank;
+                rows = 0;
+                for (int e = 0; e < r.experts_per_rank; e++)
+                    rows += sel[e];
+                t->recv_rows[j] += rows;
+            }
             t->bytes[(size_t)i * n + j] = (int64_t)(rows * row);
             t->send_rows[i] += rows;
         }
         for (int k = 0; k < nn; k++)
             t->node_bytes[(size_t)i * nn + k] = (int64_t)(r.node_tokens[(size_t)i * nn + k] * row);
-        t->recv_rows[i] = ep_route_recv_rows(&r, i);
         t->expert_rows[i] = ep_route_padded_rows(
             r.tokens_per_expert + (size_t)i * r.experts_per_rank, r.experts_per_rank, 1);
         t->pad_rows[i] = ep_route_recv_padded_rows(&r, i, multiple);
     }
-    ep_backend be = ep_config_backend(cfg);
     if (be == EP_BACKEND_ALLTOALL || be == EP_BACKEND_ALLGATHER)
         t->node_bytes = NULL; /* only the per-node deduplicating dispatchers use it */
     if (cfg->sequence_packing && be == EP_BACKEND_HYBRIDEP) {
