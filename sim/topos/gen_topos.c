@@ -53,11 +53,14 @@ typedef struct {
  * (450 GB/s), the lent H200 pair 26.562 GB/s per link (478 GB/s, docs/epsim.md, "Calibration").
  * NDR InfiniBand 400 Gb/s = 50 GB/s per NIC. NVL72 (GB200): 2.25 PFLOP/s dense bf16 (B200
  * datasheet), 8 TB/s HBM3e, 148 SMs, NVLink 5 900 GB/s per direction.
- * Default calibrations (docs/calibration.md): the lent H200 machines their own; the DGX H100
- * topologies the compute of one measured H100 with their own link figures; NVL72 none. */
+ * Default calibrations (docs/calibration.md): the lent H200 machines and the 2 x H100 one their
+ * own; the DGX H100 topologies the compute of one measured H100 with their own link figures; NVL72
+ * none. */
 static const topo TOPOS[] = {
     {"h200x2", "the lent machine: 2 x H200 joined by 18 NVLink 4 links", 1, 2, 989e12, 4.8e12, 132,
      478.116e9, 0.5e-6, 1, 0, 0, 0, 0, "h200x2", H200_MEM},
+    {"h100x2", "the lent machine: 2 x H100 joined by 18 NVLink 4 links", 1, 2, 989e12, 3.35e12, 132,
+     450e9, 0.5e-6, 1, 0, 0, 0, 0, "h100x2", H100_MEM},
     {"h200x4", "4 x H200 of one HGX board (the nvidia-h200-x4 kind), NVSwitch", 1, 4, 989e12,
      4.8e12, 132, 478.116e9, 0.5e-6, 0, 0, 0, 0, 0, "h200x4", H200_MEM},
     {"dgx8", "one DGX H100: 8 x H100, NVSwitch", 1, 8, 989e12, 3.35e12, 132, 450e9, 0.5e-6, 0, 0, 0,
