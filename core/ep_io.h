@@ -41,8 +41,8 @@ int ep_outfile_commit(ep_outfile *o, char err[EP_ERRLEN]);
 void ep_outfile_abort(ep_outfile *o);
 
 /* A set of outputs that appear together or not at all: between ep_outputs_begin and
- * ep_outputs_commit, every ep_outfile_commit keeps its complete temporary; ep_outputs_commit renames
- * them all, ep_outputs_abort removes them all. Returns 0, or -1 with err. */
+ * ep_outputs_commit, every ep_outfile_commit keeps its complete temporary; ep_outputs_commit
+ * renames them all, ep_outputs_abort removes them all. Returns 0, or -1 with err. */
 void ep_outputs_begin(void);
 int ep_outputs_commit(char err[EP_ERRLEN]);
 void ep_outputs_abort(void);

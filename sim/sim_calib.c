@@ -298,7 +298,8 @@ int sim_calib_load(sim_calib *c, const char *path, char err[EP_ERRLEN]) {
     }
     if (!S_ISREG(st.st_mode)) { /* a directory, a FIFO: not a calibration file */
         snprintf(err, EP_ERRLEN, "--calib %s: %s", path,
-                 S_ISDIR(st.st_mode) ? "a directory, not a calibration file" : "not a regular file");
+                 S_ISDIR(st.st_mode) ? "a directory, not a calibration file"
+                                     : "not a regular file");
         return -1;
     }
     if (st.st_size == 0) {

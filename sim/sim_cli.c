@@ -67,10 +67,14 @@ static void usage(FILE *f) {
  * and the settings it takes from the topology. */
 static void help(FILE *f) {
     static const char *const from_topo[] = {
-        "expert-model-parallel-size", "from --topo: the largest divisor of the experts in a node",
-        "global-batch-size",          "micro batch x DP x 8 microbatches (2 x PP when PP > 1)",
-        "world-size",                 "the GPUs of --topo",
-        "gpus-per-node",              "from --topo",
+        "expert-model-parallel-size",
+        "from --topo: the largest divisor of the experts in a node",
+        "global-batch-size",
+        "micro batch x DP x 8 microbatches (2 x PP when PP > 1)",
+        "world-size",
+        "the GPUs of --topo",
+        "gpus-per-node",
+        "from --topo",
         NULL};
     usage(f);
     ep_config cfg;
@@ -116,8 +120,8 @@ static int take_value(int argc, char **argv, int *i, const char *name, const cha
  * so epsim takes only what it can: space-separated CATEGORY.KEY:VALUE settings with KEY thres
  * (a level), fmt (known % sequences), add (additivity) or app (file:PATH). */
 static int check_log(const char *arg, char err[EP_ERRLEN]) {
-    static const char *const levels[] = {"trace", "debug", "verbose", "info", "warning",
-                                         "error", "critical", NULL};
+    static const char *const levels[] = {"trace",   "debug", "verbose",  "info",
+                                         "warning", "error", "critical", NULL};
     char buf[1024];
     if (strlen(arg) >= sizeof buf) {
         snprintf(err, EP_ERRLEN, "--log=: setting longer than %zu characters", sizeof buf - 1);
@@ -170,8 +174,8 @@ static int check_log(const char *arg, char err[EP_ERRLEN]) {
                 return -1;
             }
         } else if (strcmp(key, "add") && strcmp(key, "additivity")) {
-            snprintf(err, EP_ERRLEN,
-                     "--log=%.100s: '%.40s' is not thres, fmt, add or app", arg, key);
+            snprintf(err, EP_ERRLEN, "--log=%.100s: '%.40s' is not thres, fmt, add or app", arg,
+                     key);
             return -1;
         }
     }
@@ -181,7 +185,7 @@ static int check_log(const char *arg, char err[EP_ERRLEN]) {
 /* Splits argv into epsim options, SimGrid options (sg) and config flags (rest). */
 static int split_args(int argc, char **argv, cli_opts *o, int *nsg, char **sg, int *nrest,
                       char **rest, char err[EP_ERRLEN]) {
-    static const char *names[] = {"--topo", "--calib",  "--summary-json",
+    static const char *names[] = {"--topo",  "--calib", "--summary-json",
                                   "--trace", "--csv",   "--max-memory"};
     const char **slots[] = {&o->topo, &o->calib, &o->summary, &o->trace, &o->csv, &o->max_memory};
     for (int i = 1; i < argc; i++) {
@@ -495,8 +499,8 @@ int sim_cli_run(int argc, char **argv) {
         const char *base = strrchr(rest[i] + 1, '/');
         char safe[256];
         ep_escape_text(base ? base + 1 : rest[i] + 1, safe, sizeof safe);
-        used += (size_t)snprintf(model + used, sizeof model - used, "%s%s", used ? " + " : "",
-                                 safe);
+        used +=
+            (size_t)snprintf(model + used, sizeof model - used, "%s%s", used ? " + " : "", safe);
         if (used >= sizeof model) used = sizeof model - 1;
     }
     if (preset)

@@ -45,8 +45,7 @@ int sim_find_data(const char *kind, const char *arg, const char *suffix, char *o
     return sim_find_bundled(kind, arg, suffix, out, len);
 }
 
-int sim_find_bundled(const char *kind, const char *arg, const char *suffix, char *out,
-                     size_t len) {
+int sim_find_bundled(const char *kind, const char *arg, const char *suffix, char *out, size_t len) {
     /* a bare name only: paths that do not exist are reported as they were given */
     if (!arg[0] || strchr(arg, '/')) return -1;
     size_t sl = strlen(suffix), al = strlen(arg);

@@ -17,9 +17,20 @@
 #define MAX_ATTRS    32
 #define MAX_GPUS     (1 << 20)
 
-typedef enum { E_PLATFORM, E_ZONE, E_HOST, E_ROUTER, E_LINK, E_ROUTE, E_ZONEROUTE, E_LINKCTN, E_PROP, E_NKINDS } kind_t;
+typedef enum {
+    E_PLATFORM,
+    E_ZONE,
+    E_HOST,
+    E_ROUTER,
+    E_LINK,
+    E_ROUTE,
+    E_ZONEROUTE,
+    E_LINKCTN,
+    E_PROP,
+    E_NKINDS
+} kind_t;
 static const char *const k_kind[E_NKINDS] = {"platform", "zone",      "host",     "router", "link",
-                                            "route",    "zoneRoute", "link_ctn", "prop"};
+                                             "route",    "zoneRoute", "link_ctn", "prop"};
 /* allowed attributes of each element, NULL-terminated */
 static const char *const k_attrs[E_NKINDS][8] = {
     {"version", NULL},
@@ -89,7 +100,7 @@ typedef struct {
     int nnp, capnp;
     zone *zn;
     int nzone, capzone;
-    table link_by_name; /* 1 a link, 2 a SPLITDUPLEX link (X_UP, X_DOWN are links too) */
+    table link_by_name;  /* 1 a link, 2 a SPLITDUPLEX link (X_UP, X_DOWN are links too) */
     table route_by_pair; /* "src dst" netpoint ids -> edge */
     edge *ed;
     int ned, caped;
@@ -189,10 +200,14 @@ static int check_bytes(ctx *c, const unsigned char *s, size_t n) {
         if ((b < 0x20 && b != '\t' && b != '\n' && b != '\r') || b == 0x7f)
             return fail(c, line, "control byte 0x%02x: not a text file", b);
         if (b >= 0x80) {
-            int k = b >= 0xF0 && b <= 0xF4 ? 3 : b >= 0xE0 && b < 0xF0 ? 2 : b >= 0xC2 && b < 0xE0 ? 1 : -1;
+            int k = b >= 0xF0 && b <= 0xF4  ? 3
+                    : b >= 0xE0 && b < 0xF0 ? 2
+                    : b >= 0xC2 && b < 0xE0 ? 1
+                                            : -1;
             if (k < 0 || i + (size_t)k >= n) return fail(c, line, "byte 0x%02x: not UTF-8 text", b);
             for (int j = 1; j <= k; j++)
-                if ((s[i + j] & 0xC0) != 0x80) return fail(c, line, "byte 0x%02x: not UTF-8 text", b);
+                if ((s[i + j] & 0xC0) != 0x80)
+                    return fail(c, line, "byte 0x%02x: not UTF-8 text", b);
             i += (size_t)k;
         }
     }
@@ -267,7 +282,8 @@ static char *read_value(ctx *c) {
         static const struct {
             const char *ent;
             char ch;
-        } ents[] = {{"&lt;", '<'}, {"&gt;", '>'}, {"&amp;", '&'}, {"&quot;", '"'}, {"&apos;", '\''}};
+        } ents[] = {
+            {"&lt;", '<'}, {"&gt;", '>'}, {"&amp;", '&'}, {"&quot;", '"'}, {"&apos;", '\''}};
         int done = 0;
         for (size_t e = 0; e < 5 && !done; e++) {
             size_t el = strlen(ents[e].ent);
@@ -283,12 +299,17 @@ static char *read_value(ctx *c) {
             int hex = j < n && start[j] == 'x';
             j += (size_t)hex;
             size_t digits = 0;
-            while (j < n && digits < 8 && (hex ? isxdigit((unsigned char)start[j]) : isdigit((unsigned char)start[j]))) {
-                code = code * (hex ? 16 : 10) + (unsigned long)(isdigit((unsigned char)start[j]) ? start[j] - '0' : (tolower((unsigned char)start[j]) - 'a' + 10));
+            while (j < n && digits < 8 &&
+                   (hex ? isxdigit((unsigned char)start[j]) : isdigit((unsigned char)start[j]))) {
+                code = code * (hex ? 16 : 10) +
+                       (unsigned long)(isdigit((unsigned char)start[j])
+                                           ? start[j] - '0'
+                                           : (tolower((unsigned char)start[j]) - 'a' + 10));
                 j++;
                 digits++;
             }
-            if (i + 1 >= n || start[i + 1] != '#' || !digits || j >= n || start[j] != ';' || code < 0x20 || code > 0x7e) {
+            if (i + 1 >= n || start[i + 1] != '#' || !digits || j >= n || start[j] != ';' ||
+                code < 0x20 || code > 0x7e) {
                 free(v);
                 return NULL;
             }
@@ -313,8 +334,12 @@ static int parse_start_tag(ctx *c, int parent, int *self_closed) {
     if (read_name(c, name, sizeof name) != 0) return fail(c, line, "malformed tag");
     int k = kind_of(name);
     if (k < 0)
-        return fail(c, line, "element <%.40s> is not supported (epsim reads zones of hosts, routers, links and routes: docs/epsim.md, \"Platform files\")", name);
-    if (grow((void **)&c->el, &c->capel, c->nel + 1, sizeof *c->el)) return fail(c, line, "out of memory");
+        return fail(c, line,
+                    "element <%.40s> is not supported (epsim reads zones of hosts, routers, links "
+                    "and routes: docs/epsim.md, \"Platform files\")",
+                    name);
+    if (grow((void **)&c->el, &c->capel, c->nel + 1, sizeof *c->el))
+        return fail(c, line, "out of memory");
     if (c->nel >= MAX_ELEMENTS) return fail(c, line, "more than %d elements", MAX_ELEMENTS);
     elem *e = &c->el[c->nel];
     e->kind = (kind_t)k;
@@ -325,7 +350,8 @@ static int parse_start_tag(ctx *c, int parent, int *self_closed) {
     for (;;) {
         const char *before = c->p;
         skip_space(c);
-        if (c->p >= c->end) return fail(c, line, "the file ends inside the <%s> tag: truncated?", name);
+        if (c->p >= c->end)
+            return fail(c, line, "the file ends inside the <%s> tag: truncated?", name);
         if (*c->p == '>') {
             c->p++;
             *self_closed = 0;
@@ -338,16 +364,23 @@ static int parse_start_tag(ctx *c, int parent, int *self_closed) {
         }
         if (c->p == before) return fail(c, c->line, "malformed <%s> tag", name);
         char key[64];
-        if (read_name(c, key, sizeof key) != 0) return fail(c, c->line, "malformed attribute in <%s>", name);
+        if (read_name(c, key, sizeof key) != 0)
+            return fail(c, c->line, "malformed attribute in <%s>", name);
         skip_space(c);
-        if (c->p >= c->end || *c->p != '=') return fail(c, c->line, "attribute %s of <%s> has no value", key, name);
+        if (c->p >= c->end || *c->p != '=')
+            return fail(c, c->line, "attribute %s of <%s> has no value", key, name);
         c->p++;
         skip_space(c);
-        if (c->p >= c->end || (*c->p != '"' && *c->p != '\'')) return fail(c, c->line, "attribute %s of <%s>: value not quoted", key, name);
+        if (c->p >= c->end || (*c->p != '"' && *c->p != '\''))
+            return fail(c, c->line, "attribute %s of <%s>: value not quoted", key, name);
         int vline = c->line;
         char *val = read_value(c);
-        if (!val && c->p >= c->end) return fail(c, vline, "the file ends inside the <%s> tag: truncated?", name);
-        if (!val) return fail(c, vline, "attribute %s of <%s>: a '<' or a character reference epsim does not take", key, name);
+        if (!val && c->p >= c->end)
+            return fail(c, vline, "the file ends inside the <%s> tag: truncated?", name);
+        if (!val)
+            return fail(c, vline,
+                        "attribute %s of <%s>: a '<' or a character reference epsim does not take",
+                        key, name);
         int ok = 0;
         for (int a = 0; k_attrs[k][a]; a++)
             ok |= strcmp(k_attrs[k][a], key) == 0;
@@ -395,11 +428,13 @@ static int parse_xml(ctx *c) {
             c->p += 2;
             if (read_name(c, name, sizeof name) != 0) return fail(c, line, "malformed end tag");
             skip_space(c);
-            if (c->p >= c->end || *c->p != '>') return fail(c, line, "malformed end tag </%s", name);
+            if (c->p >= c->end || *c->p != '>')
+                return fail(c, line, "malformed end tag </%s", name);
             c->p++;
             if (depth == 0 || strcmp(k_kind[c->el[stack[depth - 1]].kind], name) != 0)
                 return fail(c, line, "end tag </%s> does not close %s%s%s", name,
-                            depth ? "<" : "any element", depth ? k_kind[c->el[stack[depth - 1]].kind] : "", depth ? ">" : "");
+                            depth ? "<" : "any element",
+                            depth ? k_kind[c->el[stack[depth - 1]].kind] : "", depth ? ">" : "");
             depth--;
             if (depth == 0) root_done = 1;
         } else if (*c->p == '<') {
@@ -408,17 +443,20 @@ static int parse_xml(ctx *c) {
             if (e < 0) return -1;
             seen_root = 1;
             if (!closed) {
-                if (depth == MAX_DEPTH) return fail(c, line, "elements nested deeper than %d", MAX_DEPTH);
+                if (depth == MAX_DEPTH)
+                    return fail(c, line, "elements nested deeper than %d", MAX_DEPTH);
                 stack[depth++] = e;
             } else if (depth == 0) {
                 root_done = 1;
             }
         } else {
-            return fail(c, line, "unexpected text '%c' (a platform holds elements only)", isprint((unsigned char)*c->p) ? *c->p : '?');
+            return fail(c, line, "unexpected text '%c' (a platform holds elements only)",
+                        isprint((unsigned char)*c->p) ? *c->p : '?');
         }
     }
     if (depth > 0)
-        return fail(c, c->line, "the file ends inside <%s> (opened at line %d): truncated?", k_kind[c->el[stack[depth - 1]].kind], c->el[stack[depth - 1]].line);
+        return fail(c, c->line, "the file ends inside <%s> (opened at line %d): truncated?",
+                    k_kind[c->el[stack[depth - 1]].kind], c->el[stack[depth - 1]].line);
     if (!seen_root) return fail(c, c->line, "no <platform> element: empty or not a platform file");
     return 0;
 }
@@ -461,19 +499,36 @@ static int number_unit(const char *s, const char *const *units, const double *sc
     return -1;
 }
 
-static const char *const k_speed_u[] = {"f", "kf", "Mf", "Gf", "Tf", "Pf", "Ef", "Zf", "Yf", "flops", "kflops", "Mflops", "Gflops", "Tflops", "Pflops", "Eflops", "Zflops", "Yflops", NULL};
-static const double k_speed_s[] = {1, 1e3, 1e6, 1e9, 1e12, 1e15, 1e18, 1e21, 1e24, 1, 1e3, 1e6, 1e9, 1e12, 1e15, 1e18, 1e21, 1e24};
-static const char *const k_bw_u[] = {"Bps", "kBps", "KBps", "MBps", "GBps", "TBps", "PBps", "KiBps", "MiBps", "GiBps", "TiBps", "bps", "kbps", "Kbps", "Mbps", "Gbps", "Tbps", "Pbps", "Kibps", "Mibps", "Gibps", "Tibps", NULL};
-static const double k_bw_s[] = {1, 1e3, 1e3, 1e6, 1e9, 1e12, 1e15, 1024.0, 1048576.0, 1073741824.0, 1099511627776.0, 0.125, 125, 125, 125e3, 125e6, 125e9, 125e12, 128.0, 131072.0, 134217728.0, 137438953472.0};
+static const char *const k_speed_u[] = {
+    "f",      "kf",     "Mf",     "Gf",     "Tf",     "Pf",     "Ef",     "Zf",     "Yf", "flops",
+    "kflops", "Mflops", "Gflops", "Tflops", "Pflops", "Eflops", "Zflops", "Yflops", NULL};
+static const double k_speed_s[] = {1, 1e3, 1e6, 1e9, 1e12, 1e15, 1e18, 1e21, 1e24,
+                                   1, 1e3, 1e6, 1e9, 1e12, 1e15, 1e18, 1e21, 1e24};
+static const char *const k_bw_u[] = {"Bps",   "kBps",  "KBps",  "MBps",  "GBps",  "TBps",
+                                     "PBps",  "KiBps", "MiBps", "GiBps", "TiBps", "bps",
+                                     "kbps",  "Kbps",  "Mbps",  "Gbps",  "Tbps",  "Pbps",
+                                     "Kibps", "Mibps", "Gibps", "Tibps", NULL};
+static const double k_bw_s[] = {
+    1,     1e3, 1e3, 1e6,   1e9,   1e12,  1e15,   1024.0, 1048576.0, 1073741824.0, 1099511627776.0,
+    0.125, 125, 125, 125e3, 125e6, 125e9, 125e12, 128.0,  131072.0,  134217728.0,  137438953472.0};
 static const char *const k_time_u[] = {"s", "ms", "us", "ns", "ps", "m", "h", "d", "w", NULL};
 static const double k_time_s[] = {1, 1e-3, 1e-6, 1e-9, 1e-12, 60, 3600, 86400, 604800};
 
-static int check_range(ctx *c, const elem *e, const char *key, const char *val, const char *const *u, const double *sc, double lo, double hi, int lo_open) {
+static int check_range(ctx *c, const elem *e, const char *key, const char *val,
+                       const char *const *u, const double *sc, double lo, double hi, int lo_open) {
     double v;
     if (number_unit(val, u, sc, &v) != 0)
-        return fail(c, e->line, "%s=\"%.60s\" of <%s> is not a number with a unit (e.g. %s)", key, val, k_kind[e->kind], u == k_speed_u ? "1e15f" : u == k_bw_u ? "4.5e11Bps" : "1us");
-    if (lo_open ? !(v > lo) : !(v >= lo)) return fail(c, e->line, "%s=\"%.60s\" of <%s> must be %s %g", key, val, k_kind[e->kind], lo_open ? ">" : ">=", lo);
-    if (v > hi) return fail(c, e->line, "%s=\"%.60s\" of <%s> is out of range (at most %g)", key, val, k_kind[e->kind], hi);
+        return fail(c, e->line, "%s=\"%.60s\" of <%s> is not a number with a unit (e.g. %s)", key,
+                    val, k_kind[e->kind],
+                    u == k_speed_u ? "1e15f"
+                    : u == k_bw_u  ? "4.5e11Bps"
+                                   : "1us");
+    if (lo_open ? !(v > lo) : !(v >= lo))
+        return fail(c, e->line, "%s=\"%.60s\" of <%s> must be %s %g", key, val, k_kind[e->kind],
+                    lo_open ? ">" : ">=", lo);
+    if (v > hi)
+        return fail(c, e->line, "%s=\"%.60s\" of <%s> is out of range (at most %g)", key, val,
+                    k_kind[e->kind], hi);
     return 0;
 }
 
@@ -488,7 +543,8 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
     return 0;
 }
 
-/* --- names and structure ----------------------------------------------------------------------- */
+/* --- names and structure -----------------------------------------------------------------------
+ */
 
 static const char *id_of(const ctx *c, int np) {
     const char *v = get(c, &c->el[c->np[np].elem], "id");
@@ -505,7 +561,8 @@ static int add_netpoint(ctx *c, const char *name, kind_t kind, int z, int e) {
                     "share one name space)",
                     name, c->el[o->elem].line);
     }
-    if (grow((void **)&c->np, &c->capnp, c->nnp + 1, sizeof *c->np)) return fail(c, 0, "out of memory");
+    if (grow((void **)&c->np, &c->capnp, c->nnp + 1, sizeof *c->np))
+        return fail(c, 0, "out of memory");
     netpoint *n = &c->np[c->nnp];
     n->kind = kind;
     n->zone = z;
@@ -515,7 +572,8 @@ static int add_netpoint(ctx *c, const char *name, kind_t kind, int z, int e) {
     n->local = -1;
     if (z >= 0) {
         zone *zz = &c->zn[z];
-        if (grow((void **)&zz->mem, &zz->capmem, zz->nmem + 1, sizeof *zz->mem)) return fail(c, 0, "out of memory");
+        if (grow((void **)&zz->mem, &zz->capmem, zz->nmem + 1, sizeof *zz->mem))
+            return fail(c, 0, "out of memory");
         n->local = zz->nmem;
         zz->mem[zz->nmem++] = c->nnp;
     }
@@ -523,7 +581,8 @@ static int add_netpoint(ctx *c, const char *name, kind_t kind, int z, int e) {
 }
 
 static int add_zone(ctx *c, int e, int parent, routing_t r) {
-    if (grow((void **)&c->zn, &c->capzone, c->nzone + 1, sizeof *c->zn)) return fail(c, 0, "out of memory");
+    if (grow((void **)&c->zn, &c->capzone, c->nzone + 1, sizeof *c->zn))
+        return fail(c, 0, "out of memory");
     zone *z = &c->zn[c->nzone];
     memset(z, 0, sizeof *z);
     z->parent = parent;
@@ -539,8 +598,10 @@ static int add_edge(ctx *c, int line, int src, int dst, int gs, int gd) {
     snprintf(key, sizeof key, "%d %d", src, dst);
     int r = table_add(&c->route_by_pair, key, c->ned);
     if (r < 0) return fail(c, 0, "out of memory");
-    if (r > 0) return fail(c, line, "a second route from %.100s to %.100s", id_of(c, src), id_of(c, dst));
-    if (grow((void **)&c->ed, &c->caped, c->ned + 1, sizeof *c->ed)) return fail(c, 0, "out of memory");
+    if (r > 0)
+        return fail(c, line, "a second route from %.100s to %.100s", id_of(c, src), id_of(c, dst));
+    if (grow((void **)&c->ed, &c->caped, c->ned + 1, sizeof *c->ed))
+        return fail(c, 0, "out of memory");
     c->ed[c->ned] = (edge){src, dst, gs, gd, c->np[src].first};
     c->np[src].first = c->ned++;
     return 0;
@@ -558,14 +619,17 @@ static int lookup_np(ctx *c, const elem *e, const char *key, const char **name) 
     if (!*name) return -1;
     int *v = table_find(&c->np_by_name, *name);
     if (!v)
-        return fail(c, e->line, "%s=\"%.100s\" of <%s> names no host, router or zone declared before it", key, *name, k_kind[e->kind]);
+        return fail(c, e->line,
+                    "%s=\"%.100s\" of <%s> names no host, router or zone declared before it", key,
+                    *name, k_kind[e->kind]);
     return *v;
 }
 
 static int check_route(ctx *c, int i, int z) {
     const elem *e = &c->el[i];
     const char *zname = get(c, &c->el[c->zn[z].elem], "id");
-    if (c->zn[z].routing == R_NONE) return fail(c, e->line, "zone %.100s has routing None and takes no routes", zname);
+    if (c->zn[z].routing == R_NONE)
+        return fail(c, e->line, "zone %.100s has routing None and takes no routes", zname);
     const char *sn, *dn;
     int s = lookup_np(c, e, "src", &sn);
     if (s < 0) return -1;
@@ -574,23 +638,29 @@ static int check_route(ctx *c, int i, int z) {
     if (s == d) return fail(c, e->line, "a route from %.100s to itself", sn);
     int gs = -1, gd = -1;
     if (e->kind == E_ROUTE) {
-        if (c->np[s].kind == E_ZONE || c->np[d].kind == E_ZONE || c->np[s].zone != z || c->np[d].zone != z)
+        if (c->np[s].kind == E_ZONE || c->np[d].kind == E_ZONE || c->np[s].zone != z ||
+            c->np[d].zone != z)
             return fail(c, e->line,
                         "route %.80s -> %.80s: both ends must be hosts or routers of zone %.80s "
                         "(zoneRoute joins zones)",
                         sn, dn, zname);
     } else {
         const char *gsn, *gdn;
-        if (c->np[s].kind != E_ZONE || c->np[d].kind != E_ZONE || c->np[s].zone != z || c->np[d].zone != z)
-            return fail(c, e->line, "zoneRoute %.80s -> %.80s: both ends must be zones inside zone %.80s", sn, dn, zname);
+        if (c->np[s].kind != E_ZONE || c->np[d].kind != E_ZONE || c->np[s].zone != z ||
+            c->np[d].zone != z)
+            return fail(c, e->line,
+                        "zoneRoute %.80s -> %.80s: both ends must be zones inside zone %.80s", sn,
+                        dn, zname);
         gs = lookup_np(c, e, "gw_src", &gsn);
         if (gs < 0) return -1;
         gd = lookup_np(c, e, "gw_dst", &gdn);
         if (gd < 0) return -1;
         if (c->np[gs].kind == E_ZONE || !inside(c, gs, c->np[s].self))
-            return fail(c, e->line, "gw_src %.80s is not a host or router inside zone %.80s", gsn, sn);
+            return fail(c, e->line, "gw_src %.80s is not a host or router inside zone %.80s", gsn,
+                        sn);
         if (c->np[gd].kind == E_ZONE || !inside(c, gd, c->np[d].self))
-            return fail(c, e->line, "gw_dst %.80s is not a host or router inside zone %.80s", gdn, dn);
+            return fail(c, e->line, "gw_dst %.80s is not a host or router inside zone %.80s", gdn,
+                        dn);
     }
     const char *sym = get(c, e, "symmetrical");
     int symmetric = 1;
@@ -617,7 +687,9 @@ static int check_link(ctx *c, int i) {
         if (!strcmp(sp, "SPLITDUPLEX"))
             split = 1;
         else if (strcmp(sp, "SHARED") && strcmp(sp, "FATPIPE"))
-            return fail(c, e->line, "sharing_policy=\"%.30s\" of link %.80s: SHARED, SPLITDUPLEX or FATPIPE", sp, id);
+            return fail(c, e->line,
+                        "sharing_policy=\"%.30s\" of link %.80s: SHARED, SPLITDUPLEX or FATPIPE",
+                        sp, id);
     }
     char names[3][300];
     snprintf(names[0], sizeof names[0], "%s", id);
@@ -665,7 +737,10 @@ static int check_host(ctx *c, int i, int z) {
         char one[128];
         for (const char *p = speed;; n++) {
             size_t k = strcspn(p, ",");
-            if (k == 0 || k >= sizeof one) return fail(c, e->line, "speed=\"%.60s\" of host %.80s: a list of speeds like 1e15f", speed, id);
+            if (k == 0 || k >= sizeof one)
+                return fail(c, e->line,
+                            "speed=\"%.60s\" of host %.80s: a list of speeds like 1e15f", speed,
+                            id);
             memcpy(one, p, k);
             one[k] = 0;
             if (check_range(c, e, "speed", one, k_speed_u, k_speed_s, 0, 1e21, 1)) return -1;
@@ -675,9 +750,11 @@ static int check_host(ctx *c, int i, int z) {
         long v;
         const char *core = get(c, e, "core"), *ps = get(c, e, "pstate");
         if (core && parse_int(core, 1, 1000000, &v))
-            return fail(c, e->line, "core=\"%.30s\" of host %.80s: an integer from 1 to 1000000", core, id);
+            return fail(c, e->line, "core=\"%.30s\" of host %.80s: an integer from 1 to 1000000",
+                        core, id);
         if (ps && parse_int(ps, 0, n, &v))
-            return fail(c, e->line, "pstate=\"%.30s\" of host %.80s: an index into its %d speeds", ps, id, n + 1);
+            return fail(c, e->line, "pstate=\"%.30s\" of host %.80s: an index into its %d speeds",
+                        ps, id, n + 1);
     }
     return add_netpoint(c, id, e->kind, z, i) < 0 ? -1 : 0;
 }
@@ -705,14 +782,16 @@ static int check_elements(ctx *c, int **prop_prev, int **last_prop) {
         case E_PLATFORM: {
             if (pk >= 0) return free(has_link), fail(c, e->line, "<platform> inside <%s>", where);
             const char *v = need(c, e, "version");
-            if (!v) rc = -1;
+            if (!v)
+                rc = -1;
             else if (strcmp(v, "4") && strcmp(v, "4.1"))
                 rc = fail(c, e->line, "platform version \"%.20s\": epsim reads version 4.1", v);
             break;
         }
         case E_ZONE: {
             if (pk != E_PLATFORM && pk != E_ZONE) {
-                rc = fail(c, e->line, "<zone> inside %s: zones belong in <platform> or <zone>", where);
+                rc = fail(c, e->line, "<zone> inside %s: zones belong in <platform> or <zone>",
+                          where);
                 break;
             }
             if (pk == E_PLATFORM && nroot++) {
@@ -728,7 +807,10 @@ static int check_elements(ctx *c, int **prop_prev, int **last_prop) {
             while (k_routing[k] && strcmp(k_routing[k], r))
                 k++;
             if (!k_routing[k]) {
-                rc = fail(c, e->line, "routing=\"%.40s\" of zone %.80s is not taken (Full, Floyd, Dijkstra, DijkstraCache or None)", r, id);
+                rc = fail(c, e->line,
+                          "routing=\"%.40s\" of zone %.80s is not taken (Full, Floyd, Dijkstra, "
+                          "DijkstraCache or None)",
+                          r, id);
                 break;
             }
             int z = add_zone(c, i, pz, (routing_t)k);
@@ -746,7 +828,8 @@ static int check_elements(ctx *c, int **prop_prev, int **last_prop) {
         case E_ROUTER:
         case E_LINK:
             if (pk != E_ZONE) {
-                rc = fail(c, e->line, "<%s> inside %s: it belongs in a <zone>", k_kind[e->kind], where);
+                rc = fail(c, e->line, "<%s> inside %s: it belongs in a <zone>", k_kind[e->kind],
+                          where);
                 break;
             }
             rc = e->kind == E_LINK ? check_link(c, i) : check_host(c, i, pz);
@@ -754,14 +837,16 @@ static int check_elements(ctx *c, int **prop_prev, int **last_prop) {
         case E_ROUTE:
         case E_ZONEROUTE:
             if (pk != E_ZONE) {
-                rc = fail(c, e->line, "<%s> inside %s: it belongs in a <zone>", k_kind[e->kind], where);
+                rc = fail(c, e->line, "<%s> inside %s: it belongs in a <zone>", k_kind[e->kind],
+                          where);
                 break;
             }
             rc = check_route(c, i, pz);
             break;
         case E_LINKCTN:
             if (pk != E_ROUTE && pk != E_ZONEROUTE) {
-                rc = fail(c, e->line, "<link_ctn> inside %s: it belongs in a <route> or <zoneRoute>", where);
+                rc = fail(c, e->line,
+                          "<link_ctn> inside %s: it belongs in a <route> or <zoneRoute>", where);
                 break;
             }
             rc = check_link_ctn(c, i);
@@ -769,7 +854,8 @@ static int check_elements(ctx *c, int **prop_prev, int **last_prop) {
             break;
         case E_PROP: {
             if (pk != E_ZONE && pk != E_HOST && pk != E_LINK) {
-                rc = fail(c, e->line, "<prop> inside %s: properties belong to zones, hosts and links", where);
+                rc = fail(c, e->line,
+                          "<prop> inside %s: properties belong to zones, hosts and links", where);
                 break;
             }
             const char *id = need(c, e, "id"), *v = id ? need(c, e, "value") : NULL;
@@ -779,7 +865,8 @@ static int check_elements(ctx *c, int **prop_prev, int **last_prop) {
             }
             for (int q = (*last_prop)[e->parent]; q >= 0; q = (*prop_prev)[q])
                 if (!strcmp(get(c, &c->el[q], "id"), id)) {
-                    rc = fail(c, e->line, "property %.80s given twice (line %d and here)", id, c->el[q].line);
+                    rc = fail(c, e->line, "property %.80s given twice (line %d and here)", id,
+                              c->el[q].line);
                     break;
                 }
             (*prop_prev)[i] = (*last_prop)[e->parent];
@@ -822,7 +909,8 @@ typedef struct {
     long node, local; /* -1 when not given */
 } gpu_t;
 
-static const char *prop_of(const ctx *c, const int *prop_prev, const int *last_prop, int e, const char *key, int *line) {
+static const char *prop_of(const ctx *c, const int *prop_prev, const int *last_prop, int e,
+                           const char *key, int *line) {
     for (int q = last_prop[e]; q >= 0; q = prop_prev[q])
         if (!strcmp(get(c, &c->el[q], "id"), key)) {
             *line = c->el[q].line;
@@ -841,12 +929,14 @@ static int check_gpu_props(ctx *c, const int *prop_prev, const int *last_prop, i
         char *end;
         if (!v) {
             if (k == 2) continue; /* hbm_bytes is optional */
-            return fail(c, c->el[e].line, "host gpu%d needs the property %s (a positive number)", r, real[k]);
+            return fail(c, c->el[e].line, "host gpu%d needs the property %s (a positive number)", r,
+                        real[k]);
         }
         errno = 0;
         x = strtod(v, &end);
         if (!isdigit((unsigned char)v[0]) || *end || errno || !(x > 0) || x > hi[k])
-            return fail(c, line, "property %s=\"%.40s\" of host gpu%d: a positive number up to %g", real[k], v, r, hi[k]);
+            return fail(c, line, "property %s=\"%.40s\" of host gpu%d: a positive number up to %g",
+                        real[k], v, r, hi[k]);
     }
     static const char *const ints[] = {"sm_count", "node", "local_index", "gpus_per_node"};
     static const long lo[] = {1, 0, 0, 1}, top[] = {100000, MAX_GPUS - 1, MAX_GPUS - 1, MAX_GPUS};
@@ -854,11 +944,14 @@ static int check_gpu_props(ctx *c, const int *prop_prev, const int *last_prop, i
     for (int k = 0; k < 4; k++) {
         const char *v = prop_of(c, prop_prev, last_prop, e, ints[k], &line);
         if (!v) {
-            if (k == 0) return fail(c, c->el[e].line, "host gpu%d needs the property sm_count (an integer)", r);
+            if (k == 0)
+                return fail(c, c->el[e].line, "host gpu%d needs the property sm_count (an integer)",
+                            r);
             continue;
         }
         if (parse_int(v, lo[k], top[k], &val[k]))
-            return fail(c, line, "property %s=\"%.40s\" of host gpu%d: an integer from %ld to %ld", ints[k], v, r, lo[k], top[k]);
+            return fail(c, line, "property %s=\"%.40s\" of host gpu%d: an integer from %ld to %ld",
+                        ints[k], v, r, lo[k], top[k]);
     }
     g->node = val[1];
     g->local = val[2];
@@ -884,7 +977,7 @@ static int local_route(ctx *c, int z, int a, int b, int *first, int *last) {
         zz->bfs = calloc(2, sizeof *zz->bfs);
         if (!zz->bfs) return -2;
         zz->bfs[0] = malloc(((size_t)zz->nmem + 1) * sizeof **zz->bfs); /* reaching edge */
-        zz->bfs[1] = malloc(2 * sizeof **zz->bfs);                        /* [0] source */
+        zz->bfs[1] = malloc(2 * sizeof **zz->bfs);                      /* [0] source */
         if (!zz->bfs[0] || !zz->bfs[1]) return -2;
         zz->bfs[1][0] = -1;
     }
@@ -969,7 +1062,9 @@ static int check_gpus(ctx *c, const int *prop_prev, const int *last_prop) {
     for (int i = 0; i < c->nnp; i++) {
         int nic;
         long r = c->np[i].kind == E_HOST ? gpu_index(id_of(c, i), &nic) : -1;
-        if (r > MAX_GPUS - 1) return fail(c, c->el[c->np[i].elem].line, "host %.40s: more than %d GPUs", id_of(c, i), MAX_GPUS);
+        if (r > MAX_GPUS - 1)
+            return fail(c, c->el[c->np[i].elem].line, "host %.40s: more than %d GPUs", id_of(c, i),
+                        MAX_GPUS);
         if (r >= 0 && !nic && r + 1 > n) n = r + 1;
     }
     if (n == 0) return fail(c, 0, "no GPU hosts (named gpu0, gpu1, ...)");
@@ -991,18 +1086,26 @@ static int check_gpus(ctx *c, const int *prop_prev, const int *last_prop) {
     }
     for (long r = 0; r < n && rc == 0; r++)
         if (g[r].gpu_np < 0)
-            rc = fail(c, 0, "host gpu%ld is missing: GPU hosts are gpu0..gpu%ld without gaps", r, n - 1);
+            rc = fail(c, 0, "host gpu%ld is missing: GPU hosts are gpu0..gpu%ld without gaps", r,
+                      n - 1);
     for (long r = 0; r < n && rc == 0; r++)
         rc = check_gpu_props(c, prop_prev, last_prop, (int)r, &g[r]);
     if (rc) return free(g), rc;
     int nics = nnic > 0;
     for (long r = 0; r < n && rc == 0; r++) {
         if (nics && g[r].nic_np < 0)
-            rc = fail(c, 0, "host gpu%ld has no NIC host gpu%ld.nic (give every GPU one, or none)", r, r);
+            rc = fail(c, 0, "host gpu%ld has no NIC host gpu%ld.nic (give every GPU one, or none)",
+                      r, r);
         else if ((g[r].node < 0) != (g[0].node < 0) || (g[r].local < 0) != (g[0].local < 0))
-            rc = fail(c, c->el[c->np[g[r].gpu_np].elem].line, "hosts gpu0 and gpu%ld: give the properties node and local_index to every GPU or to none", r);
+            rc = fail(c, c->el[c->np[g[r].gpu_np].elem].line,
+                      "hosts gpu0 and gpu%ld: give the properties node and local_index to every "
+                      "GPU or to none",
+                      r);
         else if (nics && (g[r].node < 0 || g[r].local < 0))
-            rc = fail(c, c->el[c->np[g[r].gpu_np].elem].line, "host gpu%ld needs the properties node and local_index (the platform has NIC hosts)", r);
+            rc = fail(c, c->el[c->np[g[r].gpu_np].elem].line,
+                      "host gpu%ld needs the properties node and local_index (the platform has NIC "
+                      "hosts)",
+                      r);
     }
     if (rc) return free(g), rc;
     if (n > 65536 || (!nics && n > 8192)) {
@@ -1021,16 +1124,19 @@ static int check_gpus(ctx *c, const int *prop_prev, const int *last_prop) {
         qsort(slot, (size_t)n, 3 * sizeof *slot, cmp_long2);
         for (long k = 1; k < n && rc == 0; k++)
             if (slot[3 * k] == slot[3 * k - 3] && slot[3 * k + 1] == slot[3 * k - 2])
-                rc = fail(c, 0, "hosts gpu%ld and gpu%ld are both node %ld, local_index %ld", slot[3 * k - 1], slot[3 * k + 2], slot[3 * k], slot[3 * k + 1]);
+                rc = fail(c, 0, "hosts gpu%ld and gpu%ld are both node %ld, local_index %ld",
+                          slot[3 * k - 1], slot[3 * k + 2], slot[3 * k], slot[3 * k + 1]);
         if (rc == 0 && nics && (maxn + 1) * (maxl + 1) != n) {
             /* slots are sorted and unique: the first (node, local_index) missing */
             long k = 0, want = 0;
-            while (k < n && slot[3 * k] == want / (maxl + 1) && slot[3 * k + 1] == want % (maxl + 1))
+            while (k < n && slot[3 * k] == want / (maxl + 1) &&
+                   slot[3 * k + 1] == want % (maxl + 1))
                 k++, want++;
-            rc = fail(c, 0,
-                      "node %ld has no GPU of local_index %ld (with NIC hosts, every node needs all "
-                      "%ld: traffic to another rail is relayed in the sender's node)",
-                      want / (maxl + 1), want % (maxl + 1), maxl + 1);
+            rc =
+                fail(c, 0,
+                     "node %ld has no GPU of local_index %ld (with NIC hosts, every node needs all "
+                     "%ld: traffic to another rail is relayed in the sender's node)",
+                     want / (maxl + 1), want % (maxl + 1), maxl + 1);
         }
         free(slot);
     }
@@ -1042,9 +1148,11 @@ static int check_gpus(ctx *c, const int *prop_prev, const int *last_prop) {
             if (!nics)
                 rc = need_route(c, g[a].gpu_np, g[b].gpu_np, "every two GPUs exchange data");
             else if (g[a].node == g[b].node)
-                rc = need_route(c, g[a].gpu_np, g[b].gpu_np, "GPUs of one node exchange data over it");
+                rc = need_route(c, g[a].gpu_np, g[b].gpu_np,
+                                "GPUs of one node exchange data over it");
             else if (g[a].local == g[b].local)
-                rc = need_route(c, g[a].nic_np, g[b].nic_np, "NICs of one rail exchange data between nodes");
+                rc = need_route(c, g[a].nic_np, g[b].nic_np,
+                                "NICs of one rail exchange data between nodes");
         }
     free(g);
     return rc;
@@ -1056,9 +1164,11 @@ static int check_zone_props(ctx *c, const int *prop_prev, const int *last_prop) 
         const char *v = prop_of(c, prop_prev, last_prop, e, "gpus_per_node", &line);
         long x;
         if (v && parse_int(v, 1, MAX_GPUS, &x))
-            return fail(c, line, "property gpus_per_node=\"%.40s\": an integer from 1 to %d", v, MAX_GPUS);
+            return fail(c, line, "property gpus_per_node=\"%.40s\": an integer from 1 to %d", v,
+                        MAX_GPUS);
         v = prop_of(c, prop_prev, last_prop, e, "calibration", &line);
-        if (v && (!*v || strlen(v) > 240)) return fail(c, line, "property calibration: a file or a name of up to 240 characters");
+        if (v && (!*v || strlen(v) > 240))
+            return fail(c, line, "property calibration: a file or a name of up to 240 characters");
     }
     return 0;
 }
@@ -1124,7 +1234,8 @@ int sim_platform_check_file(const char *path, char err[EP_ERRLEN]) {
         return -1;
     }
     if (st.st_size > SIM_PLATFORM_MAX_BYTES) {
-        snprintf(err, EP_ERRLEN, "platform %.300s: larger than %ld MiB", path, SIM_PLATFORM_MAX_BYTES >> 20);
+        snprintf(err, EP_ERRLEN, "platform %.300s: larger than %ld MiB", path,
+                 SIM_PLATFORM_MAX_BYTES >> 20);
         fclose(f);
         return -1;
     }

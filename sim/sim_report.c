@@ -164,8 +164,9 @@ void sim_print_summary(FILE *f, const char *model, const ep_sched *s, const sim_
     fprintf(f,
             "epsim: model %s on %s (%d GPUs used of %d), TP %d PP %d EP %d DP %d, %s dispatcher, "
             "%d microbatches\n",
-            model, ep_escape_text(p->name, name, sizeof name), s->world, p->ngpus, c->tensor_model_parallel_size,
-            c->pipeline_model_parallel_size, c->expert_model_parallel_size, c->data_parallel_size,
+            model, ep_escape_text(p->name, name, sizeof name), s->world, p->ngpus,
+            c->tensor_model_parallel_size, c->pipeline_model_parallel_size,
+            c->expert_model_parallel_size, c->data_parallel_size,
             ep_backend_name(ep_config_backend(c)), s->num_microbatches);
     /* the calibration by file name; the full path is in the summary JSON */
     const char *cname = strrchr(cal->source, '/');

@@ -205,8 +205,7 @@ int sim_sweep_main(int argc, char **argv) {
             common[ncommon++] = argv[i];
         }
     }
-    if (!grid)
-        return sweep_fail(common, "needs --grid \"flag=v1,v2;flag2=a,b\"%s%s", NULL, NULL);
+    if (!grid) return sweep_fail(common, "needs --grid \"flag=v1,v2;flag2=a,b\"%s%s", NULL, NULL);
     if (!out) return sweep_fail(common, "needs --out CSV (the ranked table)%s%s", NULL, NULL);
     if (ep_output_check(out, err) != 0) return sweep_fail(common, "--out: %s%s", err, NULL);
     char *g = strdup(grid);
@@ -320,7 +319,8 @@ int sim_sweep_main(int argc, char **argv) {
         nok += rows[i].ok;
     if (nok == 0 && n > 0) { /* rows[0] is the first configuration: sorted by index */
         char safe[EP_ERRLEN * 4];
-        fprintf(stderr, "epsim sweep: none of the %ld configurations could be simulated (the first: %s)\n",
+        fprintf(stderr,
+                "epsim sweep: none of the %ld configurations could be simulated (the first: %s)\n",
                 n, ep_escape_text(rows[0].status, safe, sizeof safe));
         rc = 2;
     } else if (ep_outfile_open(&o, out, err) != 0) {

@@ -14,7 +14,7 @@
 
 /* A model that simulates in a blink on h200x2. */
 #define TINY                                                                                       \
-    "--topo h200x2 --num-layers 1 --moe-layer-freq 1 --mtp-num-layers 0 --seq-length 512 "        \
+    "--topo h200x2 --num-layers 1 --moe-layer-freq 1 --mtp-num-layers 0 --seq-length 512 "         \
     "--global-batch-size 2"
 
 static char g_dir[256];
@@ -109,7 +109,10 @@ static void test_file_arguments(void) {
     in_dir(bin, sizeof bin, "binary");
     in_dir(unread, sizeof unread, "unreadable");
     write_file(empty, "", 0);
-    write_file(bin, "\x7f" "ELF\x01\x02\x1b[2J\xff\xfe{", 13);
+    write_file(bin,
+               "\x7f"
+               "ELF\x01\x02\x1b[2J\xff\xfe{",
+               13);
     write_file(unread, "--num-layers 1\n", 15);
     chmod(unread, 0);
     static const char *const kinds[] = {"--topo %s", "--topo h200x2 --calib %s", TINY " @%s"};
@@ -137,7 +140,10 @@ static void test_echo_escaped(void) {
     char bin[512], err[512], args[1024];
     in_dir(bin, sizeof bin, "ctrl.args");
     tmp_path(err, sizeof err, "ctrl.err");
-    write_file(bin, "\x1b[2J\x07" "abc", 8);
+    write_file(bin,
+               "\x1b[2J\x07"
+               "abc",
+               8);
     snprintf(args, sizeof args, TINY " @%s", bin);
     CU_ASSERT_EQUAL(epsim_exec(args, NULL, err), 2);
     FILE *f = fopen(err, "rb");
@@ -192,7 +198,8 @@ static void test_output_kinds(void) {
     write_file(target, "old\n", 4);
     CU_ASSERT_EQUAL_FATAL(symlink("target.csv", link), 0);
     CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
-    snprintf(cmd, sizeof cmd, "cat %s >%s & %s/sim/epsim " TINY " --csv %s --summary-json %s "
+    snprintf(cmd, sizeof cmd,
+             "cat %s >%s & %s/sim/epsim " TINY " --csv %s --summary-json %s "
              ">/dev/null 2>&1; rc=$?; wait; exit $rc",
              fifo, got, EP_BINARY_DIR, fifo, link);
     CU_ASSERT_EQUAL(sh(cmd), 0);
@@ -217,8 +224,7 @@ static void test_output_kinds(void) {
             if (mknod(dev, S_IFCHR | 0666, makedev(1, minor[k])) != 0) break;
             char args[2048];
             snprintf(args, sizeof args, TINY " --csv %s", dev);
-            if (k == 0)
-                CU_ASSERT_EQUAL(epsim_exec(args, NULL, NULL), 0);
+            if (k == 0) CU_ASSERT_EQUAL(epsim_exec(args, NULL, NULL), 0);
             if (k == 1) expect_refused(args, "No space left on device");
             CU_ASSERT(stat(dev, &st) == 0 && S_ISCHR(st.st_mode));
             remove(dev);
@@ -282,8 +288,8 @@ static void test_help_version_notes(void) {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "grep -q -- '--num-layers N .*\\[default 16\\]' %s", out);
     CU_ASSERT_EQUAL(sh(cmd), 0);
-    snprintf(cmd, sizeof cmd, "grep -q -- '--expert-model-parallel-size N .*\\[default from --topo' %s",
-             out);
+    snprintf(cmd, sizeof cmd,
+             "grep -q -- '--expert-model-parallel-size N .*\\[default from --topo' %s", out);
     CU_ASSERT_EQUAL(sh(cmd), 0);
     CU_ASSERT_EQUAL(epsim_exec("--version", out, NULL), 0);
     CU_ASSERT(file_has(out, "epsim "));

@@ -246,7 +246,8 @@ static void test_escape(void) {
     char out[256];
     CU_ASSERT_STRING_EQUAL(ep_escape_text("a\x01\x1b[31mb\x7f", out, sizeof out),
                            "a\\x01\\x1b[31mb\\x7f");
-    CU_ASSERT_STRING_EQUAL(ep_escape_text("caf\xc3\xa9 \xff", out, sizeof out), "caf\xc3\xa9 \\xff");
+    CU_ASSERT_STRING_EQUAL(ep_escape_text("caf\xc3\xa9 \xff", out, sizeof out),
+                           "caf\xc3\xa9 \\xff");
 }
 
 void ep_suite_io(void) {
