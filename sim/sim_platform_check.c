@@ -106,16 +106,24 @@ typedef struct {
     int ned, caped;
 } ctx;
 
+/* The error line: "platform FILE[:LINE]: message", control bytes of echoed text as \xNN. */
 static int fail(ctx *c, int line, const char *fmt, ...) {
-    char msg[EP_ERRLEN];
+    char msg[EP_ERRLEN], raw[EP_ERRLEN];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (line > 0)
-        snprintf(c->err, EP_ERRLEN, "platform %.200s:%d: %s", c->name, line, msg);
+        snprintf(raw, sizeof raw, "platform %.200s:%d: %s", c->name, line, msg);
     else
-        snprintf(c->err, EP_ERRLEN, "platform %.200s: %s", c->name, msg);
+        snprintf(raw, sizeof raw, "platform %.200s: %s", c->name, msg);
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)raw; *p && k + 5 < EP_ERRLEN; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            k += (size_t)snprintf(c->err + k, EP_ERRLEN - k, "\\x%02x", *p);
+        else
+            c->err[k++] = (char)*p;
+    c->err[k] = 0;
     return -1;
 }
 
