@@ -291,7 +291,10 @@ static int load_calibration(sim_calib *c, const char *arg, const sim_platform *p
     if (!name || strcmp(name, "none") == 0) return 0;
     char path[4096];
     if (sim_find_data("calib", name, ".json", path, sizeof path) != 0) {
-        if (arg)
+        struct stat st;
+        if (arg && stat(arg, &st) != 0 && errno != ENOENT && errno != ENOTDIR)
+            snprintf(err, EP_ERRLEN, "--calib %s: %s", arg, strerror(errno));
+        else if (arg)
             snprintf(err, EP_ERRLEN, "--calib %s: no such calibration file", arg);
         else
             snprintf(err, EP_ERRLEN, "platform %s names calibration %s, which is not found",

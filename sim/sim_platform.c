@@ -147,7 +147,11 @@ static int load_nics(sim_platform *p, char err[EP_ERRLEN]) {
 int sim_platform_load(sim_platform *p, const char *topo, char err[EP_ERRLEN]) {
     memset(p, 0, sizeof *p);
     if (sim_find_data("topos", topo, ".xml", p->path, sizeof p->path) != 0) {
-        snprintf(err, EP_ERRLEN, "--topo %s: no such platform file or bundled topology", topo);
+        struct stat st;
+        if (stat(topo, &st) != 0 && errno != ENOENT && errno != ENOTDIR)
+            snprintf(err, EP_ERRLEN, "--topo %s: %s", topo, strerror(errno));
+        else
+            snprintf(err, EP_ERRLEN, "--topo %s: no such platform file or bundled topology", topo);
         return -1;
     }
     const char *base = strrchr(p->path, '/');

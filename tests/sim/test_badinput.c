@@ -124,6 +124,24 @@ static void test_file_arguments(void) {
             snprintf(args, sizeof args, kinds[k], files[i]);
             expect_refused(args, NULL);
         }
+    /* as root, unreadable for an unprivileged user (setpriv drops to nobody) */
+    if (geteuid() == 0 && sh("command -v setpriv >/dev/null") == 0) {
+        static const char *const as_nobody[] = {"--topo %s", "--topo h200x2 --calib %s",
+                                                "--topo h200x2 @%s"};
+        char cmd[4096], err[512];
+        tmp_path(err, sizeof err, "nobody.err");
+        for (int k = 0; k < 3; k++) {
+            snprintf(args, sizeof args, as_nobody[k], unread);
+            snprintf(cmd, sizeof cmd,
+                     "setpriv --reuid=65534 --regid=65534 --clear-groups %s/sim/epsim %s "
+                     ">/dev/null 2>%s",
+                     EP_BINARY_DIR, args, err);
+            CU_ASSERT_EQUAL(sh(cmd), 2);
+            CU_ASSERT_EQUAL(lines_of(err), 1);
+            CU_ASSERT(file_has(err, "Permission denied"));
+        }
+        remove(err);
+    }
     char out[512];
     tmp_path(out, sizeof out, "empty.out");
     snprintf(args, sizeof args, TINY " @%s", empty);
