@@ -91,10 +91,14 @@ cp tests/fuzz/platforms/*.xml "$out/pseeds/"
   done
 } >"$out/xml.dict"
 
-# run TARGET SECONDS CORPUS SEEDS DICT LOG
+# run TARGET SECONDS CORPUS SEEDS DICT LOG MAXLEN; with /usr/bin/time the CPU seconds go to
+# $out/TARGET.cpu
+timer=()
+if [ -x /usr/bin/time ]; then timer=(/usr/bin/time -f "%U %S" -o "$out/cpu.tmp"); fi
 run() {
+  [ ${#timer[@]} = 0 ] || timer[4]="$out/$1.cpu"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    "$out/$1" -max_total_time="$2" -timeout=10 -rss_limit_mb=2048 -max_len=$7 \
+    "${timer[@]}" "$out/$1" -max_total_time="$2" -timeout=10 -rss_limit_mb=2048 -max_len=$7 \
     -dict="$out/$5" -artifact_prefix="$out/$1-" -print_final_stats=1 \
     "$out/$3" "$out/$4" 2>"$out/$6"
 }
@@ -130,7 +134,9 @@ wait $pp || rc_p=$?
 [ "$rc_p" = 0 ] || fail fuzz_platform fuzz_platform.log
 for t in fuzz_config fuzz_platform; do
   echo "$t:"; report $t $t.log
-  grep -E "^Done|cov:" "$out/$t.log" | tail -1
+  if [ -f "$out/$t.cpu" ]; then
+    awk '{ printf "cpu: %.1f s user + system (%.1f CPU-minutes)\n", $1 + $2, ($1 + $2) / 60 }' "$out/$t.cpu"
+  fi
 done
 echo "fuzz: wall $(( $(date +%s) - start ))s"
 # The corpus of platforms through the real program: SimGrid sees only what the check accepts, and
