@@ -7,11 +7,14 @@
 # Usage:
 #   scripts/fuzz.sh [SECONDS]   both targets one after the other, SECONDS in all (default 30: what
 #                               scripts/test.sh and CI run)
-#   scripts/fuzz.sh --long [SECONDS_EACH]
-#                               both targets at once (one process each, so SECONDS_EACH is also
-#                               CPU seconds each; default 660, above 10 CPU-minutes), then every
-#                               platform of the corpus replayed through build/sim/epsim: exit 0 or 2,
-#                               never a signal (docs/epsim.md, "Failure behaviour" has a run)
+#   scripts/fuzz.sh --long [CPU_MINUTES_EACH]
+#                               both targets at once, each until it has used CPU_MINUTES_EACH of
+#                               CPU time (default 10.5; measured with /usr/bin/time, in rounds of
+#                               120 s on the same corpus, so shared cores only make it take longer),
+#                               then every platform of the corpus replayed through build/sim/epsim:
+#                               exit 0 or 2, never a signal (docs/epsim.md, "Failure behaviour" has
+#                               a run)
+# Environment: FUZZ_OUT (the folder, default build-fuzz), FUZZ_ROUND (seconds of a --long round).
 # Builds with clang directly (no CMake) into build-fuzz/, seeds the corpora with configs/*.args and
 # a dictionary of every flag name, and with sim/topos/*.xml and tests/fuzz/platforms/*.xml (the
 # malformed platforms) and an XML dictionary. Exits 0 when no crash was found. Without
@@ -23,11 +26,11 @@ long=0
 if [ "${1:-}" = "--long" ]; then
   long=1
   shift
-  secs=${1:-660}
+  cpu_min=${1:-10.5}
 else
   secs=${1:-30}
 fi
-out=build-fuzz
+out=${FUZZ_OUT:-build-fuzz}
 
 cc=${CC:-}
 if [ -z "$cc" ] || ! "$cc" --version 2>/dev/null | grep -q clang; then
@@ -123,20 +126,33 @@ if [ "$long" = 0 ]; then
   exit 0
 fi
 
-echo "fuzz (long): $cc, both targets at once, ${secs}s each"
+if [ ${#timer[@]} = 0 ]; then
+  echo "fuzz: --long needs /usr/bin/time to measure CPU time"
+  exit 1
+fi
+echo "fuzz (long): $cc, both targets at once, each until ${cpu_min} CPU-minutes"
 start=$(date +%s)
-run fuzz_config "$secs" corpus seeds flags.dict fuzz_config.log 4096 & pc=$!
-run fuzz_platform "$secs" pcorpus pseeds xml.dict fuzz_platform.log 65536 & pp=$!
+# long TARGET CORPUS SEEDS DICT MAXLEN: rounds of 120 s until the CPU time is reached
+long() {
+  local t=$1 cpu=0 rounds=0 units=0
+  while awk -v c="$cpu" -v m="$cpu_min" 'BEGIN { exit !(c < m * 60) }'; do
+    rounds=$((rounds + 1))
+    run "$t" "${FUZZ_ROUND:-120}" "$2" "$3" "$4" "$t.log" "$5" || return 1
+    cpu=$(awk -v c="$cpu" '{ print c + $1 + $2 }' "$out/$t.cpu")
+    units=$((units + $(sed -n 's/^stat::number_of_executed_units: *//p' "$out/$t.log")))
+  done
+  echo "$rounds $cpu $units" >"$out/$t.total"
+}
+long fuzz_config corpus seeds flags.dict 4096 & pc=$!
+long fuzz_platform pcorpus pseeds xml.dict 65536 & pp=$!
 rc_c=0; rc_p=0
 wait $pc || rc_c=$?
 wait $pp || rc_p=$?
 [ "$rc_c" = 0 ] || fail fuzz_config fuzz_config.log
 [ "$rc_p" = 0 ] || fail fuzz_platform fuzz_platform.log
 for t in fuzz_config fuzz_platform; do
-  echo "$t:"; report $t $t.log
-  if [ -f "$out/$t.cpu" ]; then
-    awk '{ printf "cpu: %.1f s user + system (%.1f CPU-minutes)\n", $1 + $2, ($1 + $2) / 60 }' "$out/$t.cpu"
-  fi
+  awk -v t="$t" '{ printf "%s: %d rounds, %.1f CPU-minutes, %d inputs run, no crash\n", t, $1, $2 / 60, $3 }' \
+    "$out/$t.total"
 done
 echo "fuzz: wall $(( $(date +%s) - start ))s"
 # The corpus of platforms through the real program: SimGrid sees only what the check accepts, and
