@@ -47,7 +47,42 @@ typedef struct {
     ep_arglist *positional;
     ep_arglist *pass_unknown;
     char *err;
+    unsigned given; /* bits of k_backend_flags given in this parse */
 } parse_ctx;
+
+/* Flags that tune one dispatcher backend: given while another backend runs they would change
+ * nothing, so that is an error (check_no_effect) rather than a silent wrong model. */
+static const struct {
+    const char *flag, *needs;
+} k_backend_flags[] = {
+    {"moe-flex-dispatcher-backend", "--moe-token-dispatcher-type flex"},
+    {"moe-flex-transport", "--moe-token-dispatcher-type flex"},
+    {"moe-deepep-num-sms",
+     "the deepep backend (--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep)"},
+    {"moe-hybridep-num-sms", "the hybridep backend (--moe-token-dispatcher-type flex "
+                             "--moe-flex-dispatcher-backend hybridep)"},
+    {"moe-hybridep-num-blocks-permute", "--moe-hybridep-fuse-permute"},
+};
+
+static void note_given(parse_ctx *c, const char *name) {
+    for (size_t i = 0; i < sizeof k_backend_flags / sizeof k_backend_flags[0]; i++)
+        if (strcmp(k_backend_flags[i].flag, name) == 0) c->given |= 1u << i;
+}
+
+static int check_no_effect(parse_ctx *c) {
+    const ep_config *cfg = c->cfg;
+    int flex = cfg->moe_token_dispatcher_type == EP_DISPATCHER_FLEX;
+    ep_backend be = ep_config_backend(cfg);
+    int effect[] = {flex, flex, be == EP_BACKEND_DEEPEP, be == EP_BACKEND_HYBRIDEP,
+                    cfg->moe_hybridep_permute_fusion};
+    for (size_t i = 0; i < sizeof k_backend_flags / sizeof k_backend_flags[0]; i++)
+        if ((c->given & (1u << i)) && !effect[i]) {
+            snprintf(c->err, EP_ERRLEN, "--%s has no effect without %s", k_backend_flags[i].flag,
+                     k_backend_flags[i].needs);
+            return -1;
+        }
+    return 0;
+}
 
 static int parse_tokens(parse_ctx *c, char **tok, int n, const char *dir, int depth);
 
@@ -297,22 +332,26 @@ static int parse_tokens(parse_ctx *c, char **tok, int n, const char *dir, int de
             return -1;
         }
         if (ep_config_set(c->cfg, f->name, value, c->err) != 0) return -1;
+        note_given(c, f->name);
+        /* Megatron-LM's run length: one iteration is simulated (epref: --iters) */
+        if (strcmp(f->name, "train-iters") == 0) note_ignored(c->cfg, f->name);
     }
     return 0;
 }
 
 int ep_config_parse(ep_config *cfg, int argc, char **argv, ep_arglist *positional,
                     ep_arglist *pass_unknown, char err[EP_ERRLEN]) {
-    parse_ctx c = {cfg, positional, pass_unknown, err};
+    parse_ctx c = {cfg, positional, pass_unknown, err, 0};
     err[0] = 0;
     if (positional) positional->count = 0;
     if (pass_unknown) pass_unknown->count = 0;
     if (argc <= 1) return 0;
-    return parse_tokens(&c, argv + 1, argc - 1, NULL, 0);
+    if (parse_tokens(&c, argv + 1, argc - 1, NULL, 0) != 0) return -1;
+    return check_no_effect(&c);
 }
 
 int ep_config_parse_text(ep_config *cfg, const char *text, char err[EP_ERRLEN]) {
-    parse_ctx c = {cfg, NULL, NULL, err};
+    parse_ctx c = {cfg, NULL, NULL, err, 0};
     err[0] = 0;
     char *copy = strdup(text);
     if (!copy) {
@@ -322,7 +361,7 @@ int ep_config_parse_text(ep_config *cfg, const char *text, char err[EP_ERRLEN]) 
     /* Depth 1: nested @files count from here, but relative names resolve against the cwd. */
     int rc = parse_text_at(&c, copy, NULL, 1, "argument text");
     free(copy);
-    return rc;
+    return rc == 0 ? check_no_effect(&c) : rc;
 }
 
 ep_backend ep_config_backend(const ep_config *cfg) {

@@ -186,7 +186,9 @@ static const ep_flag k_flags[] = {
        "keep linear weights in FP8: parameter all-gathers move 1 B per weight"),
     FI("ddp-bucket-size", ddp_bucket_size, "0", GP,
        "gradient bucket size in parameters (0 = one bucket per layer)"),
-    FI("train-iters", train_iters, "1", GP, "iterations to simulate or run"),
+    FI("train-iters", train_iters, "1", GP,
+       "Megatron-LM's run length: accepted without effect (one iteration is simulated or run; "
+       "epref: --iters), named in the note"),
 
     /* MoE */
     FI("num-experts", num_experts, "8", GE, "routed experts per MoE layer (0 = dense model)"),
@@ -332,8 +334,13 @@ int ep_config_set(ep_config *cfg, const char *name, const char *value, char err[
     switch (f->type) {
     case EP_FLAG_INT: {
         long v = strtol(value, &end, 10);
-        if (!*value || *end || errno || v < INT_MIN || v > INT_MAX) {
+        if (!*value || *end || (errno && errno != ERANGE)) {
             snprintf(err, EP_ERRLEN, "--%s: '%.64s' is not an integer", f->name, value);
+            return -1;
+        }
+        if (errno == ERANGE || v < INT_MIN || v > INT_MAX) {
+            snprintf(err, EP_ERRLEN, "--%s: %.64s is out of range (an integer from %d to %d)",
+                     f->name, value, INT_MIN, INT_MAX);
             return -1;
         }
         *(int *)field = (int)v;
@@ -347,8 +354,12 @@ int ep_config_set(ep_config *cfg, const char *name, const char *value, char err[
         return 0;
     case EP_FLAG_DOUBLE: {
         double v = strtod(value, &end);
-        if (!*value || *end || errno || !isfinite(v)) {
+        if (!*value || *end || (errno && errno != ERANGE) || isnan(v)) {
             snprintf(err, EP_ERRLEN, "--%s: '%.64s' is not a number", f->name, value);
+            return -1;
+        }
+        if (!isfinite(v) || (errno == ERANGE && v != 0)) {
+            snprintf(err, EP_ERRLEN, "--%s: %.64s is out of range", f->name, value);
             return -1;
         }
         *(double *)field = v;
@@ -356,8 +367,13 @@ int ep_config_set(ep_config *cfg, const char *name, const char *value, char err[
     }
     case EP_FLAG_U64: {
         unsigned long long v = strtoull(value, &end, 10);
-        if (!*value || *end || errno || strchr(value, '-')) {
+        if (!*value || *end || (errno && errno != ERANGE) || strchr(value, '-')) {
             snprintf(err, EP_ERRLEN, "--%s: '%.64s' is not a non-negative integer", f->name, value);
+            return -1;
+        }
+        if (errno == ERANGE) {
+            snprintf(err, EP_ERRLEN, "--%s: %.64s is out of range (at most %llu)", f->name, value,
+                     (unsigned long long)UINT64_MAX);
             return -1;
         }
         *(uint64_t *)field = (uint64_t)v;
@@ -449,7 +465,28 @@ static const char *metavar(const ep_flag *f, char *buf, size_t n) {
     return "";
 }
 
-void ep_config_print_help(FILE *f) {
+/* The default of t as shown by --help: from `base` when given (then `overrides`, pairs of a flag
+ * name and a text, win), else the table's. */
+static void help_default(const ep_flag *t, const ep_config *base, const char *const *overrides,
+                         char *def, size_t n) {
+    for (int k = 0; overrides && overrides[k]; k += 2)
+        if (strcmp(overrides[k], t->name) == 0) {
+            snprintf(def, n, "%s", overrides[k + 1]);
+            return;
+        }
+    char val[EP_MAX_PATTERN + 16];
+    if (base)
+        ep_config_format_value(base, t, val, sizeof val);
+    else
+        snprintf(val, sizeof val, "%s", t->def);
+    if (t->type == EP_FLAG_BOOL)
+        snprintf(def, n, "%s", strcmp(val, "1") == 0 ? "on" : "off");
+    else
+        snprintf(def, n, "%s", *val ? val : "\"\"");
+}
+
+static void print_help(FILE *f, const ep_config *base, const char *const *overrides,
+                       const char *intro) {
     int n;
     const ep_flag *t = ep_config_flags(&n);
     fprintf(f,
@@ -457,13 +494,15 @@ void ep_config_print_help(FILE *f) {
             "have).\n"
             "Arguments: --flag VALUE or --flag=VALUE; on/off flags take no value and have a\n"
             "--no-<flag> form; @FILE reads flags from an argument file (# comments, nesting).\n"
-            "Defaults describe a small GPT-MoE: 4 layers, hidden 1024, 16 heads, 8 experts top-2,\n"
-            "moe-ffn 1024, seq 2048, micro batch 1, global batch 8, one GPU.\n");
+            "%s",
+            intro ? intro
+                  : "Defaults describe a small GPT-MoE: 4 layers, hidden 1024, 16 heads, 8 experts "
+                    "top-2,\nmoe-ffn 1024, seq 2048, micro batch 1, global batch 8, one GPU.\n");
     for (int g = 0; g < EP_FLAG_NUM_GROUPS; g++) {
         fprintf(f, "\n%s:\n", k_group_title[g]);
         for (int i = 0; i < n; i++) {
             if ((int)t[i].group != g) continue;
-            char mv[128], left[192], def[64];
+            char mv[128], left[192], def[96];
             const char *m = metavar(&t[i], mv, sizeof mv);
             snprintf(left, sizeof left, "--%s%s%s", t[i].name, *m ? " " : "", m);
             if (t[i].type == EP_FLAG_ALIAS) { /* shown with the value form of its target */
@@ -473,14 +512,20 @@ void ep_config_print_help(FILE *f) {
                 fprintf(f, "  %-44s %s\n", left, t[i].help);
                 continue;
             }
-            if (t[i].type == EP_FLAG_BOOL)
-                snprintf(def, sizeof def, "%s", strcmp(t[i].def, "1") == 0 ? "on" : "off");
-            else
-                snprintf(def, sizeof def, "%s", *t[i].def ? t[i].def : "\"\"");
+            help_default(&t[i], base, overrides, def, sizeof def);
             fprintf(f, "  %-44s %s%s [default %s]\n", left, t[i].project ? "[project] " : "",
                     t[i].help, def);
         }
     }
+}
+
+void ep_config_print_help(FILE *f) {
+    print_help(f, NULL, NULL, NULL);
+}
+
+void ep_config_print_help_from(FILE *f, const ep_config *base, const char *const *overrides,
+                               const char *intro) {
+    print_help(f, base, overrides, intro);
 }
 
 static void json_string(FILE *f, const char *s) {

@@ -259,6 +259,11 @@ void ep_config_write_json(const ep_config *cfg, FILE *f);
 
 /* Prints every flag with its default and one line of help. */
 void ep_config_print_help(FILE *f);
+/* The same with the defaults a program really uses: the values of `base` (e.g. after a preset),
+ * except the flags named in `overrides` (NULL-terminated pairs of a flag name and the text to
+ * show), and `intro` (lines ending in a newline) in place of the library defaults' summary. */
+void ep_config_print_help_from(FILE *f, const ep_config *base, const char *const *overrides,
+                               const char *intro);
 
 /* The flag table (config_flags.c): one row per flag, shared by parsing, --help and JSON. */
 typedef enum {

@@ -4,18 +4,14 @@
 #include <string.h>
 
 #include "ep_sched.h"
+#include "ep_io.h"
 #include "exec.h"
+#include "exec_args.h"
 #include "exec_gpu.h"
 #include "exec_plan.h"
 #include "exec_metrics.h"
 #include "exec_out.h"
 #include "ref_check.h"
-
-typedef struct {
-    ep_config cfg;
-    const char *trace, *summary;
-    int iters, warmup;
-} exec_opts;
 
 void exec_usage(FILE *f) {
     fprintf(
@@ -35,67 +31,13 @@ void exec_usage(FILE *f) {
 /* 0 ok, 2 bad input (message printed by rank 0). */
 static int parse(ref_ctx *ctx, int argc, char **argv, exec_opts *o) {
     int loud = ctx->w.rank == 0;
-    memset(o, 0, sizeof *o);
-    o->iters = 5;
-    o->warmup = 2;
-    ep_config_defaults(&o->cfg);
-    ep_arglist pos, rest;
-    memset(&pos, 0, sizeof pos);
-    memset(&rest, 0, sizeof rest);
-    char err[EP_ERRLEN];
-    if (ep_config_parse(&o->cfg, argc, argv, &pos, &rest, err)) {
-        if (loud) fprintf(stderr, "epref: %s\n", err);
-        return 2;
-    }
-    for (int i = 0; i < rest.count; i += 2) {
-        const char *f = rest.items[i], *v = i + 1 < rest.count ? rest.items[i + 1] : NULL;
-        if (!v) {
-            if (loud) fprintf(stderr, "epref: %s needs a value\n", f);
-            return 2;
-        }
-        if (!strcmp(f, "--trace")) {
-            o->trace = v;
-        } else if (!strcmp(f, "--summary-json")) {
-            o->summary = v;
-        } else if (!strcmp(f, "--iters") || !strcmp(f, "--warmup")) {
-            char *end;
-            long x = strtol(v, &end, 10);
-            int is_iters = !strcmp(f, "--iters");
-            if (*end || x < (is_iters ? 1 : 0) || x > 100000) {
-                if (loud) fprintf(stderr, "epref: %s %s is out of range\n", f, v);
-                return 2;
-            }
-            *(is_iters ? &o->iters : &o->warmup) = (int)x;
-        } else {
-            if (loud) fprintf(stderr, "epref: unknown flag %s\n", f);
-            return 2;
-        }
-    }
-    if (pos.count) {
-        if (loud) fprintf(stderr, "epref: unexpected argument '%s'\n", pos.items[0]);
-        return 2;
-    }
-    if (o->cfg.world_size == 0) o->cfg.world_size = ctx->w.size;
-    if (ep_config_validate(&o->cfg, err)) {
-        if (loud) fprintf(stderr, "epref: %s\n", err);
-        return 2;
-    }
-    if (o->cfg.moe_expert_capacity_factor > 0) { /* its kernels route every selection */
-        if (loud)
-            fprintf(stderr, "epref: --moe-expert-capacity-factor: epref runs dropless MoE only "
-                            "(epsim simulates token dropping)\n");
-        return 2;
-    }
-    if (loud && o->cfg.ignored_flags[0])
+    char err[EP_ERRLEN], safe[EP_ERRLEN * 4];
+    int rc = exec_args_parse(argc, argv, ctx->w.size, o, err);
+    if (rc && loud) fprintf(stderr, "epref: %s\n", ep_escape_text(err, safe, sizeof safe));
+    if (!rc && loud && o->cfg.ignored_flags[0])
         fprintf(stderr, "epref: note: accepted without effect on the run: %s\n",
                 o->cfg.ignored_flags);
-    if (o->cfg.world_size != ctx->w.size) {
-        if (loud)
-            fprintf(stderr, "epref: the configuration needs %d ranks but %d were launched\n",
-                    o->cfg.world_size, ctx->w.size);
-        return 2;
-    }
-    return 0;
+    return rc;
 }
 
 static int cmp_idx_time(const void *a, const void *b, void *ctx) {

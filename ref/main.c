@@ -3,10 +3,12 @@
  *   epref [--nproc N] run [model flags] [--trace P] [--summary-json P]   (docs/epref-run.md)
  * --nproc N forks N local ranks; otherwise ranks come from torchrun/Slurm/mpirun variables. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
 #include "exec.h"
+#include "exec_args.h"
 #include "ep_io.h"
 #include "ref_boot.h"
 #include "ref_check.h"
@@ -51,6 +53,31 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--version")) {
             printf("epref %s (%s)\n", ep_version(), ep_git_revision());
             return 0;
+        }
+    }
+    /* `run`: flags parsed and validated before any rank starts or any CUDA call, so that bad
+     * flags give exit 2 and one line on any machine (and once, not once per rank) */
+    if (sub && !strcmp(argv[sub], "run")) {
+        int world = 0, rank = 0;
+        char err[EP_ERRLEN], safe[EP_ERRLEN * 4];
+        for (int i = 1; i < sub; i++)
+            if (!strcmp(argv[i], "--nproc")) {
+                char *end;
+                long n = i + 1 < sub ? strtol(argv[i + 1], &end, 10) : 0;
+                if (i + 1 >= sub || *end || n < 1 || n > 1024) {
+                    fprintf(stderr, "epref: --nproc needs a count between 1 and 1024\n");
+                    return 2;
+                }
+                world = (int)n;
+            }
+        if (!world && ref_boot_peek(&rank, &world, err, sizeof err)) {
+            fprintf(stderr, "epref: %s\n", err);
+            return 2;
+        }
+        exec_opts o;
+        if (exec_args_parse(argc - sub, argv + sub, world, &o, err)) {
+            if (rank == 0) fprintf(stderr, "epref: %s\n", ep_escape_text(err, safe, sizeof safe));
+            return 2;
         }
     }
     int status;

@@ -196,6 +196,32 @@ static int listen_on(int port) {
     return fd;
 }
 
+int ref_boot_peek(int *rank, int *size, char *err, size_t len) {
+    static const char *sets[3][2] = {{"RANK", "WORLD_SIZE"},
+                                     {"SLURM_PROCID", "SLURM_NTASKS"},
+                                     {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}};
+    *rank = 0;
+    *size = 1;
+    for (int s = 0; s < 3; s++) {
+        int r = 0, n = 0;
+        int a = env_int(sets[s][0], &r), b = env_int(sets[s][1], &n);
+        if (a < 0 || b < 0) {
+            snprintf(err, len, "%s/%s must be non-negative integers", sets[s][0], sets[s][1]);
+            return -1;
+        }
+        if (a == 1 && b == 1) {
+            if (n < 1 || r >= n) {
+                snprintf(err, len, "%s=%d is not below %s=%d", sets[s][0], r, sets[s][1], n);
+                return -1;
+            }
+            *rank = r;
+            *size = n;
+            return 0;
+        }
+    }
+    return 0;
+}
+
 int ref_boot_init(ref_world *w) {
     memset(w, 0, sizeof *w);
     static const char *sets[3][3] = {

@@ -24,6 +24,10 @@ typedef struct {
  * when a child fails, the others are killed. Without --nproc returns 0 at once. */
 int ref_boot_launch(int *argc, char **argv, int *exit_status);
 
+/* The rank and world size the launcher variables give, as ref_boot_init reads them, without
+ * connecting (for checks before any rank starts). Returns 0, or -1 with a message in err. */
+int ref_boot_peek(int *rank, int *size, char *err, size_t len);
+
 /* Reads the variables and connects the ranks. Returns 0, or -1 with a message on stderr. */
 int ref_boot_init(ref_world *w);
 void ref_boot_fini(ref_world *w);

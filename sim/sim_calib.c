@@ -3,12 +3,14 @@
 
 #include "ep_sched.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void table_set(sim_table *t, int n, const double (*pts)[2]) {
     t->n = n;
@@ -317,6 +319,21 @@ static int load_nccl(ctx *x, sim_coll_curve *curves, json_t *v, const char *key)
 
 int sim_calib_load(sim_calib *c, const char *path, char err[EP_ERRLEN]) {
     ctx x = {path, err};
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        snprintf(err, EP_ERRLEN, "--calib %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) { /* a directory, a FIFO: not a calibration file */
+        snprintf(err, EP_ERRLEN, "--calib %s: %s", path,
+                 S_ISDIR(st.st_mode) ? "a directory, not a calibration file"
+                                     : "not a regular file");
+        return -1;
+    }
+    if (st.st_size == 0) {
+        snprintf(err, EP_ERRLEN, "--calib %s: the file is empty", path);
+        return -1;
+    }
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
     if (!root) {

@@ -1,16 +1,22 @@
 /* One epsim run from the command line (sim_cli.h). */
 #include "sim_cli.h"
 
-#include <xbt/config.h>
+#include <ctype.h>
+#include <errno.h>
 #include <simgrid/engine.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+#include <xbt/config.h>
 #include <xbt/log.h>
 
 #include "ep_config.h"
+#include "ep_io.h"
 #include "ep_sched.h"
 #include "sim_calib.h"
 #include "sim_engine.h"
@@ -31,6 +37,7 @@ static void usage(FILE *f) {
           " of a measured run)\n"
           "       epsim calibrate DIR [DIR ...] [--topo T] [--out FILE]   (fit from epref bench"
           " calib files)\n"
+          "       epsim --version\n"
           "epsim options:\n"
           "  --topo T            platform file, or a bundled name: h200x2 h200x4 dgx8 dgx16 dgx64\n"
           "                      dgx256 dgx1024 nvl72 (default dgx16)\n"
@@ -40,18 +47,52 @@ static void usage(FILE *f) {
           "  --summary-json P    write the summary as JSON\n"
           "  --trace P           write a Chrome trace (Perfetto)\n"
           "  --csv P             write one row per op\n"
+          "                      (outputs appear together or not at all; - is standard output,\n"
+          "                      then the summary goes to stderr)\n"
           "  --no-preset         start from the library defaults, not the DeepSeek-V3 proxy\n"
+          "  --max-memory GIB    refuse a run whose estimated memory exceeds GIB (default: 80%\n"
+          "                      of this machine's memory; 0: no limit)\n"
           "  --stats             print wall/CPU time per phase, peak RSS, ops/s on stderr\n"
           "  --log=...           SimGrid log control, e.g. --log=epsim_engine.thres:debug\n"
-          "Without an @file the 16-layer DeepSeek-V3 proxy preset is read first. Unset parallel\n"
-          "sizes default to the topology (docs/epsim.md, \"Default layout\"). Config flags:\n",
+          "Without an @file the 16-layer DeepSeek-V3 proxy preset is read first; with one, the\n"
+          "@file is the model (on the library defaults). The summary's first line names it.\n"
+          "Unset parallel sizes default to the topology (docs/epsim.md, \"Default layout\").\n"
+          "Bad input: one line on stderr, exit 2, no output file (docs/epsim.md, \"Failure\n"
+          "behaviour\"). Config flags, with the defaults epsim uses:\n",
           f);
-    ep_config_print_help(f);
+}
+
+/* --help: the flag table with the values epsim starts from (the preset on the library defaults)
+ * and the settings it takes from the topology. */
+static void help(FILE *f) {
+    static const char *const from_topo[] = {
+        "expert-model-parallel-size",
+        "from --topo: the largest divisor of the experts in a node",
+        "global-batch-size",
+        "micro batch x DP x 8 microbatches (2 x PP when PP > 1)",
+        "world-size",
+        "the GPUs of --topo",
+        "gpus-per-node",
+        "from --topo",
+        NULL};
+    usage(f);
+    ep_config cfg;
+    ep_config_defaults(&cfg);
+    char path[4096], arg[4200], err[EP_ERRLEN];
+    char *argv[] = {"epsim", arg, NULL};
+    if (sim_find_bundled("configs", DEFAULT_PRESET, ".args", path, sizeof path) == 0) {
+        snprintf(arg, sizeof arg, "@%s", path);
+        if (ep_config_parse(&cfg, 2, argv, NULL, NULL, err) != 0) ep_config_defaults(&cfg);
+    }
+    ep_config_print_help_from(f, &cfg, from_topo,
+                              "Defaults shown: the preset configs/" DEFAULT_PRESET
+                              ".args on the library defaults\n(with an @file or --no-preset: "
+                              "the library defaults, `epsched --help`).\n");
 }
 
 typedef struct {
-    const char *topo, *calib, *summary, *trace, *csv;
-    int stats, no_preset, help, has_argfile;
+    const char *topo, *calib, *summary, *trace, *csv, *max_memory;
+    int stats, no_preset, help, version, has_argfile;
 } cli_opts;
 
 static int take_value(int argc, char **argv, int *i, const char *name, const char **out,
@@ -59,10 +100,14 @@ static int take_value(int argc, char **argv, int *i, const char *name, const cha
     size_t n = strlen(name);
     if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=') {
         *out = argv[*i] + n + 1;
+        if (!**out) {
+            snprintf(err, EP_ERRLEN, "%s needs a value", name);
+            return -1;
+        }
         return 1;
     }
     if (strcmp(argv[*i], name) != 0) return 0;
-    if (*i + 1 >= argc || strncmp(argv[*i + 1], "--", 2) == 0) {
+    if (*i + 1 >= argc || strncmp(argv[*i + 1], "--", 2) == 0 || !argv[*i + 1][0]) {
         snprintf(err, EP_ERRLEN, "%s needs a value", name);
         return -1;
     }
@@ -70,14 +115,81 @@ static int take_value(int argc, char **argv, int *i, const char *name, const cha
     return 1;
 }
 
+/* SimGrid's log control (xbt_log_control_set) aborts the process on a setting it cannot parse,
+ * so epsim takes only what it can: space-separated CATEGORY.KEY:VALUE settings with KEY thres
+ * (a level), fmt (known % sequences), add (additivity) or app (file:PATH). */
+static int check_log(const char *arg, char err[EP_ERRLEN]) {
+    static const char *const levels[] = {"trace",   "debug", "verbose",  "info",
+                                         "warning", "error", "critical", NULL};
+    char buf[1024];
+    if (strlen(arg) >= sizeof buf) {
+        snprintf(err, EP_ERRLEN, "--log=: setting longer than %zu characters", sizeof buf - 1);
+        return -1;
+    }
+    snprintf(buf, sizeof buf, "%s", arg);
+    for (char *save = NULL, *w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        char *dot = strchr(w, '.'), *sep = dot ? strpbrk(dot, ":=") : NULL;
+        int ok = dot && sep && dot > w;
+        for (char *q = w; ok && q < dot; q++)
+            ok = isalnum((unsigned char)*q) || *q == '_';
+        if (!ok) {
+            snprintf(err, EP_ERRLEN,
+                     "--log=%.100s: '%.100s' is not CATEGORY.KEY:VALUE (e.g. "
+                     "--log=epsim_engine.thres:debug)",
+                     arg, w);
+            return -1;
+        }
+        *sep = 0;
+        const char *key = dot + 1, *val = sep + 1;
+        if (!strcmp(key, "thres") || !strcmp(key, "threshold")) {
+            int k = 0;
+            while (levels[k] && strcasecmp(levels[k], val))
+                k++;
+            if (!levels[k]) {
+                snprintf(err, EP_ERRLEN,
+                         "--log=%.100s: level '%.40s' is not one of trace, debug, verbose, info, "
+                         "warning, error, critical",
+                         arg, val);
+                return -1;
+            }
+        } else if (!strcmp(key, "fmt") || !strcmp(key, "format")) {
+            for (const char *q = val; *q; q++) {
+                if (*q != '%') continue;
+                q++;
+                while (isdigit((unsigned char)*q))
+                    q++;
+                if (!*q || !strchr("mcpFLMlhaidr%ne", *q)) {
+                    snprintf(err, EP_ERRLEN,
+                             "--log=%.100s: format sequences are %%m %%c %%p %%F %%L %%M %%l %%h "
+                             "%%a %%i %%d %%r %%%% %%n %%e",
+                             arg);
+                    return -1;
+                }
+            }
+        } else if (!strcmp(key, "app") || !strcmp(key, "appender")) {
+            if (strncmp(val, "file:", 5) != 0 || !val[5]) {
+                snprintf(err, EP_ERRLEN, "--log=%.100s: the appender epsim takes is file:PATH",
+                         arg);
+                return -1;
+            }
+        } else if (strcmp(key, "add") && strcmp(key, "additivity")) {
+            snprintf(err, EP_ERRLEN, "--log=%.100s: '%.40s' is not thres, fmt, add or app", arg,
+                     key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Splits argv into epsim options, SimGrid options (sg) and config flags (rest). */
 static int split_args(int argc, char **argv, cli_opts *o, int *nsg, char **sg, int *nrest,
                       char **rest, char err[EP_ERRLEN]) {
-    static const char *names[] = {"--topo", "--calib", "--summary-json", "--trace", "--csv"};
-    const char **slots[] = {&o->topo, &o->calib, &o->summary, &o->trace, &o->csv};
+    static const char *names[] = {"--topo",  "--calib", "--summary-json",
+                                  "--trace", "--csv",   "--max-memory"};
+    const char **slots[] = {&o->topo, &o->calib, &o->summary, &o->trace, &o->csv, &o->max_memory};
     for (int i = 1; i < argc; i++) {
         int hit = 0;
-        for (int k = 0; k < 5 && !hit; k++) {
+        for (int k = 0; k < 6 && !hit; k++) {
             hit = take_value(argc, argv, &i, names[k], slots[k], err);
             if (hit < 0) return -1;
         }
@@ -88,9 +200,20 @@ static int split_args(int argc, char **argv, cli_opts *o, int *nsg, char **sg, i
             o->no_preset = 1;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             o->help = 1;
-        else if (strncmp(argv[i], "--log=", 6) == 0 || strncmp(argv[i], "--cfg=", 6) == 0)
+        else if (strcmp(argv[i], "--version") == 0)
+            o->version = 1;
+        else if (strncmp(argv[i], "--log=", 6) == 0) {
+            if (check_log(argv[i] + 6, err) != 0) return -1;
             sg[(*nsg)++] = argv[i];
-        else {
+        } else if (strcmp(argv[i], "--log") == 0) {
+            snprintf(err, EP_ERRLEN, "--log takes =SETTINGS, e.g. --log=epsim_engine.thres:debug");
+            return -1;
+        } else if (strncmp(argv[i], "--cfg", 5) == 0 && (argv[i][5] == '=' || !argv[i][5])) {
+            snprintf(err, EP_ERRLEN,
+                     "--cfg: SimGrid settings are not taken (epsim sets the models it needs); "
+                     "--log=... is");
+            return -1;
+        } else {
             if (argv[i][0] == '@') o->has_argfile = 1;
             rest[(*nrest)++] = argv[i];
         }
@@ -167,7 +290,10 @@ static int load_calibration(sim_calib *c, const char *arg, const sim_platform *p
     if (!name || strcmp(name, "none") == 0) return 0;
     char path[4096];
     if (sim_find_data("calib", name, ".json", path, sizeof path) != 0) {
-        if (arg)
+        struct stat st;
+        if (arg && stat(arg, &st) != 0 && errno != ENOENT && errno != ENOTDIR)
+            snprintf(err, EP_ERRLEN, "--calib %s: %s", arg, strerror(errno));
+        else if (arg)
             snprintf(err, EP_ERRLEN, "--calib %s: no such calibration file", arg);
         else
             snprintf(err, EP_ERRLEN, "platform %s names calibration %s, which is not found",
@@ -178,8 +304,103 @@ static int load_calibration(sim_calib *c, const char *arg, const sim_platform *p
 }
 
 static int fail2(const char *msg) {
-    fprintf(stderr, "epsim: %s\n", msg);
+    char safe[EP_ERRLEN * 4];
+    fprintf(stderr, "epsim: %s\n", ep_escape_text(msg, safe, sizeof safe));
     return 2;
+}
+
+/* The default memory limit: 80% of this machine's memory, or of the cgroup's limit if lower. */
+static double default_memory_limit(void) {
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
+    if (f) {
+        double cg;
+        if (fscanf(f, "%lf", &cg) == 1 && cg > 0 && (phys <= 0 || cg < phys)) phys = cg;
+        fclose(f);
+    }
+    return phys > 0 ? 0.8 * phys : 0;
+}
+
+/* The simulator's memory for a configuration, estimated before the schedule is built (measured
+ * with --stats: about 54 ops per rank, microbatch and layer, ~130 bytes per op with its times,
+ * plus SimGrid and the platform; docs/epsim.md, "Failure behaviour"). Margins on both. */
+static double memory_estimate(const ep_config *c, double *ops) {
+    double nmb = ep_config_num_microbatches(c);
+    double layers = (double)(c->num_layers + c->mtp_num_layers) / c->pipeline_model_parallel_size;
+    if (layers < 1) layers = 1;
+    *ops = (double)c->world_size * nmb * layers * 64;
+    return 64.0 * 1048576 + *ops * 160;
+}
+
+static const char *human_bytes(double b, char *buf, size_t n) {
+    if (b >= 1099511627776.0)
+        snprintf(buf, n, "%.1f TiB", b / 1099511627776.0);
+    else
+        snprintf(buf, n, "%.1f GiB", b / 1073741824.0);
+    return buf;
+}
+
+/* Every output path checked before any work: writable, not a directory, no two the same. */
+static int check_outputs(const cli_opts *o, char err[EP_ERRLEN]) {
+    const char *path[3] = {o->summary, o->csv, o->trace};
+    const char *flag[3] = {"--summary-json", "--csv", "--trace"};
+    for (int i = 0; i < 3; i++) {
+        if (!path[i]) continue;
+        char e[EP_ERRLEN];
+        if (ep_output_check(path[i], e) != 0) {
+            snprintf(err, EP_ERRLEN, "%s: %s", flag[i], e);
+            return -1;
+        }
+        struct stat a, b;
+        for (int j = 0; j < i; j++) {
+            if (!path[j]) continue;
+            int same = strcmp(path[i], path[j]) == 0 ||
+                       (stat(path[i], &a) == 0 && stat(path[j], &b) == 0 && a.st_dev == b.st_dev &&
+                        a.st_ino == b.st_ino && S_ISREG(a.st_mode));
+            if (same) {
+                snprintf(err, EP_ERRLEN, "%s and %s name the same file %s", flag[j], flag[i],
+                         path[i]);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A file of the current directory taken for a name that is also bundled: say which one. */
+static void note_shadow(const char *kind, const char *flag, const char *arg, const char *suffix,
+                        const char *used) {
+    char bundled[4096];
+    if (!arg || strchr(arg, '/') || strcmp(used, arg) != 0) return;
+    if (sim_find_bundled(kind, arg, suffix, bundled, sizeof bundled) != 0) return;
+    char safe[1024];
+    fprintf(stderr,
+            "epsim: note: %s %s is the file ./%s of the current directory, not the bundled %s "
+            "(give a path to choose: ./%s or %s)\n",
+            flag, ep_escape_text(arg, safe, sizeof safe), arg, bundled, arg, bundled);
+}
+
+/* Writes the outputs as one set: each into its temporary (devices and FIFOs last, in place),
+ * then all renamed, or none on any error. */
+static int write_outputs(const cli_opts *o, const char *model, const ep_sched *s,
+                         const sim_result *res, const sim_metrics *m, const sim_platform *p,
+                         const sim_calib *c, char err[EP_ERRLEN]) {
+    ep_outputs_begin();
+    int rc = 0;
+    for (int pass = 0; pass < 2 && rc == 0; pass++) {
+        /* pass 0: files through temporaries; pass 1: written in place */
+        if (o->summary && ep_output_in_place(o->summary) == pass)
+            rc = sim_write_summary_json(o->summary, model, s, m, p, c, err);
+        if (rc == 0 && o->csv && ep_output_in_place(o->csv) == pass)
+            rc = sim_write_csv(o->csv, s, res, err);
+        if (rc == 0 && o->trace && ep_output_in_place(o->trace) == pass)
+            rc = sim_write_trace(o->trace, s, res, p, err);
+    }
+    if (rc != 0) {
+        ep_outputs_abort();
+        return -1;
+    }
+    return ep_outputs_commit(err);
 }
 
 int sim_cli_run(int argc, char **argv) {
@@ -200,9 +421,30 @@ int sim_cli_run(int argc, char **argv) {
         rc = fail2(err);
         goto out;
     }
-    if (o.help) {
-        usage(stdout);
+    if (o.help || o.version) {
+        if (o.help)
+            help(stdout);
+        else
+            printf("epsim %s (%s)\n", ep_version(), ep_git_revision());
         rc = 0;
+        goto out;
+    }
+    /* everything that can be checked without simulating is, before anything else */
+    double mem_limit = default_memory_limit();
+    if (o.max_memory) {
+        char *end;
+        errno = 0;
+        double g = strtod(o.max_memory, &end);
+        if (*end || errno || !(g >= 0) || g > 1e9) {
+            snprintf(err, EP_ERRLEN, "--max-memory '%.64s' is not a size in GiB (0: no limit)",
+                     o.max_memory);
+            rc = fail2(err);
+            goto out;
+        }
+        mem_limit = g * 1073741824.0;
+    }
+    if (check_outputs(&o, err) != 0) {
+        rc = fail2(err);
         goto out;
     }
     /* SimGrid: quiet unless asked (user --log options come after and win), ptask model */
@@ -218,6 +460,9 @@ int sim_cli_run(int argc, char **argv) {
         rc = fail2(err);
         goto out_plat;
     }
+    note_shadow("topos", "--topo", o.topo, ".xml", plat.path);
+    if (o.calib && strcmp(o.calib, "none") != 0)
+        note_shadow("calib", "--calib", o.calib, ".json", calib.source);
 
     /* config: preset first (unless an @file or --no-preset), then the flags given */
     ep_config cfg;
@@ -225,13 +470,17 @@ int sim_cli_run(int argc, char **argv) {
     cfg.expert_model_parallel_size = 0;
     cfg.global_batch_size = 0;
     cfg.gpus_per_node = 0;
-    char preset_arg[4200];
+    char preset_arg[4200], model[1024];
     char **cargv = calloc((size_t)nrest + 2, sizeof *cargv);
+    if (!cargv) {
+        rc = 1;
+        goto out_plat;
+    }
     int cargc = 0;
     cargv[cargc++] = argv[0];
     if (!o.has_argfile && !o.no_preset) {
         char path[4096];
-        if (sim_find_data("configs", DEFAULT_PRESET, ".args", path, sizeof path) != 0) {
+        if (sim_find_bundled("configs", DEFAULT_PRESET, ".args", path, sizeof path) != 0) {
             free(cargv);
             rc = fail2("cannot find the default preset configs/" DEFAULT_PRESET ".args");
             goto out_plat;
@@ -240,6 +489,28 @@ int sim_cli_run(int argc, char **argv) {
         cargv[cargc++] = preset_arg;
     }
     int preset = cargc > 1;
+    /* the model, as the summary's first line names it: the @files, the preset or the defaults */
+    size_t used = 0;
+    int nflags = 0;
+    model[0] = 0;
+    for (int i = 1; i < nrest; i++) {
+        if (rest[i][0] != '@') {
+            nflags += strncmp(rest[i], "--", 2) == 0;
+            continue;
+        }
+        const char *base = strrchr(rest[i] + 1, '/');
+        char safe[256];
+        ep_escape_text(base ? base + 1 : rest[i] + 1, safe, sizeof safe);
+        used +=
+            (size_t)snprintf(model + used, sizeof model - used, "%s%s", used ? " + " : "", safe);
+        if (used >= sizeof model) used = sizeof model - 1;
+    }
+    if (preset)
+        snprintf(model, sizeof model, "%s.args", DEFAULT_PRESET);
+    else if (!o.has_argfile)
+        snprintf(model, sizeof model, "built-in default");
+    used = strlen(model);
+    if (nflags && used + 16 < sizeof model) snprintf(model + used, sizeof model - used, " + flags");
     for (int i = 1; i < nrest; i++)
         cargv[cargc++] = rest[i];
     int prc = ep_config_parse(&cfg, cargc, cargv, NULL, NULL, err);
@@ -269,9 +540,25 @@ int sim_cli_run(int argc, char **argv) {
         rc = fail2(err);
         goto out_plat;
     }
-    if (cfg.ignored_flags[0])
+    double ops_est, mem_est = memory_estimate(&cfg, &ops_est);
+    if (mem_limit > 0 && mem_est > mem_limit) {
+        char a[64], b[64];
+        snprintf(err, EP_ERRLEN,
+                 "the simulation would need about %s of memory (%.3g ops: %d ranks x %d "
+                 "microbatches x %d layers), above the limit of %s (%s); use fewer microbatches "
+                 "(--global-batch-size) or set --max-memory GIB",
+                 human_bytes(mem_est, a, sizeof a), ops_est, cfg.world_size,
+                 ep_config_num_microbatches(&cfg), cfg.num_layers + cfg.mtp_num_layers,
+                 human_bytes(mem_limit, b, sizeof b),
+                 o.max_memory ? "--max-memory" : "80% of this machine's memory");
+        rc = fail2(err);
+        goto out_plat;
+    }
+    if (cfg.ignored_flags[0]) {
+        char safe[1024];
         fprintf(stderr, "epsim: note: accepted without effect on the simulated step: %s\n",
-                cfg.ignored_flags);
+                ep_escape_text(cfg.ignored_flags, safe, sizeof safe));
+    }
     ep_sched s;
     if (ep_sched_build(&cfg, &s, err) != 0) {
         rc = fail2(err);
@@ -292,12 +579,12 @@ int sim_cli_run(int argc, char **argv) {
             fprintf(stderr, "epsim: out of memory computing metrics\n");
             rc = 1;
         }
-        if (rc == 0 && o.summary && sim_write_summary_json(o.summary, &s, &m, &plat, &calib, err))
-            rc = 2;
-        if (rc == 0 && o.csv && sim_write_csv(o.csv, &s, &res, err)) rc = 2;
-        if (rc == 0 && o.trace && sim_write_trace(o.trace, &s, &res, &plat, err)) rc = 2;
-        if (rc == 2) fprintf(stderr, "epsim: %s\n", err);
-        if (rc == 0) sim_print_summary(stdout, &s, &m, &plat, &calib);
+        if (rc == 0 && write_outputs(&o, model, &s, &res, &m, &plat, &calib, err) != 0)
+            rc = fail2(err);
+        /* the human summary; on stderr when an output took standard output */
+        int dash = (o.summary && !strcmp(o.summary, "-")) || (o.csv && !strcmp(o.csv, "-")) ||
+                   (o.trace && !strcmp(o.trace, "-"));
+        if (rc == 0) sim_print_summary(dash ? stderr : stdout, model, &s, &m, &plat, &calib);
         if (o.stats) {
             double t1 = wall();
             usage_t u1 = resources();

@@ -10,8 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xbt/log.h>
+
+#include "sim_platform_check.h"
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_platform, root, "epsim: platform files and GPU hosts");
 
@@ -33,12 +36,18 @@ static int try_dir(const char *dir, const char *kind, const char *arg, const cha
 }
 
 int sim_find_data(const char *kind, const char *arg, const char *suffix, char *out, size_t len) {
-    if (readable(arg) && strlen(arg) < len) {
+    struct stat st;
+    /* an existing path is taken as it is (a directory too, to be refused by its reader) */
+    if (stat(arg, &st) == 0 && strlen(arg) < len) {
         snprintf(out, len, "%s", arg);
         return 0;
     }
+    return sim_find_bundled(kind, arg, suffix, out, len);
+}
+
+int sim_find_bundled(const char *kind, const char *arg, const char *suffix, char *out, size_t len) {
     /* a bare name only: paths that do not exist are reported as they were given */
-    if (strchr(arg, '/')) return -1;
+    if (!arg[0] || strchr(arg, '/')) return -1;
     size_t sl = strlen(suffix), al = strlen(arg);
     const char *sfx = (al > sl && strcmp(arg + al - sl, suffix) == 0) ? "" : suffix;
     const char *env = getenv("EPSIM_DATA_DIR");
@@ -138,13 +147,19 @@ static int load_nics(sim_platform *p, char err[EP_ERRLEN]) {
 int sim_platform_load(sim_platform *p, const char *topo, char err[EP_ERRLEN]) {
     memset(p, 0, sizeof *p);
     if (sim_find_data("topos", topo, ".xml", p->path, sizeof p->path) != 0) {
-        snprintf(err, EP_ERRLEN, "--topo %s: no such platform file or bundled topology", topo);
+        struct stat st;
+        if (stat(topo, &st) != 0 && errno != ENOENT && errno != ENOTDIR)
+            snprintf(err, EP_ERRLEN, "--topo %s: %s", topo, strerror(errno));
+        else
+            snprintf(err, EP_ERRLEN, "--topo %s: no such platform file or bundled topology", topo);
         return -1;
     }
     const char *base = strrchr(p->path, '/');
     snprintf(p->name, sizeof p->name, "%.200s", base ? base + 1 : p->path);
     char *dot = strstr(p->name, ".xml");
     if (dot) *dot = 0;
+    /* SimGrid crashes on some malformed platforms: it sees only files that pass our check */
+    if (sim_platform_check_file(p->path, err) != 0) return -1;
     char msg[EP_ERRLEN];
     if (sim_platform_load_file(p->path, msg, sizeof msg) != 0) {
         char *nl = strchr(msg, '\n');
@@ -195,9 +210,9 @@ int sim_platform_load(sim_platform *p, const char *topo, char err[EP_ERRLEN]) {
         }
         const char *nd = sg_host_get_property_value(h, "node");
         const char *li = sg_host_get_property_value(h, "local_index");
-        /* without node properties every GPU is its own node */
-        p->node[r] = nd ? atoi(nd) : r;
-        p->local[r] = li ? atoi(li) : 0;
+        /* without node properties every GPU is its own node (the check made them integers) */
+        p->node[r] = nd ? (int)strtol(nd, NULL, 10) : r;
+        p->local[r] = li ? (int)strtol(li, NULL, 10) : 0;
         if (p->local[r] + 1 > maxlocal) maxlocal = p->local[r] + 1;
     }
     p->gpus_per_node = maxlocal;

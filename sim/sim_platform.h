@@ -32,6 +32,9 @@ typedef struct {
  * dir>/<kind>, <exe dir>/../share/epsim/<kind>, and the source tree compiled in. Returns 0 or -1.
  */
 int sim_find_data(const char *kind, const char *arg, const char *suffix, char *out, size_t len);
+/* The same without `arg` itself: only the bundled data dirs (a file of that name in the current
+ * directory does not shadow a bundled one). */
+int sim_find_bundled(const char *kind, const char *arg, const char *suffix, char *out, size_t len);
 
 /* The SimGrid host of endpoint id of a transfer (sim_net.h): GPU id below ngpus, the NIC host of
  * GPU id - ngpus above. */
@@ -39,8 +42,8 @@ static inline sg_host_t sim_platform_endpoint(const sim_platform *p, int id) {
     return id < p->ngpus ? p->host[id] : p->nic[id - p->ngpus];
 }
 
-/* Resolves and loads the platform (SimGrid must be initialised) and reads the GPU hosts.
- * Returns 0, or -1 with one line in err. */
+/* Resolves the platform, checks it (sim_platform_check.h) and only then loads it into SimGrid
+ * (which must be initialised), and reads the GPU hosts. Returns 0, or -1 with one line in err. */
 int sim_platform_load(sim_platform *p, const char *topo, char err[EP_ERRLEN]);
 void sim_platform_free(sim_platform *p);
 

@@ -45,16 +45,36 @@ int sim_metrics_compute(const ep_sched *s, const sim_result *r, const sim_platfo
     return 0;
 }
 
+/* s as a JSON string literal into buf (control bytes as \u00XX, quotes and backslashes escaped). */
+static void json_text(char *buf, size_t n, const char *s) {
+    size_t k = 0;
+    if (n < 3) return;
+    buf[k++] = '"';
+    for (const unsigned char *q = (const unsigned char *)s; *q && k + 8 < n; q++) {
+        if (*q == '"' || *q == '\\')
+            k += (size_t)snprintf(buf + k, n - k, "\\%c", *q);
+        else if (*q < 0x20 || *q == 0x7f)
+            k += (size_t)snprintf(buf + k, n - k, "\\u%04x", *q);
+        else
+            buf[k++] = (char)*q;
+    }
+    buf[k++] = '"';
+    buf[k] = 0;
+}
+
 static void num(FILE *f, const char *key, double v, int comma) {
     fprintf(f, "%s\"%s\":%.9g", comma ? "," : "", key, v);
 }
 
-int sim_write_summary_json(const char *path, const ep_sched *s, const sim_metrics *m,
-                           const sim_platform *p, const sim_calib *c, char err[EP_ERRLEN]) {
+int sim_write_summary_json(const char *path, const char *model, const ep_sched *s,
+                           const sim_metrics *m, const sim_platform *p, const sim_calib *c,
+                           char err[EP_ERRLEN]) {
     ep_outfile o;
     if (ep_outfile_open(&o, path, err) != 0) return -1;
     FILE *f = o.f;
-    fputc('{', f);
+    fputs("{\"model\":", f);
+    ep_json_string(f, model);
+    fputc(',', f);
     ep_metrics_write_json(f, s, &m->step);
     fputs(",\"thd\":{", f);
     num(f, "pad_tokens", m->thd_pad_tokens, 0);
@@ -75,7 +95,8 @@ int sim_write_summary_json(const char *path, const ep_sched *s, const sim_metric
     sim_calib_write_json(c, f, 0);
     fputs(",\"meta\":", f);
     char extra[4600];
-    snprintf(extra, sizeof extra, "\"platform_file\":\"%s\"", p->name);
+    snprintf(extra, sizeof extra, "\"platform_file\":");
+    json_text(extra + strlen(extra), sizeof extra - strlen(extra), p->name);
     ep_write_meta_json(f, "epsim", extra);
     fputs("}\n", f);
     return ep_outfile_commit(&o, err);
@@ -101,11 +122,11 @@ int sim_write_csv(const char *path, const ep_sched *s, const sim_result *r, char
 
 int sim_write_trace(const char *path, const ep_sched *s, const sim_result *r, const sim_platform *p,
                     char err[EP_ERRLEN]) {
-    char meta[1024];
-    snprintf(
-        meta, sizeof meta,
-        "{\"program\":\"epsim\",\"version\":\"%s\",\"git_revision\":\"%s\",\"topology\":\"%s\"}",
-        ep_version(), ep_git_revision(), p->name);
+    char meta[1024], topo[600];
+    json_text(topo, sizeof topo, p->name);
+    snprintf(meta, sizeof meta,
+             "{\"program\":\"epsim\",\"version\":\"%s\",\"git_revision\":\"%s\",\"topology\":%s}",
+             ep_version(), ep_git_revision(), topo);
     ep_trace *t = ep_trace_open(path, meta, err);
     if (!t) return -1;
     char name[256];
@@ -135,15 +156,17 @@ int sim_write_trace(const char *path, const ep_sched *s, const sim_result *r, co
     return ep_trace_close(t, err);
 }
 
-void sim_print_summary(FILE *f, const ep_sched *s, const sim_metrics *m, const sim_platform *p,
-                       const sim_calib *cal) {
+void sim_print_summary(FILE *f, const char *model, const ep_sched *s, const sim_metrics *m,
+                       const sim_platform *p, const sim_calib *cal) {
     const ep_config *c = &s->cfg;
     double T = m->step.iteration_time_s;
+    char name[1024];
     fprintf(f,
-            "epsim: %s (%d GPUs used of %d), TP %d PP %d EP %d DP %d, %s dispatcher, "
+            "epsim: model %s on %s (%d GPUs used of %d), TP %d PP %d EP %d DP %d, %s dispatcher, "
             "%d microbatches\n",
-            p->name, s->world, p->ngpus, c->tensor_model_parallel_size,
-            c->pipeline_model_parallel_size, c->expert_model_parallel_size, c->data_parallel_size,
+            model, ep_escape_text(p->name, name, sizeof name), s->world, p->ngpus,
+            c->tensor_model_parallel_size, c->pipeline_model_parallel_size,
+            c->expert_model_parallel_size, c->data_parallel_size,
             ep_backend_name(ep_config_backend(c)), s->num_microbatches);
     /* the calibration by file name; the full path is in the summary JSON */
     const char *cname = strrchr(cal->source, '/');

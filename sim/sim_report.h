@@ -20,13 +20,17 @@ typedef struct {
 int sim_metrics_compute(const ep_sched *s, const sim_result *r, const sim_platform *p,
                         sim_metrics *m);
 
-/* Writers: each file appears whole or not at all (ep_io.h). Return 0, or -1 with err. */
-int sim_write_summary_json(const char *path, const ep_sched *s, const sim_metrics *m,
-                           const sim_platform *p, const sim_calib *c, char err[EP_ERRLEN]);
+/* Writers: each file appears whole or not at all, and with the others of a set (ep_io.h). Return
+ * 0, or -1 with err. `model` names the model simulated (the preset or argument files, or
+ * "built-in default"). */
+int sim_write_summary_json(const char *path, const char *model, const ep_sched *s,
+                           const sim_metrics *m, const sim_platform *p, const sim_calib *c,
+                           char err[EP_ERRLEN]);
 int sim_write_csv(const char *path, const ep_sched *s, const sim_result *r, char err[EP_ERRLEN]);
 int sim_write_trace(const char *path, const ep_sched *s, const sim_result *r, const sim_platform *p,
                     char err[EP_ERRLEN]);
-void sim_print_summary(FILE *f, const ep_sched *s, const sim_metrics *m, const sim_platform *p,
-                       const sim_calib *cal);
+/* The human summary; its first line names the model and the platform. */
+void sim_print_summary(FILE *f, const char *model, const ep_sched *s, const sim_metrics *m,
+                       const sim_platform *p, const sim_calib *cal);
 
 #endif

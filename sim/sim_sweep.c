@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,13 +97,17 @@ static void read_result(row *r, const char *json, const char *errfile, int statu
     /* the child's one-line error, made CSV-safe */
     FILE *f = fopen(errfile, "r");
     r->status[0] = 0;
-    if (f) {
-        if (!fgets(r->status, sizeof r->status, f)) r->status[0] = 0;
+    if (f) { /* the last line: the error (notes come before it) */
+        char line[sizeof r->status];
+        while (fgets(line, sizeof line, f))
+            if (line[0] && line[0] != '\n') memcpy(r->status, line, sizeof line);
         fclose(f);
     }
     for (char *c = r->status; *c; c++)
         if (*c == ',' || *c == '"' || *c == '\n' || *c == '\r')
             *c = *c == ',' ? ';' : *c == '"' ? '\'' : 0;
+        else if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
     if (!r->status[0]) snprintf(r->status, sizeof r->status, "failed (status %d)", status);
 }
 
@@ -111,6 +116,45 @@ static int row_cmp(const void *a, const void *b) {
     if (x->ok != y->ok) return y->ok - x->ok;
     if (x->ok && x->tps_gpu != y->tps_gpu) return x->tps_gpu > y->tps_gpu ? -1 : 1;
     return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Ctrl-C or a kill while children run: their files and the folder go (the children remove their
+ * own temporaries, ep_io.h). Paths are prepared before each child starts: the handler only
+ * unlinks. */
+#define MAX_JOBS 256
+static char g_dir[64];
+static char g_files[MAX_JOBS][2][96];
+static volatile sig_atomic_t g_busy[MAX_JOBS];
+
+static void on_signal(int sig) {
+    for (int i = 0; i < MAX_JOBS; i++)
+        if (g_busy[i]) {
+            unlink(g_files[i][0]);
+            unlink(g_files[i][1]);
+        }
+    if (g_dir[0]) rmdir(g_dir);
+    raise(sig); /* SA_RESETHAND: the default action */
+}
+
+static void install_handlers(void) {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa;
+        if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+static int sweep_fail(char **common, const char *fmt, const char *a, const char *b) {
+    char msg[EP_ERRLEN], safe[EP_ERRLEN * 4];
+    snprintf(msg, sizeof msg, fmt, a ? a : "", b ? b : "");
+    fprintf(stderr, "epsim sweep: %s\n", ep_escape_text(msg, safe, sizeof safe));
+    free(common);
+    return 2;
 }
 
 int sim_sweep_main(int argc, char **argv) {
@@ -123,37 +167,47 @@ int sim_sweep_main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--grid") == 0 && v) {
+        int own = !strcmp(a, "--grid") || !strcmp(a, "--out") || !strcmp(a, "--jobs") ||
+                  !strcmp(a, "--shard");
+        if (own && (!v || !strncmp(v, "--", 2) || !v[0]))
+            return sweep_fail(common, "%s needs a value", a, NULL);
+        if (!strcmp(a, "--grid")) {
             grid = v;
             i++;
-        } else if (strcmp(a, "--out") == 0 && v) {
+        } else if (!strcmp(a, "--out")) {
             out = v;
             i++;
-        } else if (strcmp(a, "--jobs") == 0 && v) {
-            jobs = atoi(v);
-            i++;
-        } else if (strcmp(a, "--shard") == 0 && v) {
-            if (sscanf(v, "%d/%d", &shard_i, &shard_n) != 2) {
-                shard_n = 0;
+        } else if (!strcmp(a, "--jobs")) {
+            char *end;
+            errno = 0;
+            long j = strtol(v, &end, 10);
+            if (*end || errno || j < 1 || j > MAX_JOBS) {
+                char top[16];
+                snprintf(top, sizeof top, "%d", MAX_JOBS);
+                return sweep_fail(common, "--jobs %.64s: give a number of processes from 1 to %s",
+                                  v, top);
             }
+            jobs = (int)j;
             i++;
-        } else if (!strcmp(a, "--grid") || !strcmp(a, "--out") || !strcmp(a, "--jobs") ||
-                   !strcmp(a, "--shard") || !strcmp(a, "--summary-json") || !strcmp(a, "--trace") ||
-                   !strcmp(a, "--csv")) {
-            fprintf(stderr, "epsim sweep: %s %s\n", a,
-                    v ? "is not available in a sweep" : "needs a value");
-            free(common);
-            return 2;
+        } else if (!strcmp(a, "--shard")) {
+            int used = 0;
+            if (sscanf(v, "%d/%d%n", &shard_i, &shard_n, &used) != 2 || v[used] || shard_n < 1 ||
+                shard_i < 0 || shard_i >= shard_n)
+                return sweep_fail(common,
+                                  "--shard %.64s: give i/n with 0 <= i < n (this process runs "
+                                  "every n-th configuration from the i-th)%s",
+                                  v, NULL);
+            i++;
+        } else if (!strcmp(a, "--summary-json") || !strcmp(a, "--trace") || !strcmp(a, "--csv")) {
+            return sweep_fail(common, "%s is not available in a sweep (--out CSV holds the rows)%s",
+                              a, NULL);
         } else {
             common[ncommon++] = argv[i];
         }
     }
-    if (!grid || !out || jobs < 1 || shard_n < 1 || shard_i < 0 || shard_i >= shard_n) {
-        fprintf(stderr, "epsim sweep: needs --grid \"flag=v1,v2;...\" and --out CSV; --jobs N >= 1;"
-                        " --shard i/n with 0 <= i < n\n");
-        free(common);
-        return 2;
-    }
+    if (!grid) return sweep_fail(common, "needs --grid \"flag=v1,v2;flag2=a,b\"%s%s", NULL, NULL);
+    if (!out) return sweep_fail(common, "needs --out CSV (the ranked table)%s%s", NULL, NULL);
+    if (ep_output_check(out, err) != 0) return sweep_fail(common, "--out: %s%s", err, NULL);
     char *g = strdup(grid);
     axis ax[MAX_AXES];
     int nax;
@@ -173,6 +227,10 @@ int sim_sweep_main(int argc, char **argv) {
     pid_t *pid = calloc((size_t)mine + 1, sizeof *pid);
     char tmpl[] = "/tmp/epsim-sweep-XXXXXX";
     char *dir = mkdtemp(tmpl);
+    if (dir) {
+        snprintf(g_dir, sizeof g_dir, "%s", dir);
+        install_handlers();
+    }
     if (!rows || !pid || !dir) {
         fprintf(stderr, "epsim sweep: cannot set up: %s\n", strerror(errno));
         free(rows);
@@ -200,6 +258,12 @@ int sim_sweep_main(int argc, char **argv) {
             row *r = &rows[next];
             snprintf(path, sizeof path, "%s/%ld.json", dir, r->index);
             snprintf(epath, sizeof epath, "%s/%ld.err", dir, r->index);
+            int slot = 0;
+            while (slot < MAX_JOBS - 1 && g_busy[slot])
+                slot++;
+            snprintf(g_files[slot][0], sizeof g_files[slot][0], "%s", path);
+            snprintf(g_files[slot][1], sizeof g_files[slot][1], "%s", epath);
+            g_busy[slot] = 1;
             pid_t p = fork();
             if (p == 0) {
                 int dn = open("/dev/null", O_WRONLY);
@@ -239,15 +303,27 @@ int sim_sweep_main(int argc, char **argv) {
                 remove(path);
                 remove(epath);
                 pid[i] = 0;
+                for (int k = 0; k < MAX_JOBS; k++)
+                    if (g_busy[k] && !strcmp(g_files[k][0], path)) g_busy[k] = 0;
             }
         running--;
         finished++;
     }
     rmdir(dir);
+    g_dir[0] = 0;
     qsort(rows, (size_t)n, sizeof *rows, row_cmp);
     ep_outfile o;
     int rc = 0;
-    if (ep_outfile_open(&o, out, err) != 0) {
+    long nok = 0;
+    for (long i = 0; i < n; i++)
+        nok += rows[i].ok;
+    if (nok == 0 && n > 0) { /* rows[0] is the first configuration: sorted by index */
+        char safe[EP_ERRLEN * 4];
+        fprintf(stderr,
+                "epsim sweep: none of the %ld configurations could be simulated (the first: %s)\n",
+                n, ep_escape_text(rows[0].status, safe, sizeof safe));
+        rc = 2;
+    } else if (ep_outfile_open(&o, out, err) != 0) {
         fprintf(stderr, "epsim sweep: %s\n", err);
         rc = 2;
     } else {

@@ -405,15 +405,14 @@ static const bad_case k_bad[] = {
      {"--overlap-param-gather", "--use-distributed-optimizer"}},
     {"--overlap-param-gather --use-distributed-optimizer",
      {"--overlap-param-gather", "--overlap-grad-reduce"}},
-    {"--moe-flex-dispatcher-backend hybridep",
-     {"--moe-flex-dispatcher-backend hybridep", "--moe-token-dispatcher-type flex"}},
     {"--moe-hybridep-fuse-permute",
      {"--moe-hybridep-fuse-permute", "--moe-token-dispatcher-type flex",
       "--moe-flex-dispatcher-backend hybridep"}},
     {"--moe-hybridep-fuse-permute --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend "
      "hybridep --moe-hybridep-num-blocks-permute 0",
      {"--moe-hybridep-fuse-permute", "--moe-hybridep-num-blocks-permute"}},
-    {"--moe-deepep-num-sms 7", {"--moe-deepep-num-sms 7 must be even"}},
+    {"--moe-token-dispatcher-type flex --moe-deepep-num-sms 7",
+     {"--moe-deepep-num-sms 7 must be even"}},
     {"--overlap-moe-expert-parallel-comm",
      {"--overlap-moe-expert-parallel-comm", "--expert-model-parallel-size > 1"}},
     {"--overlap-moe-expert-parallel-comm --expert-model-parallel-size 2 --world-size 2 "
