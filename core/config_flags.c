@@ -62,6 +62,8 @@ static const char *const k_rc_modules[] = {"core_attn", "moe_act", "layernorm", 
     { n, EP_FLAG_DOUBLE, OFF(f), 0, d, NULL, NULL, g, 1, h }
 #define PU(n, f, d, g, h)                                                                          \
     { n, EP_FLAG_U64, OFF(f), 0, d, NULL, NULL, g, 1, h }
+#define PB(n, f, d, g, h)                                                                          \
+    { n, EP_FLAG_BOOL, OFF(f), 0, d, NULL, NULL, g, 1, h }
 #define PE(n, f, c, d, g, h)                                                                       \
     { n, EP_FLAG_ENUM, OFF(f), 0, d, c, NULL, g, 1, h }
 #define AL(n, target, g, h)                                                                        \
@@ -223,6 +225,10 @@ static const ep_flag k_flags[] = {
     FE("moe-token-drop-policy", moe_token_drop_policy, k_drop, "probs", GE,
        "tokens over capacity dropped by lowest probability or by position"),
     FB("moe-permute-fusion", moe_permute_fusion, "0", GE, "fused permute/unpermute kernels"),
+    PB("moe-alltoall-per-rank", moe_alltoall_per_rank, "0", GE,
+       "alltoall dispatcher: one row per token and destination rank, shared by its experts "
+       "(Megatron-LM sends one per chosen expert; the validation runs measured before "
+       "2026-11-27 ran this)"),
     FB("moe-grouped-gemm", moe_grouped_gemm, "0", GE,
        "experts' GEMMs as one grouped call (Transformer Engine); off: Megatron's SequentialMLP, "
        "one module call per expert (its host time per expert: expert_call_s)"),

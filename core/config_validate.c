@@ -474,6 +474,8 @@ static int check_data_parallel(ep_config *c, long long edp, char err[EP_ERRLEN])
 static int check_dispatch(ep_config *c, char err[EP_ERRLEN]) {
     ep_backend be = ep_config_backend(c);
     int flex = c->moe_token_dispatcher_type == EP_DISPATCHER_FLEX;
+    if (c->moe_alltoall_per_rank && be != EP_BACKEND_ALLTOALL)
+        FAIL("--moe-alltoall-per-rank needs --moe-token-dispatcher-type alltoall");
     if (c->moe_enable_deepep && !flex) /* Megatron-LM's checks of the deprecated flag */
         FAIL("--moe-enable-deepep needs --moe-token-dispatcher-type flex");
     if (c->moe_enable_deepep && c->moe_flex_dispatcher_backend == EP_FLEX_HYBRIDEP)

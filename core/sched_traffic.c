@@ -150,7 +150,7 @@ static int fill_traffic(const ep_config *cfg, ep_traffic *t, int route_mb, int l
     /* Megatron's alltoall dispatcher permutes one row per (token, expert) pair and sends each
      * (input_splits sum the experts' counts per rank); deepep and hybridep send a token once per
      * destination rank, whose experts share it */
-    int pairs = be == EP_BACKEND_ALLTOALL;
+    int pairs = be == EP_BACKEND_ALLTOALL && !cfg->moe_alltoall_per_rank;
     for (int i = 0; i < n; i++)
         t->recv_rows[i] = pairs ? 0 : ep_route_recv_rows(&r, i);
     for (int i = 0; i < n; i++) {

@@ -33,6 +33,9 @@ mkdir -p traces/calib
 # compute of one H100 (traces/h100/calib, the same H100 80GB HBM3 part)
 "$epsim" calibrate traces/h100x2/calib traces/h100/calib --topo h100x2 \
   --out traces/calib/h100x2.json
+# 4 x H100 (the nvidia-h100-x4 kind, 2026-11-27): the same with its own NCCL, host and interference
+"$epsim" calibrate traces/h100x4/calib traces/h100/calib --topo h100x4 \
+  --out traces/calib/h100x4.json
 # DGX H100 topologies: one H100's compute and host costs; communication keeps the topology's
 # link figures with the built-in efficiencies (no multi-GPU H100 machine is lent); how compute and
 # NCCL slow each other is the 2 x H200 measurement (same Hopper SMs, NCCL kernels and NVLink 4)

@@ -61,6 +61,8 @@ static const topo TOPOS[] = {
      478.116e9, 0.5e-6, 1, 0, 0, 0, 0, "h200x2", H200_MEM},
     {"h100x2", "the lent machine: 2 x H100 joined by 18 NVLink 4 links", 1, 2, 989e12, 3.35e12, 132,
      450e9, 0.5e-6, 1, 0, 0, 0, 0, "h100x2", H100_MEM},
+    {"h100x4", "4 x H100 of one HGX board (the nvidia-h100-x4 kind), NVSwitch", 1, 4, 989e12,
+     3.35e12, 132, 450e9, 0.5e-6, 0, 0, 0, 0, 0, "h100x4", H100_MEM},
     {"h200x4", "4 x H200 of one HGX board (the nvidia-h200-x4 kind), NVSwitch", 1, 4, 989e12,
      4.8e12, 132, 478.116e9, 0.5e-6, 0, 0, 0, 0, 0, "h200x4", H200_MEM},
     {"dgx8", "one DGX H100: 8 x H100, NVSwitch", 1, 8, 989e12, 3.35e12, 132, 450e9, 0.5e-6, 0, 0, 0,

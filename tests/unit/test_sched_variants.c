@@ -418,6 +418,34 @@ static void test_fsdp_optimizer_shard(void) {
     CU_ASSERT_DOUBLE_EQUAL(state[1] / state[0], (2 + 4 + 3.0) / 18, 1e-12);
 }
 
+/* The alltoall dispatcher sends one row per (token, expert) pair, as Megatron-LM does: tokens x
+ * top-k rows leave each rank (its own experts' included); --moe-alltoall-per-rank sends one row per
+ * token and destination rank. deepep keeps one per destination rank. */
+static void test_alltoall_rows(void) {
+    ep_sched a, b, c;
+    if (sched_build_flags(&a, EP2 "--moe-token-dispatcher-type alltoall") != 0) return;
+    if (sched_build_flags(&b, EP2 "--moe-token-dispatcher-type alltoall --moe-alltoall-per-rank") !=
+        0)
+        return;
+    if (sched_build_flags(&c, EP2 DEEPEP) != 0) return;
+    const ep_traffic *ta = &a.traffic[0], *tb = &b.traffic[0], *tc = &c.traffic[0];
+    int64_t recv = 0;
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(ta->send_rows[i], 128 * 2); /* 128 tokens x top-2 */
+        CU_ASSERT(tb->send_rows[i] >= 128 && tb->send_rows[i] < 128 * 2);
+        CU_ASSERT_EQUAL(tc->send_rows[i], tb->send_rows[i]); /* the same draw, per rank */
+        CU_ASSERT(ta->bytes[i * 2 + (1 - i)] > tb->bytes[i * 2 + (1 - i)]);
+        recv += ta->recv_rows[i];
+    }
+    CU_ASSERT_EQUAL(recv, 2 * 128 * 2); /* every pair is received once */
+    ep_sched_free(&a);
+    ep_sched_free(&b);
+    ep_sched_free(&c);
+    ep_config cfg;
+    char err[EP_ERRLEN];
+    CU_ASSERT_EQUAL(ep_test_config(&cfg, EP2 DEEPEP " --moe-alltoall-per-rank", err), -2);
+}
+
 /* Bytes of rank 0's ops whose name contains `part`. */
 static double sum_bytes(const ep_sched *s, const char *part) {
     char name[160];
@@ -836,6 +864,8 @@ void ep_suite_sched_variants(void) {
                 test_optimizer_dtypes);
     CU_add_test(s, "FSDP: the optimizer step covers the rank's Adam shard",
                 test_fsdp_optimizer_shard);
+    CU_add_test(s, "alltoall: a row per (token, expert) pair; per rank on request",
+                test_alltoall_rows);
     CU_add_test(s, "--use-torch-fsdp2: per-layer units, bf16 reduce-scatters", test_torch_fsdp2);
     CU_add_test(s, "--fp8-param-gather: FP8 weights gathered", test_fp8_param_gather);
     CU_add_test(s, "full recomputation: uniform groups and block", test_recompute_full);
