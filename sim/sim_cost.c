@@ -44,13 +44,32 @@ static sim_cost_memo *memo_slot(sim_cost_memo *m, long cap, const sim_shape_tabl
     return &m[i];
 }
 
-/* sim_shape_eval through the memo; a failed allocation only costs the memo */
-static double shape_eff(sim_cost *x, const sim_shape_table *t, const double q[SIM_SHAPE_DIMS]) {
+/* A GEMM below its series' smallest measured row count: that point's efficiency carried along the
+ * GPU's efficiency-by-size curve (gemm_efficiency, by each GEMM's flops; features are rows, the
+ * two weight dimensions and the expert count), so a large GEMM with fewer rows stays
+ * compute-bound and only a small one becomes latency-bound. */
+static double gemm_below(double y0, double x0, const double q[SIM_SHAPE_DIMS], void *ctx) {
+    const sim_table *curve = ctx;
+    double per = 2.0 * q[0] * q[1] * q[2] / q[3]; /* one expert's GEMM at the query */
+    double at = sim_table_eval(curve, per * x0 / q[0]);
+    return at > 0 ? y0 * sim_table_eval(curve, per) / at : y0 * q[0] / x0;
+}
+
+/* sim_shape_eval through the memo (GEMM tables with gemm_below); a failed allocation only costs
+ * the memo */
+static double shape_eval(const sim_cost *x, const sim_shape_table *t,
+                         const double q[SIM_SHAPE_DIMS], int gemm) {
+    return gemm ? sim_shape_eval_below(t, q, gemm_below, (void *)&x->c->gemm_efficiency)
+                : sim_shape_eval(t, q);
+}
+
+static double shape_eff(sim_cost *x, const sim_shape_table *t, const double q[SIM_SHAPE_DIMS],
+                        int gemm) {
     if (t->n == 0) return -1;
     if (2 * (x->memo_n + 1) > x->memo_cap) {
         long cap = x->memo_cap ? 2 * x->memo_cap : 256;
         sim_cost_memo *m = calloc((size_t)cap, sizeof *m);
-        if (!m) return sim_shape_eval(t, q);
+        if (!m) return shape_eval(x, t, q, gemm);
         for (long i = 0; i < x->memo_cap; i++)
             if (x->memo[i].t) *memo_slot(m, cap, x->memo[i].t, x->memo[i].q) = x->memo[i];
         free(x->memo);
@@ -61,7 +80,7 @@ static double shape_eff(sim_cost *x, const sim_shape_table *t, const double q[SI
     if (!s->t) {
         s->t = t;
         memcpy(s->q, q, sizeof s->q);
-        s->y = sim_shape_eval(t, q);
+        s->y = shape_eval(x, t, q, gemm);
         x->memo_n++;
     }
     return s->y;
@@ -77,7 +96,7 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
         int grouped = op->kind == EP_OP_GROUPED_GEMM;
         const sim_shape_table *t = grouped ? &c->grouped_gemm_shapes[ph] : &c->gemm_shapes[ph];
         sim_gemm_features(op->phase == EP_PHASE_BWD_DW, op->m, op->n, op->k, op->batch, q);
-        measured = shape_eff(x, t, q);
+        measured = shape_eff(x, t, q, 1);
         /* without a table: experts run as one grouped kernel, each expert's GEMM sets the
          * achievable efficiency */
         double per = grouped ? op->flops / (op->batch > 0 ? op->batch : 1) : op->flops;
@@ -85,7 +104,7 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
         if (op->fp8) { /* of the FP8 peak: its own shapes, else the BF16 shape's x the factor */
             const sim_shape_table *t8 =
                 grouped ? &c->fp8_grouped_gemm_shapes[ph] : &c->fp8_gemm_shapes[ph];
-            double m8 = shape_eff(x, t8, q);
+            double m8 = shape_eff(x, t8, q, 1);
             measured = m8 > 0 ? m8 : measured > 0 ? measured * c->fp8_gemm_factor : -1;
             eff *= c->fp8_gemm_factor;
             peak *= c->fp8_flops_ratio;
@@ -94,7 +113,7 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
     }
     case EP_OP_ATTENTION:
         q[0] = op->flops, q[1] = x->attn_seq, q[2] = x->attn_dqk, q[3] = x->attn_dv;
-        measured = shape_eff(x, &c->attention_shapes[ph], q);
+        measured = shape_eff(x, &c->attention_shapes[ph], q, 0);
         eff = c->attention_efficiency;
         break;
     case EP_OP_SCAN:

@@ -89,11 +89,15 @@ static int series_start(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS]
     return lo < t->n && same_series(t->x[lo], q) ? lo : -1;
 }
 
-static double along_series(const sim_shape_table *t, int a, double q0) {
+static double along_series(const sim_shape_table *t, int a, const double q[SIM_SHAPE_DIMS],
+                           sim_shape_below_fn below, void *ctx) {
+    double q0 = q[0];
     int b = a;
     while (b + 1 < t->n && same_series(t->x[b + 1], t->x[a]))
         b++;
-    if (q0 <= t->x[a][0]) return t->y[a] * q0 / t->x[a][0];
+    if (q0 == t->x[a][0]) return t->y[a];
+    if (q0 < t->x[a][0])
+        return below ? below(t->y[a], t->x[a][0], q, ctx) : t->y[a] * q0 / t->x[a][0];
     if (q0 >= t->x[b][0]) return t->y[b];
     int i = a + 1;
     while (t->x[i][0] < q0)
@@ -134,12 +138,17 @@ static double nearest(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS]) 
     return sy / sw;
 }
 
-double sim_shape_eval(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS]) {
+double sim_shape_eval_below(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS],
+                            sim_shape_below_fn below, void *ctx) {
     if (t->n == 0) return -1;
     for (int d = 0; d < SIM_SHAPE_DIMS; d++)
         if (!(q[d] > 0)) return -1;
     int a = series_start(t, q);
-    return a >= 0 ? along_series(t, a, q[0]) : nearest(t, q);
+    return a >= 0 ? along_series(t, a, q, below, ctx) : nearest(t, q);
+}
+
+double sim_shape_eval(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS]) {
+    return sim_shape_eval_below(t, q, NULL, NULL);
 }
 
 void sim_shape_free(sim_shape_table *t) {

@@ -8,8 +8,9 @@
  *
  * A query first looks for its series (points whose features 1..3 equal the query's):
  *  - inside the series' range: piecewise linear in log(feature 0);
- *  - below it: the time of the smallest point (small kernels are latency bound), i.e. the
- *    efficiency scaled down with feature 0;
+ *  - below it: the smallest point's efficiency scaled by the caller's size rule
+ *    (sim_shape_eval_below; GEMMs: the GPU's efficiency-by-size curve), by default the time of
+ *    the smallest point (small kernels are latency bound), i.e. scaled down with feature 0;
  *  - above it: the efficiency of the largest point.
  * Without a series: inverse-distance weighting of the SIM_SHAPE_NEAREST nearest points in
  * log-feature space. A point measured exactly is returned exactly.
@@ -32,6 +33,13 @@ int sim_shape_add(sim_shape_table *t, const double x[SIM_SHAPE_DIMS], double y);
 void sim_shape_sort(sim_shape_table *t);
 /* Interpolated efficiency at q, or -1 for an empty table. */
 double sim_shape_eval(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS]);
+/* How the efficiency y0 of a series' smallest point (feature 0 = x0) carries to a query below it
+ * (feature 0 = q0 < x0), for the query q. */
+typedef double (*sim_shape_below_fn)(double y0, double x0, const double q[SIM_SHAPE_DIMS],
+                                     void *ctx);
+/* sim_shape_eval with that rule (NULL: the latency-bound default, y0 x q0 / x0). */
+double sim_shape_eval_below(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS],
+                            sim_shape_below_fn below, void *ctx);
 void sim_shape_free(sim_shape_table *t);
 /* Deep copy (dst is overwritten). Returns 0 or -1. */
 int sim_shape_copy(sim_shape_table *dst, const sim_shape_table *src);
