@@ -49,6 +49,38 @@ static void test_shape_table(void) {
     sim_shape_free(&t);
 }
 
+/* A GEMM with fewer rows than its series' smallest measured point: a large one keeps that point's
+ * efficiency where the GPU's size curve is flat, a small one falls with the curve; attention keeps
+ * the latency-bound rule. */
+static void test_gemm_below_series(void) {
+    sim_calib c;
+    sim_calib_default(&c);
+    double pt[SIM_SHAPE_DIMS];
+    sim_gemm_features(0, 4096, 129280, 7168, 1, pt);
+    CU_ASSERT_EQUAL_FATAL(sim_shape_add(&c.gemm_shapes[0], pt, 0.74), 0);
+    sim_gemm_features(0, 4096, 1024, 1024, 1, pt);
+    CU_ASSERT_EQUAL_FATAL(sim_shape_add(&c.gemm_shapes[0], pt, 0.30), 0);
+    sim_shape_sort(&c.gemm_shapes[0]);
+    sim_cost x;
+    sim_cost_init(&x, &c, NULL);
+    ep_op g = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
+    g.phase = EP_PHASE_FWD;
+    g.m = 2048, g.n = 129280, g.k = 7168, g.batch = 1;
+    g.flops = 2.0 * g.m * g.n * g.k; /* 3.8 TFLOP: on the curve's flat top */
+    sim_work w;
+    sim_op_work(&x, &g, 989e12, 3.35e12, &w);
+    CU_ASSERT(near(w.t_flop, g.flops / (989e12 * 0.74), 1e-9));
+    g.n = 1024, g.k = 1024; /* 4.3 GFLOP: the curve falls by its ratio between the two sizes */
+    g.flops = 2.0 * g.m * g.n * g.k;
+    sim_op_work(&x, &g, 989e12, 3.35e12, &w);
+    double ratio = sim_table_eval(&c.gemm_efficiency, g.flops) /
+                   sim_table_eval(&c.gemm_efficiency, 2 * g.flops);
+    CU_ASSERT(ratio < 1);
+    CU_ASSERT(near(w.t_flop, g.flops / (989e12 * 0.30 * ratio), 1e-9));
+    sim_cost_free(&x);
+    sim_calib_free(&c);
+}
+
 /* ---- the fit ------------------------------------------------------------------------------ */
 
 /* Fits the committed 2 x H200 raw files into out; returns the exit status. */
@@ -428,4 +460,5 @@ void ep_suite_calibrate(void) {
                 test_fit_host_stack);
     CU_add_test(s, "topologies name their calibration; --calib none", test_topology_calibration);
     CU_add_test(s, "an FP8 cast costs the host one launch", test_fp8_cast_host);
+    CU_add_test(s, "a GEMM below its measured rows follows the size curve", test_gemm_below_series);
 }
