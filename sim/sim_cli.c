@@ -322,14 +322,16 @@ static double default_memory_limit(void) {
 }
 
 /* The simulator's memory for a configuration, estimated before the schedule is built (measured
- * with --stats: about 54 ops per rank, microbatch and layer, ~130 bytes per op with its times,
- * plus SimGrid and the platform; docs/epsim.md, "Failure behaviour"). Margins on both. */
+ * with --stats: about 54 ops per rank, microbatch and layer with MoE layers, 36 for dense ones
+ * with TP and FP8 casts; ~130 bytes per op with its times (Llama 3.1 405B on dgx1024: 14.2 GiB
+ * resident for 1.1e8 ops), plus SimGrid and the platform; docs/epsim.md, "Failure behaviour").
+ * The op counts carry the margin. */
 static double memory_estimate(const ep_config *c, double *ops) {
     double nmb = ep_config_num_microbatches(c);
     double layers = (double)(c->num_layers + c->mtp_num_layers) / c->pipeline_model_parallel_size;
     if (layers < 1) layers = 1;
-    *ops = (double)c->world_size * nmb * layers * 64;
-    return 64.0 * 1048576 + *ops * 160;
+    *ops = (double)c->world_size * nmb * layers * (c->num_experts > 0 ? 64 : 40);
+    return 64.0 * 1048576 + *ops * 130;
 }
 
 static const char *human_bytes(double b, char *buf, size_t n) {
