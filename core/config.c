@@ -363,36 +363,3 @@ int ep_config_parse_text(ep_config *cfg, const char *text, char err[EP_ERRLEN]) 
     free(copy);
     return rc == 0 ? check_no_effect(&c) : rc;
 }
-
-ep_backend ep_config_backend(const ep_config *cfg) {
-    switch (cfg->moe_token_dispatcher_type) {
-    case EP_DISPATCHER_ALLGATHER:
-        return EP_BACKEND_ALLGATHER;
-    case EP_DISPATCHER_FLEX:
-        return cfg->moe_flex_dispatcher_backend == EP_FLEX_HYBRIDEP ? EP_BACKEND_HYBRIDEP
-                                                                    : EP_BACKEND_DEEPEP;
-    case EP_DISPATCHER_ALLTOALL:
-        break;
-    }
-    return EP_BACKEND_ALLTOALL;
-}
-
-const char *ep_backend_name(ep_backend b) {
-    switch (b) {
-    case EP_BACKEND_ALLTOALL:
-        return "alltoall";
-    case EP_BACKEND_ALLGATHER:
-        return "allgather";
-    case EP_BACKEND_DEEPEP:
-        return "deepep";
-    case EP_BACKEND_HYBRIDEP:
-        return "hybridep";
-    }
-    return "?";
-}
-
-int ep_config_num_microbatches(const ep_config *cfg) {
-    int dp = cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1;
-    int per = cfg->micro_batch_size * dp;
-    return per > 0 ? cfg->global_batch_size / per : 0;
-}

@@ -36,6 +36,7 @@ typedef struct {
     ep_nvl *barrier; /* aligns the ranks before every timed iteration */
     int flush_mb;    /* bench_time_ahead: MiB written before each iteration (0: warm caches) */
     void *flush[2];  /* its source and destination, allocated on first use */
+    const char *out_dir, *models, *parts; /* calib: --out, --models, --parts */
 } bench;
 
 typedef void (*bench_op)(void *arg, cudaStream_t st);
@@ -78,7 +79,20 @@ int bench_gemm(bench *b);
  * "name flags..."; parts: a list naming host, compute, comm, interference. */
 int bench_calib(bench *b, const char *out_dir, const char *models, const char *parts);
 
-/* Entry of `epref bench ...`: argv after "bench". Returns the exit status. */
+/* Writes the rows as the JSON file of --json. Returns 0 or -1 (message on stderr). */
+int bench_write_json(bench *b);
+
+/* The benchmark table (bench_list.c): a name, its function, and whether it takes its models from
+ * --models (with --out and --parts) instead of the flags' one EP group. */
+typedef struct {
+    const char *name;
+    int (*run)(bench *b);
+    int own_models;
+} bench_entry;
+const bench_entry *bench_find(const char *name); /* NULL: no such benchmark */
+void bench_names(char *buf, size_t n);           /* "dispatch, combine, ..." */
+
+/* Entry of `epref bench ...` (bench_main.c): argv after "bench". Returns the exit status. */
 int bench_main(ref_ctx *ctx, int argc, char **argv);
 
 #endif
