@@ -11,9 +11,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ep_err.h"
+
 #define EP_MAX_PATTERN 1024 /* characters of --hybrid-override-pattern */
 #define EP_MAX_LAYERS  512
-#define EP_ERRLEN      512
 
 typedef enum {
     EP_DISPATCHER_ALLTOALL,

@@ -16,7 +16,7 @@
 #define EP_IO_H
 
 #include <stdio.h>
-#include "ep_config.h"
+#include "ep_err.h"
 
 typedef struct {
     FILE *f;

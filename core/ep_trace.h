@@ -8,7 +8,7 @@
 #ifndef EP_TRACE_H
 #define EP_TRACE_H
 
-#include "ep_config.h"
+#include "ep_err.h"
 
 typedef struct ep_trace ep_trace;
 

@@ -6,7 +6,7 @@
 #ifndef PLOT_CSV_H
 #define PLOT_CSV_H
 
-#include "ep_config.h"
+#include "ep_err.h"
 
 typedef struct {
     int ncols, nrows;

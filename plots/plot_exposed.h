@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-#include "ep_config.h"
+#include "ep_err.h"
 
 enum { PLOT_EXPOSED_KINDS = 5, PLOT_EXPOSED_REQUIRED = 4 };
 /* dispatch combine dp pp (required), other (optional, 0 when absent) */

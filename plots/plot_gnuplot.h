@@ -9,7 +9,7 @@
 
 #include <stdio.h>
 
-#include "ep_config.h"
+#include "ep_err.h"
 
 typedef void (*plot_writer)(const void *ctx, FILE *f);
 

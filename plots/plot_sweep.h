@@ -12,7 +12,7 @@
 
 #include <stdio.h>
 
-#include "ep_config.h"
+#include "ep_err.h"
 
 typedef struct {
     char label[256];

@@ -4,7 +4,9 @@
 #ifndef PLOT_TRACE_H
 #define PLOT_TRACE_H
 
-#include "ep_config.h"
+#include <stddef.h>
+
+#include "ep_err.h"
 
 /* Colour classes of the timeline, in legend order. */
 typedef enum {

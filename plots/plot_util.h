@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "ep_config.h"
+#include "ep_err.h"
 
 /* Reads a whole file, NUL-terminated. Returns a malloc'd buffer (length in *len if not NULL), or
  * NULL with err naming the file. */
