@@ -187,6 +187,14 @@ const char *ep_comm_class_name(ep_comm_class c);
 ep_comm_class ep_op_comm_class(const ep_op *op);
 int ep_op_is_comm(const ep_op *op);
 
+/* The start and end (seconds) of op i of rank r, from an executor's timing. */
+typedef void (*ep_op_span)(void *ctx, int r, int i, double *start, double *end);
+/* Writes the schedule's ops with their spans as a Chrome trace (core/sched_trace.c, ep_trace.h):
+ * one track per rank and stream used, every op an event named by ep_op_name. Returns 0, or -1
+ * with err (nothing is left at path). */
+int ep_sched_write_trace(const char *path, const char *meta_json, const ep_sched *s,
+                         ep_op_span span, void *ctx, char err[EP_ERRLEN]);
+
 /* Prints the schedule as text (per rank, per stream, ops in launch order) or CSV (one row per op).
  */
 void ep_sched_print(const ep_sched *s, FILE *f, int rank_filter);

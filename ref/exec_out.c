@@ -14,6 +14,12 @@ static void meta_extra(char *buf, size_t len, const exec_run_info *ri) {
              ri->meta_members, ri->iters, ri->warmup, ri->iters, ri->warmup);
 }
 
+static void exec_span_of(void *ctx, int r, int i, double *start, double *end) {
+    exec_span *const *t = ctx;
+    *start = t[r][i].start;
+    *end = t[r][i].end;
+}
+
 int exec_write_trace(const char *path, const ep_sched *s, exec_span *const *t,
                      const exec_run_info *ri, char err[EP_ERRLEN]) {
     /* otherData: the program's metadata object */
@@ -28,33 +34,9 @@ int exec_write_trace(const char *path, const ep_sched *s, exec_span *const *t,
     }
     ep_write_meta_json(mf, "epref", extra);
     fclose(mf);
-    ep_trace *tr = ep_trace_open(path, meta, err);
+    int rc = ep_sched_write_trace(path, meta, s, exec_span_of, (void *)t, err);
     free(meta);
-    if (!tr) return -1;
-    char name[256];
-    for (int r = 0; r < s->world; r++) {
-        int used[EP_NUM_STREAMS] = {0};
-        for (int i = 0; i < s->ranks[r].nops; i++)
-            used[s->ranks[r].ops[i].stream] = 1;
-        for (int st = 0; st < EP_NUM_STREAMS; st++)
-            if (used[st]) ep_trace_name_track(tr, r, st, ep_stream_name((ep_stream)st));
-        for (int i = 0; i < s->ranks[r].nops; i++) {
-            const ep_op *op = &s->ranks[r].ops[i];
-            ep_op_name(op, name, sizeof name);
-            ep_trace_event ev = {r,
-                                 op->stream,
-                                 name,
-                                 ep_op_kind_name(op->kind),
-                                 t[r][i].start * 1e6,
-                                 (t[r][i].end - t[r][i].start) * 1e6,
-                                 op->mb,
-                                 op->layer,
-                                 op->bytes,
-                                 op->flops};
-            ep_trace_add(tr, &ev);
-        }
-    }
-    return ep_trace_close(tr, err);
+    return rc;
 }
 
 static void num(FILE *f, const char *key, double v, int comma) {

@@ -120,6 +120,12 @@ int sim_write_csv(const char *path, const ep_sched *s, const sim_result *r, char
     return ep_outfile_commit(&o, err);
 }
 
+static void sim_span(void *ctx, int k, int i, double *start, double *end) {
+    const sim_result *r = ctx;
+    *start = r->t[r->off[k] + i].start;
+    *end = r->t[r->off[k] + i].end;
+}
+
 int sim_write_trace(const char *path, const ep_sched *s, const sim_result *r, const sim_platform *p,
                     char err[EP_ERRLEN]) {
     char meta[1024], topo[600];
@@ -127,33 +133,7 @@ int sim_write_trace(const char *path, const ep_sched *s, const sim_result *r, co
     snprintf(meta, sizeof meta,
              "{\"program\":\"epsim\",\"version\":\"%s\",\"git_revision\":\"%s\",\"topology\":%s}",
              ep_version(), ep_git_revision(), topo);
-    ep_trace *t = ep_trace_open(path, meta, err);
-    if (!t) return -1;
-    char name[256];
-    for (int k = 0; k < s->world; k++) {
-        int used[EP_NUM_STREAMS] = {0};
-        for (int i = 0; i < s->ranks[k].nops; i++)
-            used[s->ranks[k].ops[i].stream] = 1;
-        for (int st = 0; st < EP_NUM_STREAMS; st++)
-            if (used[st]) ep_trace_name_track(t, k, st, ep_stream_name((ep_stream)st));
-        for (int i = 0; i < s->ranks[k].nops; i++) {
-            const ep_op *op = &s->ranks[k].ops[i];
-            const sim_op_time *tm = &r->t[r->off[k] + i];
-            ep_op_name(op, name, sizeof name);
-            ep_trace_event ev = {k,
-                                 op->stream,
-                                 name,
-                                 ep_op_kind_name(op->kind),
-                                 tm->start * 1e6,
-                                 (tm->end - tm->start) * 1e6,
-                                 op->mb,
-                                 op->layer,
-                                 op->bytes,
-                                 op->flops};
-            ep_trace_add(t, &ev);
-        }
-    }
-    return ep_trace_close(t, err);
+    return ep_sched_write_trace(path, meta, s, sim_span, (void *)r, err);
 }
 
 void sim_print_summary(FILE *f, const char *model, const ep_sched *s, const sim_metrics *m,
