@@ -16,13 +16,13 @@
 
 #include "sim_bigmem.h"
 #include "sim_cost.h"
-#include "sim_direct.h"
+#include "sim_share.h"
 #include "sim_heap.h"
 #include "sim_algo.h"
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_engine, root, "epsim: schedule executor");
 
-enum { EV_LAUNCH, EV_END, EV_GO, EV_DONE, EV_FINISH, EV_DIRECT_END };
+enum { EV_LAUNCH, EV_END, EV_GO, EV_DONE, EV_FINISH, EV_SH_MOVE, EV_SH_END };
 /* ST_LAUNCHED: the host issued the op (launch_t known); ST_WAKE: also at the head of its stream
  * with deps done, an EV_LAUNCH pending at launch_t */
 enum { ST_PENDING, ST_LAUNCHED, ST_WAKE, ST_RUNNING, ST_DONE };
@@ -41,10 +41,7 @@ typedef struct {
     int left;            /* of them still running */
     sg_exec_t exec;      /* the one task, from coll_begin to coll_go */
     sg_exec_t *more;     /* with several pieces: all of them, from coll_begin to coll_go */
-    sim_direct *direct;  /* alone in a star node: timed by the engine (sim_direct.h) */
-    uint32_t direct_ver; /* version of its pending EV_DIRECT_END */
-    long ntouch;         /* GPU links its SimGrid tasks may load, while they run */
-    int *touch;          /* [ntouch] sim_direct_link ids, repeats possible */
+    int shv;             /* timed by the engine (sim_share.h): its first piece, the others by .next */
 } coll_t;
 
 /* What an event reads and writes of an op, in 32 bytes (not the op itself): one cache miss per op
@@ -141,10 +138,9 @@ typedef struct {
     int nact, actcap;
     sim_topo topo;
     sim_flows flows;
-    int direct_ok;    /* the platform has star nodes: transfers alone in one run directly */
-    double tcp_gamma; /* SimGrid's network/TCP-gamma (L07's bound, sim_direct_rate) */
-    int *link_direct; /* [2 ngpus] by sim_direct_link: the direct transfer loading it, or -1 */
-    int *link_sg;     /* [2 ngpus] SimGrid tasks in flight that may load it */
+    int direct_ok;    /* transfers are timed by the engine (sim_engine_opts.direct) */
+    int own;          /* ... and the run can: SimGrid's solver is the one sim_share follows */
+    sim_share share;
     const ep_op **scratch_ops;
     int *scratch_ranks;
     sim_result *res;
@@ -246,8 +242,7 @@ static double gpu_slow(const engine *e, int r) {
 }
 
 /* Sets the bandwidth of the links of GPUs whose compute or transfers changed, before time moves
- * on: SimGrid integrates every transfer at the new rate from now. */
-static void direct_rerate(engine *e, int l);
+ * on: SimGrid (or sim_share) integrates every transfer at the new rate from now. */
 
 static void throttle_flush(engine *e) {
     throttle_t *t = &e->thr;
@@ -269,9 +264,7 @@ static void throttle_flush(engine *e) {
             moved = 1;
             sg_link_set_bandwidth(t->link[l], bw);
             t->applied[l] = bw;
-            for (int k = t->owner_off[l]; k < t->owner_off[l + 1]; k++)
-                for (int dir = 0; dir < 2; dir++)
-                    direct_rerate(e, sim_direct_link(t->owner[k], dir));
+            if (e->own) sim_share_set_bandwidth(&e->share, t->link[l], bw);
         }
     }
     t->ndirty = 0;
@@ -530,19 +523,12 @@ static double task_flows(engine *e, long id) {
     return fixed;
 }
 
-/* The SimGrid tasks of the flows in e->flows for instance id (one per piece), and the GPU links
- * they may load (where direct transfers can run). Returns 0, or -1 out of memory. */
+/* The SimGrid tasks of the flows in e->flows for instance id (one per piece). Returns 0, or -1
+ * out of memory. */
 static int task_execs(engine *e, long id) {
     coll_t *c = &e->coll[id];
     sim_flows *f = &e->flows;
     c->npieces = f->npieces;
-    c->ntouch = 0;
-    if (e->direct_ok) {
-        int *t = malloc(sizeof(int) * (size_t)(4 * f->nflows));
-        if (!t) return -1;
-        c->ntouch = sim_direct_touched(f, t);
-        c->touch = t;
-    }
     if (f->npieces > 1 && !(c->more = malloc(sizeof *c->more * (size_t)f->npieces))) return -1;
     sg_host_t hosts[f->nhosts];
     for (int k = 0; k < f->npieces; k++) {
@@ -556,21 +542,6 @@ static int task_execs(engine *e, long id) {
             c->exec = x;
     }
     return 0;
-}
-
-/* Instance id, prepared as a direct transfer, as SimGrid tasks instead, with the share `left` of
- * its bytes. Returns 0, or -1 (failed) out of memory. */
-static int simgrid_instead(engine *e, long id, double left) {
-    coll_t *c = &e->coll[id];
-    free(c->direct);
-    c->direct = NULL;
-    task_flows(e, id);
-    sim_flows *f = &e->flows;
-    for (long i = 0; i < f->piece_mat[f->npieces]; i++)
-        f->matrix[i] *= left;
-    if (task_execs(e, id) == 0) return 0;
-    fail(e, "out of memory for the tasks of a transfer");
-    return -1;
 }
 
 static void coll_begin(engine *e, long id) {
@@ -589,10 +560,10 @@ static void coll_begin(engine *e, long id) {
         push(e, e->now + fixed, EV_DONE, id, 0, -1);
         return;
     }
-    int nd = e->direct_ok ? sim_direct_node(&e->flows) : -1;
-    if (nd >= 0) {
-        c->direct = sim_direct_new(&e->flows, nd);
-        if (!c->direct) {
+    if (e->own) {
+        c->npieces = e->flows.npieces;
+        c->shv = sim_share_add(&e->share, &e->flows, id);
+        if (c->shv < -1) {
             fail(e, "out of memory for a transfer");
             return;
         }
@@ -618,77 +589,25 @@ static void coll_done(engine *e, long id) {
     }
 }
 
-/* A transfer timed directly: it ends at its present rate (a newer version replaces the event). */
-static void direct_schedule(engine *e, long id) {
-    coll_t *c = &e->coll[id];
-    push(e, sim_direct_end(c->direct), EV_DIRECT_END, id, ++c->direct_ver, -1);
+/* Piece v of a transfer timed by the engine: its end at its present rate (a newer version replaces
+ * the event). */
+static void share_schedule(engine *e, int v) {
+    sh_var *x = &e->share.var[v];
+    if (!(x->rate > 0) && x->remains > 0) return; /* not moving: no end to foresee */
+    push(e, sim_share_end_time(&e->share, v), EV_SH_END, v, ++x->ver, -1);
 }
 
-/* Marks the GPU links direct transfer id loads as its own (id), or as free (-1). */
-static void direct_own(engine *e, long id, int owner) {
-    int links[2 * e->topo.gpn];
-    int n = sim_direct_links(&e->flows, e->coll[id].direct, links);
-    for (int k = 0; k < n; k++)
-        e->link_direct[links[k]] = owner;
+/* The rates of the pieces whose links changed this instant, once its events are done. */
+static void share_flush(engine *e) {
+    sim_share_flush(&e->share, e->now);
+    for (int i = 0; i < e->share.nchanged; i++)
+        share_schedule(e, e->share.changed[i]);
 }
 
-/* Whether the direct transfer id may start: no other transfer loads its links. */
-static int direct_alone(engine *e, long id) {
-    int links[2 * e->topo.gpn];
-    int n = sim_direct_links(&e->flows, e->coll[id].direct, links);
-    for (int k = 0; k < n; k++)
-        if (e->link_direct[links[k]] >= 0 || e->link_sg[links[k]] > 0) return 0;
-    return 1;
-}
-
-static void direct_start(engine *e, long id) {
-    sim_direct *d = e->coll[id].direct;
-    d->t_moving = d->last = e->now + d->lat;
-    d->progress = 0;
-    d->rate = sim_direct_rate(&e->flows, d, e->tcp_gamma);
-    direct_own(e, id, (int)id);
-    direct_schedule(e, id);
-}
-
-/* GPU link l changed bandwidth: the direct transfer on it goes on at the new rate. */
-static void direct_rerate(engine *e, int l) {
-    int id = e->link_direct[l];
-    if (id < 0) return;
-    sim_direct *d = e->coll[id].direct;
-    sim_direct_advance(d, e->now);
-    double rate = sim_direct_rate(&e->flows, d, e->tcp_gamma);
-    if (rate == d->rate) return;
-    d->rate = rate;
-    direct_schedule(e, id);
-}
-
-static void sg_go(engine *e, long id);
-
-/* Another transfer is about to load a link of direct transfer id: it becomes a SimGrid task with
- * the bytes it will have left when that task's latency is over. A joining task moves only after
- * its own latency, at least this one's (every route over a star node's GPU links is), so until
- * then this transfer still moves alone; one that ends by then stays direct. */
-static void direct_to_simgrid(engine *e, long id) {
-    coll_t *c = &e->coll[id];
-    sim_direct *d = c->direct;
-    double t_moving = e->now + d->lat;
-    if (sim_direct_end(d) <= t_moving) return;
-    sim_direct_advance(d, t_moving);
-    double left = 1.0 - d->progress;
-    direct_own(e, id, -1);
-    c->direct_ver++; /* its pending end no longer holds */
-    if (simgrid_instead(e, id, left) == 0) sg_go(e, id);
-}
-
-/* Starts instance id's SimGrid tasks; a direct transfer on a link they may load goes to SimGrid
- * first. */
+/* Starts instance id's SimGrid tasks. */
 static void sg_go(engine *e, long id) {
     coll_t *c = &e->coll[id];
     if (simgrid_get_clock() < e->now) sg_actor_sleep_until(e->now);
-    for (long k = 0; k < c->ntouch; k++) {
-        if (e->link_direct[c->touch[k]] >= 0) direct_to_simgrid(e, e->link_direct[c->touch[k]]);
-        e->link_sg[c->touch[k]]++;
-    }
     while (e->nact + c->npieces >= e->actcap) {
         int cap = e->actcap ? 2 * e->actcap : 256;
         sg_exec_t *a = realloc(e->act, sizeof *a * (size_t)cap);
@@ -719,25 +638,25 @@ static void sg_go(engine *e, long id) {
 
 /* The last SimGrid task of instance id finished. */
 static void sg_done(engine *e, long id) {
-    coll_t *c = &e->coll[id];
-    for (long k = 0; k < c->ntouch; k++)
-        e->link_sg[c->touch[k]]--;
-    free(c->touch);
-    c->touch = NULL;
-    c->ntouch = 0;
     coll_done(e, id);
 }
 
-/* A transfer alone in its node runs directly; otherwise SimGrid shares the links. */
+/* A transfer starts: its pieces wait their latency, then share the links (sim_share, or SimGrid
+ * on the reference path). */
 static void coll_go(engine *e, long id) {
     coll_t *c = &e->coll[id];
     e->res->ntransfers++;
-    if (c->direct && direct_alone(e, id)) {
-        direct_start(e, id);
+    if (!e->own) {
+        sg_go(e, id);
         return;
     }
-    if (c->direct && simgrid_instead(e, id, 1.0) != 0) return;
-    sg_go(e, id);
+    c->left = c->npieces;
+    for (int v = c->shv; v >= 0; v = e->share.var[v].next) {
+        if (!sim_share_start(&e->share, v, e->now))
+            push(e, e->now + e->share.var[v].lat, EV_SH_MOVE, v, ++e->share.var[v].ver, -1);
+        else if (e->share.var[v].nel == 0) /* nothing to move: it ends now */
+            push(e, e->now, EV_SH_END, v, ++e->share.var[v].ver, -1);
+    }
 }
 
 /* ---------------------------------------------------------------- main loop */
@@ -782,14 +701,23 @@ static void handle(engine *e, const sim_event *ev) {
     case EV_DONE:
         coll_done(e, o);
         break;
-    case EV_DIRECT_END: {
-        coll_t *c = &e->coll[o];
-        if (!c->direct || ev->ver != c->direct_ver) break; /* re-rated or moved to SimGrid */
-        direct_own(e, o, -1);
-        free(c->direct);
-        c->direct = NULL;
-        e->res->ndirect++;
-        coll_done(e, o);
+    case EV_SH_MOVE: {
+        sh_var *x = &e->share.var[o];
+        if (x->state != SH_LATENCY || ev->ver != x->ver) break;
+        sim_share_move(&e->share, (int)o, e->now);
+        if (x->nel == 0) push(e, e->now, EV_SH_END, o, ++x->ver, -1);
+        break;
+    }
+    case EV_SH_END: {
+        sh_var *x = &e->share.var[o];
+        if (ev->ver != x->ver || x->state != SH_MOVING) break; /* re-rated since */
+        long id = x->owner;
+        sim_share_end(&e->share, (int)o);
+        if (--e->coll[id].left == 0) {
+            e->coll[id].shv = -1;
+            e->res->ndirect++;
+            coll_done(e, id);
+        }
         break;
     }
     }
@@ -841,6 +769,10 @@ static void run_loop(engine *e) {
         double next = e->heap.n ? sim_heap_top_time(&e->heap) : -1.0;
         /* link rates change only when the instant's own events are done, never twice at once */
         if (e->thr.ndirty && (!e->heap.n || next > e->now)) throttle_flush(e);
+        if (e->share.ndirty && (!e->heap.n || next > e->now)) {
+            share_flush(e); /* may add events at this instant */
+            continue;
+        }
         if (e->nact == 0 || (e->heap.n && (next <= simgrid_get_clock() || next < e->t_safe))) {
             /* no transfer can finish first: an own event, without SimGrid */
             if (sim_heap_pop(&e->heap, &ev) != 0) break;
@@ -886,8 +818,13 @@ static void actor_main(int argc, char **argv) {
         fail(e, "out of memory for the links of the GPUs");
         return;
     }
-    e->direct_ok = e->direct_ok && e->topo.nstars > 0;
-    e->tcp_gamma = sg_cfg_get_double("network/TCP-gamma");
+    e->own = e->direct_ok && sim_share_solver_ok();
+    if (sim_share_init(&e->share, &e->topo, sg_cfg_get_double("network/TCP-gamma"),
+                       sg_cfg_get_double("maxmin/precision"),
+                       sg_cfg_get_double("surf/precision")) != 0) {
+        fail(e, "out of memory for the links of the GPUs");
+        return;
+    }
     for (int r = 0; r < e->world; r++)
         for (int st = 0; st < NS; st++)
             try_start(e, r, st);
@@ -1110,11 +1047,8 @@ static void engine_free(engine *e) {
     free(e->gpu);
     for (long i = 0; e->coll && i < e->ncoll; i++) { /* a run that failed midway */
         free(e->coll[i].more);
-        free(e->coll[i].direct);
-        free(e->coll[i].touch);
     }
-    free(e->link_direct);
-    free(e->link_sg);
+    sim_share_free(&e->share);
     free(e->coll);
     free(e->members);
     free(e->grp_lat);
@@ -1175,15 +1109,7 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
         goto done;
     }
     e.flows.split_hosts = o.split_hosts;
-    e.direct_ok = o.direct; /* until the actor finds the star nodes */
-    e.link_direct = malloc(sizeof(int) * 2 * (size_t)p->ngpus);
-    e.link_sg = calloc(2 * (size_t)p->ngpus, sizeof(int));
-    if (!e.link_direct || !e.link_sg) {
-        snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
-        goto done;
-    }
-    for (int l = 0; l < 2 * p->ngpus; l++)
-        e.link_direct[l] = -1;
+    e.direct_ok = o.direct;
     memset(e.gpu, 0, sizeof(gpu_t) * (size_t)s->world);
     for (int g = 0; g < s->ngroups; g++)
         e.grp_lat[g] = -1;
