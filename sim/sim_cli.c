@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 #include <xbt/log.h>
 
 #include "ep_config.h"
@@ -42,6 +43,8 @@ static void usage(FILE *f) {
           "  --csv P             write one row per op\n"
           "  --no-preset         start from the library defaults, not the DeepSeek-V3 proxy\n"
           "  --stats             print wall/CPU time per phase, peak RSS, ops/s on stderr\n"
+          "  --progress, --no-progress  a progress line on stderr once the run took 2 s\n"
+          "                      (default: when stderr is a terminal)\n"
           "  --log=...           SimGrid log control, e.g. --log=epsim_engine.thres:debug\n"
           "Without an @file the 16-layer DeepSeek-V3 proxy preset is read first. Unset parallel\n"
           "sizes default to the topology (docs/epsim.md, \"Default layout\"). Config flags:\n",
@@ -52,6 +55,7 @@ static void usage(FILE *f) {
 typedef struct {
     const char *topo, *calib, *summary, *trace, *csv;
     int stats, no_preset, help, has_argfile;
+    int progress; /* -1: when stderr is a terminal */
 } cli_opts;
 
 static int take_value(int argc, char **argv, int *i, const char *name, const char **out,
@@ -84,6 +88,8 @@ static int split_args(int argc, char **argv, cli_opts *o, int *nsg, char **sg, i
         if (hit) continue;
         if (strcmp(argv[i], "--stats") == 0)
             o->stats = 1;
+        else if (strcmp(argv[i], "--progress") == 0 || strcmp(argv[i], "--no-progress") == 0)
+            o->progress = argv[i][2] == 'p';
         else if (strcmp(argv[i], "--no-preset") == 0)
             o->no_preset = 1;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
@@ -189,6 +195,7 @@ int sim_cli_run(int argc, char **argv) {
     cli_opts o;
     memset(&o, 0, sizeof o);
     o.topo = "dgx16";
+    o.progress = -1;
     char **sg = calloc((size_t)argc + 4, sizeof *sg);
     char **rest = calloc((size_t)argc + 4, sizeof *rest);
     int nsg = 0, nrest = 0;
@@ -280,7 +287,10 @@ int sim_cli_run(int argc, char **argv) {
     double t_built = wall();
     usage_t u_built = resources();
     sim_result res;
-    if (sim_engine_run(&s, &plat, &calib, NULL, &res, err) != 0) {
+    sim_engine_opts eo = sim_engine_defaults();
+    eo.progress = o.progress < 0 ? isatty(STDERR_FILENO) : o.progress;
+    eo.t0 = t0;
+    if (sim_engine_run(&s, &plat, &calib, &eo, &res, err) != 0) {
         fprintf(stderr, "epsim: %s\n", err);
         rc = 1;
     } else {
@@ -294,8 +304,11 @@ int sim_cli_run(int argc, char **argv) {
         }
         if (rc == 0 && o.summary && sim_write_summary_json(o.summary, &s, &m, &plat, &calib, err))
             rc = 2;
+        int note = eo.progress && (o.csv || o.trace) && t_sim - t0 > 2.0;
+        if (note) fputs("epsim: writing the per-op outputs\r", stderr);
         if (rc == 0 && o.csv && sim_write_csv(o.csv, &s, &res, err)) rc = 2;
         if (rc == 0 && o.trace && sim_write_trace(o.trace, &s, &res, &plat, err)) rc = 2;
+        if (note) fputs("\033[K", stderr);
         if (rc == 2) fprintf(stderr, "epsim: %s\n", err);
         if (rc == 0) sim_print_summary(stdout, &s, &m, &plat, &calib);
         if (o.stats) {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <xbt/config.h>
 #include <xbt/log.h>
 
@@ -148,6 +149,11 @@ typedef struct {
     double anchor_t;  /* observation time of anchor_r */
     int anchor_ok;    /* anchor_r valid: no change since, every transfer past its latency */
     double t_safe;    /* own events before this time precede every transfer completion */
+    long ndone;       /* ops completed (progress) */
+    int progress;     /* sim_engine_opts.progress */
+    double t0, t_sim0, t_shown; /* progress: when the run and the simulation began, when the line
+                                   was last written */
+    int shown;          /* a progress line is on the terminal */
     int failed;
     char *err;
 } engine;
@@ -260,11 +266,14 @@ static void throttle_flush(engine *e) {
                 if (e->gpu[t->owner[k]].slow > f) f = e->gpu[t->owner[k]].slow;
             double bw = t->nominal[l] / f;
             if (bw == t->applied[l]) continue;
+            t->applied[l] = bw;
+            if (e->own) { /* no SimGrid task runs: setting SimGrid's link (a simcall) is moot */
+                sim_share_set_bandwidth(&e->share, t->link[l], bw);
+                continue;
+            }
             if (!moved && e->nact > 0 && simgrid_get_clock() < e->now) sg_actor_sleep_until(e->now);
             moved = 1;
             sg_link_set_bandwidth(t->link[l], bw);
-            t->applied[l] = bw;
-            if (e->own) sim_share_set_bandwidth(&e->share, t->link[l], bw);
         }
     }
     t->ndirty = 0;
@@ -343,9 +352,9 @@ static int throttle_setup(engine *e) {
     return 0;
 }
 
-static void throttle_free(throttle_t *t) {
+static void throttle_free(throttle_t *t, int own) {
     for (int l = 0; l < t->nlinks; l++) { /* leave the platform as loaded */
-        sg_link_set_bandwidth(t->link[l], t->nominal[l]);
+        if (!own) sg_link_set_bandwidth(t->link[l], t->nominal[l]);
         sg_link_set_data(t->link[l], NULL);
     }
     free(t->link);
@@ -402,6 +411,7 @@ static void host_issue(engine *e, int r, long o) {
 /* Op o of rank r is done. A communication op's caller has given its SMs back. */
 static void complete(engine *e, long o, int r) {
     op_rec *rc = &e->rec[o];
+    e->ndone++;
     rc->state = ST_DONE;
     rc->t.end = e->now;
     stream_t *st = &e->st[(long)r * NS + rc->stream];
@@ -763,9 +773,52 @@ static void net_observe(engine *e, double t) {
     e->anchor_ok = 1;
 }
 
+static double mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void human(double x, char *b, size_t n) {
+    if (x >= 1e6)
+        snprintf(b, n, "%.2f M", x / 1e6);
+    else if (x >= 1e3)
+        snprintf(b, n, "%.0f k", x / 1e3);
+    else
+        snprintf(b, n, "%.0f", x);
+}
+
+/* The progress line (docs/epsim.md, "Usage"): ops done of all, simulated time, wall time, rate
+ * and the time left at that rate; rewritten in place twice a second once the run took 2 s. */
+static void progress(engine *e, int last) {
+    double now = mono();
+    if (!last && (now - e->t0 < 2.0 || now - e->t_shown < 0.5)) return;
+    if (last) {
+        if (e->shown) fputs("\r\033[K", stderr);
+        return;
+    }
+    e->t_shown = now;
+    e->shown = 1;
+    double el = now - e->t0, sim_el = now - e->t_sim0;
+    double rate = sim_el > 0 ? (double)e->ndone / sim_el : 0;
+    char done[32], all[32], r[32];
+    human((double)e->ndone, done, sizeof done);
+    human((double)e->nops, all, sizeof all);
+    human(rate, r, sizeof r);
+    double left = rate > 0 ? (double)(e->nops - e->ndone) / rate : 0;
+    fprintf(stderr,
+            "\repsim: %s of %s ops (%.0f%%), simulated %.3f s, %.0f s elapsed, %sops/s, "
+            "about %.0f s left\033[K",
+            done, all, 100.0 * (double)e->ndone / (double)(e->nops ? e->nops : 1), e->now, el, r,
+            left);
+    fflush(stderr);
+}
+
 static void run_loop(engine *e) {
     sim_event ev;
+    unsigned tick = 0;
     while (!e->failed) {
+        if (e->progress && (++tick & 0x3fff) == 0) progress(e, 0);
         double next = e->heap.n ? sim_heap_top_time(&e->heap) : -1.0;
         /* link rates change only when the instant's own events are done, never twice at once */
         if (e->thr.ndirty && (!e->heap.n || next > e->now)) throttle_flush(e);
@@ -828,7 +881,14 @@ static void actor_main(int argc, char **argv) {
     for (int r = 0; r < e->world; r++)
         for (int st = 0; st < NS; st++)
             try_start(e, r, st);
+    e->t_sim0 = mono();
+    if (e->t0 <= 0) e->t0 = e->t_sim0;
     run_loop(e);
+    if (e->progress) progress(e, 1);
+    if (getenv("EPSIM_DBG"))
+        fprintf(stderr, "share: %ld skipped, %ld solves, %.2f vars %.2f links %.2f elements %.2f rounds per solve\n",
+                e->share.nskipped, e->share.nsolves, (double)e->share.dbg_v / e->share.nsolves, (double)e->share.dbg_l / e->share.nsolves,
+                (double)e->share.dbg_el / e->share.nsolves, (double)e->share.dbg_rounds / e->share.nsolves);
     if (e->res->nlate)
         XBT_WARN("%ld transfers finished before an own event already handled", e->res->nlate);
 }
@@ -1036,7 +1096,7 @@ static sim_op_time *result_times(op_rec **rec, long nops) {
 }
 
 static void engine_free(engine *e) {
-    throttle_free(&e->thr);
+    throttle_free(&e->thr, e->own);
     sim_cost_free(&e->cost);
     free(e->rec);
     free(e->dep_off);
@@ -1110,6 +1170,8 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     }
     e.flows.split_hosts = o.split_hosts;
     e.direct_ok = o.direct;
+    e.progress = o.progress;
+    e.t0 = o.t0;
     memset(e.gpu, 0, sizeof(gpu_t) * (size_t)s->world);
     for (int g = 0; g < s->ngroups; g++)
         e.grp_lat[g] = -1;

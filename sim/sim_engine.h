@@ -34,7 +34,7 @@ typedef struct {
     double makespan;
     long nevents;    /* engine events processed */
     long ntransfers; /* transfers started (one SimGrid parallel task each, or one per zone) */
-    long ndirect;    /* of them, ended without SimGrid (alone in an NVSwitch node, sim_direct.h) */
+    long ndirect;    /* of them, timed by the engine without SimGrid (sim_share.h) */
     long nwaits;     /* SimGrid waits (the rest of the events needed no SimGrid step) */
     long nlate;      /* transfers seen finishing before engine time (a wrong prediction): 0 */
 } sim_result;
@@ -42,8 +42,11 @@ typedef struct {
 /* How the engine hands transfers to SimGrid (sim_engine_defaults). */
 typedef struct {
     int split_hosts; /* a transfer over more hosts runs as one SimGrid task per zone (sim_flows.h) */
-    int direct;      /* a transfer alone on the links of one NVSwitch node is timed by the engine
-                        (sim_direct.h); 0: every transfer goes through SimGrid */
+    int direct;      /* transfers are timed by the engine's own L07 sharing (sim_share.h); 0: every
+                        transfer goes through SimGrid (the reference path) */
+    int progress;    /* a progress line on stderr once the run has taken 2 s (0: none) */
+    double t0;       /* when the run began (CLOCK_MONOTONIC s), for progress; 0: when the
+                        simulation begins */
 } sim_engine_opts;
 
 sim_engine_opts sim_engine_defaults(void);

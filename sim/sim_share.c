@@ -314,8 +314,10 @@ int sim_share_add(sim_share *s, const sim_flows *f, long owner) {
     return first;
 }
 
-static int mark_dirty(sim_share *s, int l) {
+/* Link l changed: its pieces (structural: one began moving or ended) or only its bandwidth. */
+static int mark_dirty(sim_share *s, int l, int structural) {
     sh_link *x = &s->link[l];
+    x->structural |= (uint8_t)structural;
     if (x->dirty) return 0;
     if (s->ndirty == s->dirtycap) {
         int cap = s->dirtycap ? 2 * s->dirtycap : 256;
@@ -344,7 +346,7 @@ void sim_share_move(sim_share *s, int v, double now) {
             l->cap = cap;
         }
         l->ent[l->n++] = (sh_ent){v, x->el_w[k]};
-        mark_dirty(s, x->el_link[k]);
+        mark_dirty(s, x->el_link[k], 1);
     }
 }
 
@@ -369,16 +371,17 @@ void sim_share_end(sim_share *s, int v) {
                 memmove(&l->ent[i], &l->ent[i + 1], sizeof *l->ent * (size_t)(l->n - i - 1));
                 l->n--;
             }
-            mark_dirty(s, x->el_link[k]);
+            mark_dirty(s, x->el_link[k], 1);
         }
     var_release(s, v);
 }
 
 void sim_share_set_bandwidth(sim_share *s, sg_link_t l, double bw) {
-    int id = link_id(s, l, 0);
-    if (id < 0 || s->link[id].bw == bw) return;
+    int id = link_id(s, l, 1);
+    if (id < 0) abort(); /* out of memory mid-simulation */
+    if (s->link[id].bw == bw) return;
     s->link[id].bw = bw;
-    if (s->link[id].n > 0) mark_dirty(s, id);
+    if (s->link[id].n > 0) mark_dirty(s, id, 0);
 }
 
 /* ---------------------------------------------------------------- the solver */
@@ -442,8 +445,13 @@ static void fair_bottleneck(sim_share *s) {
         sh_link *l = &s->link[cl[i]];
         l->remaining = l->bw;
         l->usage = 0.0;
+        l->bw_solved = l->bw;
+        l->sat1 = 0;
     }
+    int rounds = 0;
     while (nv > 0) {
+        s->dbg_rounds++;
+        rounds++;
         int w = 0;
         for (int i = 0; i < nc; i++) {
             sh_link *l = &s->link[cl[i]];
@@ -494,6 +502,7 @@ static void fair_bottleneck(sim_share *s) {
             if (l->remaining <= 0.0) {
                 for (int j = 0; j < l->n; j++)
                     s->var[l->ent[j].var].in_list = 0;
+                l->sat1 = rounds == 1;
                 continue;
             }
             cl[w++] = cl[i];
@@ -504,6 +513,28 @@ static void fair_bottleneck(sim_share *s) {
             if (s->var[vl[i]].in_list) vl[w++] = vl[i];
         nv = w;
     }
+    for (int i = 0; i < s->ncomp_v; i++)
+        s->var[s->comp_v[i]].one_round = rounds == 1;
+}
+
+/* Whether link l, whose bandwidth alone changed since its component was last solved in one round,
+ * leaves that solution as it is, bit for bit: FairBottleneck's first round then takes each piece's
+ * increment from another link (l's share of every piece on it was and stays above the piece's
+ * rate) and l saturates in that round as it did, or not as it did not; every other link and piece
+ * does exactly what it did. Then l keeps the solution and nothing is solved. */
+static int bandwidth_only(sim_share *s, sh_link *l) {
+    if (l->structural || l->fatpipe) return 0;
+    double nb = (double)l->n, old_usage = l->bw_solved / nb, usage = l->bw / nb;
+    double rem = l->bw;
+    for (int j = l->n - 1; j >= 0; j--) {
+        const sh_var *x = &s->var[l->ent[j].var];
+        double w = l->ent[j].w;
+        if (!x->one_round || !(old_usage / w > x->value) || !(usage / w > x->value)) return 0;
+        double_update(&rem, w * x->value, s->maxmin_prec);
+    }
+    if ((rem <= 0.0) != l->sat1) return 0;
+    l->bw_solved = l->bw;
+    return 1;
 }
 
 void sim_share_flush(sim_share *s, double now) {
@@ -518,9 +549,17 @@ void sim_share_flush(sim_share *s, double now) {
     }
     for (int d = 0; d < s->ndirty; d++) {
         int l = s->dirty_links[d];
-        s->link[l].dirty = 0;
-        if (s->link[l].n == 0) continue;
-        component(s, l); /* empty when an earlier dirty link's component had it */
+        sh_link *lk = &s->link[l];
+        lk->dirty = 0;
+        int structural = lk->structural;
+        lk->structural = 0;
+        if (lk->n == 0) continue;
+        if (lk->stamp == s->cur) continue; /* solved with an earlier dirty link's component */
+        if (!structural && bandwidth_only(s, lk)) {
+            s->nskipped++;
+            continue;
+        }
+        component(s, l);
         if (s->ncomp_v == 0) continue;
         if (s->ncomp_v > s->solcap_v || s->ncomp_l > s->solcap_l) {
             if (s->ncomp_v > s->solcap_v) {
@@ -536,6 +575,9 @@ void sim_share_flush(sim_share *s, double now) {
             if (!s->sol_v || !s->sol_l) abort(); /* out of memory mid-simulation */
         }
         s->nsolves++;
+        s->dbg_v += s->ncomp_v;
+        s->dbg_l += s->ncomp_l;
+        for (int i = 0; i < s->ncomp_v; i++) s->dbg_el += s->var[s->comp_v[i]].nel;
         fair_bottleneck(s);
         for (int i = 0; i < s->ncomp_v; i++) {
             int v = s->comp_v[i];

@@ -29,7 +29,8 @@ typedef struct {
     long owner;      /* the engine's transfer (collective instance) */
     int next;        /* next piece of the same owner, or -1 */
     uint8_t state;   /* SH_* */
-    uint8_t in_list; /* solver: still growing in this solve */
+    uint8_t in_list;   /* solver: still growing in this solve */
+    uint8_t one_round; /* its component's last solve took one round: its value is that round's */
     int nel;
     int *el_link; /* [nel] links it loads */
     double *el_w; /* [nel] bytes of its flows on each (L07's weights) */
@@ -54,7 +55,10 @@ typedef struct {
     sh_ent *ent; /* moving pieces on it, in the order they began moving */
     unsigned stamp;
     int dirty;
+    uint8_t structural; /* since the last flush a piece began moving on it or left it */
+    uint8_t sat1;       /* it saturated in the first round of its component's last solve */
     uint8_t in_list;
+    double bw_solved;   /* its bandwidth in that solve */
     double remaining, usage; /* solver */
 } sh_link;
 
@@ -90,7 +94,9 @@ typedef struct {
     unsigned cur;    /* stamp */
     int *changed;    /* pieces whose rate changed in the last flush */
     int nchanged, changedcap;
-    long nsolves; /* components solved */
+    long nsolves;  /* components solved */
+    long nskipped; /* bandwidth changes that left their component's solution as it was */
+    long dbg_rounds, dbg_v, dbg_l, dbg_el, dbg_flush, dbg_bw;
 } sim_share;
 
 /* tcp_gamma, maxmin_prec and surf_prec: SimGrid's configuration of the run. Returns 0 or -1. */
@@ -116,7 +122,8 @@ void sim_share_move(sim_share *s, int v, double now);
 /* Piece v ended (its end event came): its links are free for the others. */
 void sim_share_end(sim_share *s, int v);
 
-/* Link l of SimGrid has bandwidth bw from now on (if the solver knows it). */
+/* Link l of SimGrid has bandwidth bw from now on (link throttling; SimGrid's own link is left
+ * as it is: no SimGrid task runs while the engine times transfers). */
 void sim_share_set_bandwidth(sim_share *s, sg_link_t l, double bw);
 
 /* Re-solves the components of the links changed since the last flush, at time now: s->changed
