@@ -1123,7 +1123,10 @@ static void engine_free(engine *e) {
 }
 
 sim_engine_opts sim_engine_defaults(void) {
-    return (sim_engine_opts){.split_hosts = SIM_FLOWS_SPLIT_HOSTS, .direct = 1};
+    /* EPSIM_TRANSFERS=simgrid: every transfer through SimGrid, the reference (docs/epsim.md) */
+    const char *t = getenv("EPSIM_TRANSFERS");
+    return (sim_engine_opts){.split_hosts = SIM_FLOWS_SPLIT_HOSTS,
+                             .direct = !(t && strcmp(t, "simgrid") == 0)};
 }
 
 int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,

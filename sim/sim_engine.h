@@ -8,10 +8,11 @@
  *    the running compute ops, HBM likewise minus comm_hbm_fraction per running transfer; progress
  * is re-rated whenever that set changes;
  *  - collectives and send/recv start their transfer when every member reached them (group, seq);
- *    the transfer is one SimGrid parallel task over the platform's links (sim_algo.h).
- * SimGrid's clock and link sharing decide transfer times; compute and host events live in the
- * engine's own heap, and the actor waits on "next own event or any transfer finishing", whichever
- * is first.
+ *    the transfer is one L07 parallel task over the platform's links (sim_algo.h), or one per
+ *    zone when large; the engine shares the links among them as SimGrid's ptask_L07 model does
+ *    (sim_share.h), or (the reference path, sim_engine_opts.direct 0) hands them to SimGrid.
+ * Compute, host and transfer events live in the engine's own heap; on the reference path the actor
+ * waits on "next own event or any transfer finishing", whichever is first.
  */
 #ifndef SIM_ENGINE_H
 #define SIM_ENGINE_H
@@ -49,6 +50,8 @@ typedef struct {
                         simulation begins */
 } sim_engine_opts;
 
+/* split_hosts SIM_FLOWS_SPLIT_HOSTS, direct 1 (0 when the environment has
+ * EPSIM_TRANSFERS=simgrid), no progress line. */
 sim_engine_opts sim_engine_defaults(void);
 
 /* Runs the schedule to completion inside SimGrid (simgrid_init and sim_platform_load done, no actor
