@@ -318,10 +318,10 @@ int sim_cli_run(int argc, char **argv) {
                 stderr,
                 "epsim stats: wall %.3f s (schedule %.3f, simulation %.3f, outputs %.3f), "
                 "%ld ops, %.0f ops/s simulated, %ld transfers (%ld timed directly), %ld events, "
-                "%ld SimGrid waits\n",
+                "%ld SimGrid waits, %ld sharing solves (%ld bandwidth changes without one)\n",
                 t1 - t0, t_built - t0, t_sim - t_built, t1 - t_sim, res.nops,
                 res.nops / (t_sim - t_built > 0 ? t_sim - t_built : 1e-9), res.ntransfers,
-                res.ndirect, res.nevents, res.nwaits);
+                res.ndirect, res.nevents, res.nwaits, res.nsolves, res.nkept);
             fprintf(stderr,
                     "epsim stats: cpu %.3f s (schedule %.3f, simulation %.3f, outputs %.3f), "
                     "peak RSS %ld MiB (%ld after the schedule, %ld after the simulation)\n",

@@ -885,10 +885,8 @@ static void actor_main(int argc, char **argv) {
     if (e->t0 <= 0) e->t0 = e->t_sim0;
     run_loop(e);
     if (e->progress) progress(e, 1);
-    if (getenv("EPSIM_DBG"))
-        fprintf(stderr, "share: %ld skipped, %ld solves, %.2f vars %.2f links %.2f elements %.2f rounds per solve\n",
-                e->share.nskipped, e->share.nsolves, (double)e->share.dbg_v / e->share.nsolves, (double)e->share.dbg_l / e->share.nsolves,
-                (double)e->share.dbg_el / e->share.nsolves, (double)e->share.dbg_rounds / e->share.nsolves);
+    e->res->nsolves = e->share.nsolves;
+    e->res->nkept = e->share.nskipped;
     if (e->res->nlate)
         XBT_WARN("%ld transfers finished before an own event already handled", e->res->nlate);
 }

@@ -37,6 +37,8 @@ typedef struct {
     long ntransfers; /* transfers started (one SimGrid parallel task each, or one per zone) */
     long ndirect;    /* of them, timed by the engine without SimGrid (sim_share.h) */
     long nwaits;     /* SimGrid waits (the rest of the events needed no SimGrid step) */
+    long nsolves;    /* link-sharing components the engine solved (sim_share.h) */
+    long nkept;      /* bandwidth changes that kept their component's solution: no solve */
     long nlate;      /* transfers seen finishing before engine time (a wrong prediction): 0 */
 } sim_result;
 

@@ -110,10 +110,12 @@ static int link_id(sim_share *s, sg_link_t l, int create) {
         if (link_rehash(s) != 0) return -2;
         return link_id(s, l, create);
     }
-    if (s->nlink == s->linkcap) {
+    if (s->nlink == s->linkcap) { /* links on cache lines of their own */
         int cap = s->linkcap ? 2 * s->linkcap : 256;
-        sh_link *a = realloc(s->link, sizeof *a * (size_t)cap);
+        sh_link *a = aligned_alloc(64, sizeof *a * (size_t)cap);
         if (!a) return -2;
+        if (s->nlink) memcpy(a, s->link, sizeof *a * (size_t)s->nlink);
+        free(s->link);
         s->link = a;
         int *sl = realloc(s->slot, sizeof *sl * (size_t)cap);
         if (!sl) return -2;
@@ -450,14 +452,16 @@ static void fair_bottleneck(sim_share *s) {
     }
     int rounds = 0;
     while (nv > 0) {
-        s->dbg_rounds++;
         rounds++;
         int w = 0;
         for (int i = 0; i < nc; i++) {
             sh_link *l = &s->link[cl[i]];
             int nb = 0;
-            for (int j = 0; j < l->n; j++)
-                nb += s->var[l->ent[j].var].in_list;
+            if (rounds == 1) /* every piece is still growing */
+                nb = l->n;
+            else
+                for (int j = 0; j < l->n; j++)
+                    nb += s->var[l->ent[j].var].in_list;
             if (nb > 0 && l->fatpipe) nb = 1;
             if (nb == 0) {
                 l->remaining = 0.0;
@@ -575,9 +579,6 @@ void sim_share_flush(sim_share *s, double now) {
             if (!s->sol_v || !s->sol_l) abort(); /* out of memory mid-simulation */
         }
         s->nsolves++;
-        s->dbg_v += s->ncomp_v;
-        s->dbg_l += s->ncomp_l;
-        for (int i = 0; i < s->ncomp_v; i++) s->dbg_el += s->var[s->comp_v[i]].nel;
         fair_bottleneck(s);
         for (int i = 0; i < s->ncomp_v; i++) {
             int v = s->comp_v[i];

@@ -25,21 +25,22 @@
 
 enum { SH_FREE, SH_PENDING, SH_LATENCY, SH_MOVING };
 
+/* A piece: what the solver reads first, then its timing. */
 typedef struct {
-    long owner;      /* the engine's transfer (collective instance) */
-    int next;        /* next piece of the same owner, or -1 */
-    uint8_t state;   /* SH_* */
+    int nel;
+    uint8_t state;     /* SH_* */
     uint8_t in_list;   /* solver: still growing in this solve */
     uint8_t one_round; /* its component's last solve took one round: its value is that round's */
-    int nel;
-    int *el_link; /* [nel] links it loads */
-    double *el_w; /* [nel] bytes of its flows on each (L07's weights) */
-    double lat;   /* largest route latency of its flows */
-    double bound; /* L07's window bound (fraction per second), or -1 */
+    unsigned stamp;    /* component walk */
+    int *el_link;      /* [nel] links it loads */
+    double *el_w;      /* [nel] bytes of its flows on each (L07's weights) */
+    double value, mu;  /* solver */
+    double bound;      /* L07's window bound (fraction per second), or -1 */
     double remains, rate, last; /* fraction of the piece left at `last`, moving at `rate` */
+    double lat;                 /* largest route latency of its flows */
+    long owner;                 /* the engine's transfer (collective instance) */
+    int next;                   /* next piece of the same owner, or -1 */
     uint32_t ver;               /* version of its pending event */
-    unsigned stamp;             /* component walk */
-    double value, mu;           /* solver */
 } sh_var;
 
 typedef struct {
@@ -47,20 +48,21 @@ typedef struct {
     double w;
 } sh_ent;
 
+/* A link, in one cache line. */
 typedef struct {
-    sg_link_t link;
-    double bw;   /* bandwidth now (link throttling included) */
-    int fatpipe; /* not shared: a flow's load, not the sum, counts (SimGrid's FATPIPE) */
+    double usage, remaining; /* solver */
+    double bw;               /* bandwidth now (link throttling included) */
+    double bw_solved;        /* its bandwidth in its component's last solve */
+    sh_ent *ent;             /* moving pieces on it, in the order they began moving */
     int n, cap;
-    sh_ent *ent; /* moving pieces on it, in the order they began moving */
     unsigned stamp;
-    int dirty;
+    uint8_t fatpipe;    /* not shared: a flow's load, not the sum, counts (SimGrid's FATPIPE) */
+    uint8_t dirty;      /* in the dirty list */
     uint8_t structural; /* since the last flush a piece began moving on it or left it */
     uint8_t sat1;       /* it saturated in the first round of its component's last solve */
-    uint8_t in_list;
-    double bw_solved;   /* its bandwidth in that solve */
-    double remaining, usage; /* solver */
+    sg_link_t link;
 } sh_link;
+_Static_assert(sizeof(sh_link) == 64, "a link is one cache line");
 
 typedef struct {
     const sim_topo *t;
@@ -96,7 +98,6 @@ typedef struct {
     int nchanged, changedcap;
     long nsolves;  /* components solved */
     long nskipped; /* bandwidth changes that left their component's solution as it was */
-    long dbg_rounds, dbg_v, dbg_l, dbg_el, dbg_flush, dbg_bw;
 } sim_share;
 
 /* tcp_gamma, maxmin_prec and surf_prec: SimGrid's configuration of the run. Returns 0 or -1. */
