@@ -445,8 +445,8 @@ static void test_engine_sharing_is_simgrids(void) {
     remove(b);
 }
 
-/* --progress and --no-progress: accepted, nothing of them on stdout or in the files (a short run
- * shows no line: it appears after 2 s); a sweep takes them for its own line. */
+/* --progress and --no-progress: accepted, nothing of them on stdout or in the files; a sweep takes
+ * them for its own line. */
 static void test_progress_flags(void) {
     char a[512], b[512], o[512], e[512], args[4096];
     tmp_path(a, sizeof a, "prog_on.csv");
@@ -455,8 +455,7 @@ static void test_progress_flags(void) {
     tmp_path(e, sizeof e, "prog.err");
     snprintf(args, sizeof args, SMALL " --progress --csv %s", a);
     CU_ASSERT_EQUAL_FATAL(epsim_exec(args, o, e), 0);
-    CU_ASSERT(!file_has(o, "\r"));
-    CU_ASSERT_EQUAL(lines_of(e), 0);
+    CU_ASSERT(!file_has(o, "\r")); /* stderr may hold the line: the run may take 2 s */
     snprintf(args, sizeof args, SMALL " --no-progress --csv %s", b);
     CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
     CU_ASSERT(same_file(a, b));
