@@ -807,7 +807,7 @@ static void progress(engine *e, int last) {
     human(rate, r, sizeof r);
     double left = rate > 0 ? (double)(e->nops - e->ndone) / rate : 0;
     fprintf(stderr,
-            "\repsim: %s of %s ops (%.0f%%), simulated %.3f s, %.0f s elapsed, %sops/s, "
+            "\repsim: %s of %s ops (%.0f%%), simulated %.3f s, %.0f s elapsed, %s ops/s, "
             "about %.0f s left\033[K",
             done, all, 100.0 * (double)e->ndone / (double)(e->nops ? e->nops : 1), e->now, el, r,
             left);
