@@ -317,7 +317,7 @@ int sim_cli_run(int argc, char **argv) {
             fprintf(
                 stderr,
                 "epsim stats: wall %.3f s (schedule %.3f, simulation %.3f, outputs %.3f), "
-                "%ld ops, %.0f ops/s simulated, %ld transfers (%ld timed directly), %ld events, "
+                "%ld ops, %.0f ops/s simulated, %ld transfers (%ld timed by the engine), %ld events, "
                 "%ld SimGrid waits, %ld sharing solves (%ld bandwidth changes without one)\n",
                 t1 - t0, t_built - t0, t_sim - t_built, t1 - t_sim, res.nops,
                 res.nops / (t_sim - t_built > 0 ? t_sim - t_built : 1e-9), res.ntransfers,
