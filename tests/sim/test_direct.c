@@ -168,6 +168,74 @@ static void test_cross_node_split(void) {
     cross_node(1, 4);
 }
 
+/* A platform of the user's kind: 4 GPUs in two pairs, each GPU's own link to its pair's switch,
+ * the switches joined by a fat pipe (a flow's load counts, not the sum) and a shared trunk of
+ * another latency in series: routes of 2 and 4 links, two latencies, no star node. */
+static const char *fatpipe_platform(char *path, size_t len) {
+    tmp_path(path, len, "fatpipe.xml");
+    FILE *f = fopen(path, "w");
+    if (!f) return NULL;
+    fputs("<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+          "<platform version=\"4.1\">\n<zone id=\"fp\" routing=\"Floyd\">\n"
+          "<prop id=\"gpus_per_node\" value=\"4\"/>\n",
+          f);
+    for (int g = 0; g < 4; g++)
+        fprintf(f,
+                "<host id=\"gpu%d\" speed=\"9.89e+14f\"><prop id=\"peak_flops\" value=\"9.89e+14\"/>"
+                "<prop id=\"hbm_bw\" value=\"3.35e+12\"/><prop id=\"sm_count\" value=\"132\"/>"
+                "<prop id=\"node\" value=\"0\"/><prop id=\"local_index\" value=\"%d\"/>"
+                "<prop id=\"gpus_per_node\" value=\"4\"/></host>\n",
+                g, g);
+    fputs("<router id=\"s0\"/><router id=\"s1\"/><router id=\"m\"/>\n", f);
+    for (int g = 0; g < 4; g++)
+        fprintf(f,
+                "<link id=\"l%d\" bandwidth=\"2e11Bps\" latency=\"5e-07s\" "
+                "sharing_policy=\"SPLITDUPLEX\"/>\n",
+                g);
+    fputs("<link id=\"bus\" bandwidth=\"1.5e11Bps\" latency=\"2e-06s\" sharing_policy=\"FATPIPE\"/>\n"
+          "<link id=\"trunk\" bandwidth=\"2.5e11Bps\" latency=\"1e-06s\"/>\n",
+          f);
+    for (int g = 0; g < 4; g++)
+        fprintf(f,
+                "<route src=\"gpu%d\" dst=\"s%d\"><link_ctn id=\"l%d\" direction=\"UP\"/></route>\n",
+                g, g / 2, g); /* symmetrical: DOWN on the way back */
+    fputs("<route src=\"s0\" dst=\"m\"><link_ctn id=\"bus\"/></route>\n"
+          "<route src=\"m\" dst=\"s1\"><link_ctn id=\"trunk\"/></route>\n"
+          "</zone>\n</platform>\n",
+          f);
+    fclose(f);
+    return path;
+}
+
+/* An all-to-all of the 4 GPUs and, behind a GEMM, a ring all-reduce of them on that platform, with
+ * link throttling: fat-pipe and shared links of several hops, both ways. */
+static void test_fatpipe_routes(void) {
+    char path[512];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fatpipe_platform(path, sizeof path));
+    hand_sched h;
+    hand_init(&h, 4);
+    add_a2a(&h, 0, 4, EP_STREAM_COMM, 0, 0, NULL);
+    int g = h.s.ngroups++;
+    for (int i = 0; i < 4; i++)
+        h.granks[g][i] = i;
+    h.groups[g].kind = EP_GROUP_DP;
+    h.groups[g].size = 4;
+    h.groups[g].ranks = h.granks[g];
+    for (int r = 0; r < 4; r++) {
+        int dep = hand_add(&h, r, hand_gemm(r == 0 ? 2048 : 1024), 0, NULL);
+        ep_op op = hand_op(EP_OP_ALL_REDUCE, EP_STREAM_DP);
+        op.group = g;
+        op.seq = 0;
+        op.bytes = 32 << 20;
+        hand_add(&h, r, op, 1, &dep);
+    }
+    sim_calib c;
+    sim_calib_default(&c);
+    c.nccl_compute_slowdown = 1.6;
+    both_ways_on(&h, path, &c, SIM_FLOWS_SPLIT_HOSTS);
+    remove(path);
+}
+
 void ep_suite_direct(void) {
     CU_pSuite s = CU_add_suite("sim_share", NULL, NULL);
     CU_add_test(s, "an all-to-all alone in a node: the engine's times are SimGrid's", test_alone);
@@ -179,4 +247,6 @@ void ep_suite_direct(void) {
     CU_add_test(s, "an all-to-all and a ring across nodes share NVLink and NICs", test_cross_node);
     CU_add_test(s, "... with link throttling", test_cross_node_throttled);
     CU_add_test(s, "... with every task split by zone", test_cross_node_split);
+    CU_add_test(s, "a user's platform: fat pipe and shared links over several hops",
+                test_fatpipe_routes);
 }
