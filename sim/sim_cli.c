@@ -53,6 +53,8 @@ static void usage(FILE *f) {
           "  --max-memory GIB    refuse a run whose estimated memory exceeds GIB (default: 80%\n"
           "                      of this machine's memory; 0: no limit)\n"
           "  --stats             print wall/CPU time per phase, peak RSS, ops/s on stderr\n"
+          "  --progress, --no-progress  a progress line on stderr once the run took 2 s\n"
+          "                      (default: when stderr is a terminal)\n"
           "  --log=...           SimGrid log control, e.g. --log=epsim_engine.thres:debug\n"
           "Without an @file the 16-layer DeepSeek-V3 proxy preset is read first; with one, the\n"
           "@file is the model (on the library defaults). The summary's first line names it.\n"
@@ -93,6 +95,7 @@ static void help(FILE *f) {
 typedef struct {
     const char *topo, *calib, *summary, *trace, *csv, *max_memory;
     int stats, no_preset, help, version, has_argfile;
+    int progress; /* -1: when stderr is a terminal */
 } cli_opts;
 
 static int take_value(int argc, char **argv, int *i, const char *name, const char **out,
@@ -196,6 +199,8 @@ static int split_args(int argc, char **argv, cli_opts *o, int *nsg, char **sg, i
         if (hit) continue;
         if (strcmp(argv[i], "--stats") == 0)
             o->stats = 1;
+        else if (strcmp(argv[i], "--progress") == 0 || strcmp(argv[i], "--no-progress") == 0)
+            o->progress = argv[i][2] == 'p';
         else if (strcmp(argv[i], "--no-preset") == 0)
             o->no_preset = 1;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
@@ -412,6 +417,7 @@ int sim_cli_run(int argc, char **argv) {
     cli_opts o;
     memset(&o, 0, sizeof o);
     o.topo = "dgx16";
+    o.progress = -1;
     char **sg = calloc((size_t)argc + 4, sizeof *sg);
     char **rest = calloc((size_t)argc + 4, sizeof *rest);
     int nsg = 0, nrest = 0;
@@ -569,7 +575,10 @@ int sim_cli_run(int argc, char **argv) {
     double t_built = wall();
     usage_t u_built = resources();
     sim_result res;
-    if (sim_engine_run(&s, &plat, &calib, NULL, &res, err) != 0) {
+    sim_engine_opts eo = sim_engine_defaults();
+    eo.progress = o.progress < 0 ? isatty(STDERR_FILENO) : o.progress;
+    eo.t0 = t0;
+    if (sim_engine_run(&s, &plat, &calib, &eo, &res, err) != 0) {
         fprintf(stderr, "epsim: %s\n", err);
         rc = 1;
     } else {
@@ -581,8 +590,11 @@ int sim_cli_run(int argc, char **argv) {
             fprintf(stderr, "epsim: out of memory computing metrics\n");
             rc = 1;
         }
+        int note = eo.progress && (o.csv || o.trace) && t_sim - t0 > 2.0;
+        if (note) fputs("epsim: writing the per-op outputs\r", stderr);
         if (rc == 0 && write_outputs(&o, model, &s, &res, &m, &plat, &calib, err) != 0)
             rc = fail2(err);
+        if (note) fputs("\033[K", stderr);
         /* the human summary; on stderr when an output took standard output */
         int dash = (o.summary && !strcmp(o.summary, "-")) || (o.csv && !strcmp(o.csv, "-")) ||
                    (o.trace && !strcmp(o.trace, "-"));
@@ -593,11 +605,11 @@ int sim_cli_run(int argc, char **argv) {
             fprintf(
                 stderr,
                 "epsim stats: wall %.3f s (schedule %.3f, simulation %.3f, outputs %.3f), "
-                "%ld ops, %.0f ops/s simulated, %ld transfers (%ld timed directly), %ld events, "
-                "%ld SimGrid waits\n",
+                "%ld ops, %.0f ops/s simulated, %ld transfers (%ld timed by the engine), %ld events, "
+                "%ld SimGrid waits, %ld sharing solves (%ld bandwidth changes without one)\n",
                 t1 - t0, t_built - t0, t_sim - t_built, t1 - t_sim, res.nops,
                 res.nops / (t_sim - t_built > 0 ? t_sim - t_built : 1e-9), res.ntransfers,
-                res.ndirect, res.nevents, res.nwaits);
+                res.ndirect, res.nevents, res.nwaits, res.nsolves, res.nkept);
             fprintf(stderr,
                     "epsim stats: cpu %.3f s (schedule %.3f, simulation %.3f, outputs %.3f), "
                     "peak RSS %ld MiB (%ld after the schedule, %ld after the simulation)\n",

@@ -11,18 +11,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <xbt/config.h>
 #include <xbt/log.h>
 
 #include "sim_bigmem.h"
 #include "sim_cost.h"
-#include "sim_direct.h"
+#include "sim_share.h"
 #include "sim_heap.h"
 #include "sim_algo.h"
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_engine, root, "epsim: schedule executor");
 
-enum { EV_LAUNCH, EV_END, EV_GO, EV_DONE, EV_FINISH, EV_DIRECT_END };
+enum { EV_LAUNCH, EV_END, EV_GO, EV_DONE, EV_FINISH, EV_SH_MOVE, EV_SH_END };
 /* ST_LAUNCHED: the host issued the op (launch_t known); ST_WAKE: also at the head of its stream
  * with deps done, an EV_LAUNCH pending at launch_t */
 enum { ST_PENDING, ST_LAUNCHED, ST_WAKE, ST_RUNNING, ST_DONE };
@@ -41,10 +42,7 @@ typedef struct {
     int left;            /* of them still running */
     sg_exec_t exec;      /* the one task, from coll_begin to coll_go */
     sg_exec_t *more;     /* with several pieces: all of them, from coll_begin to coll_go */
-    sim_direct *direct;  /* alone in a star node: timed by the engine (sim_direct.h) */
-    uint32_t direct_ver; /* version of its pending EV_DIRECT_END */
-    long ntouch;         /* GPU links its SimGrid tasks may load, while they run */
-    int *touch;          /* [ntouch] sim_direct_link ids, repeats possible */
+    int shv;             /* timed by the engine (sim_share.h): its first piece, the others by .next */
 } coll_t;
 
 /* What an event reads and writes of an op, in 32 bytes (not the op itself): one cache miss per op
@@ -141,10 +139,9 @@ typedef struct {
     int nact, actcap;
     sim_topo topo;
     sim_flows flows;
-    int direct_ok;    /* the platform has star nodes: transfers alone in one run directly */
-    double tcp_gamma; /* SimGrid's network/TCP-gamma (L07's bound, sim_direct_rate) */
-    int *link_direct; /* [2 ngpus] by sim_direct_link: the direct transfer loading it, or -1 */
-    int *link_sg;     /* [2 ngpus] SimGrid tasks in flight that may load it */
+    int direct_ok;    /* transfers are timed by the engine (sim_engine_opts.direct) */
+    int own;          /* ... and the run can: SimGrid's solver is the one sim_share follows */
+    sim_share share;
     const ep_op **scratch_ops;
     int *scratch_ranks;
     sim_result *res;
@@ -152,6 +149,11 @@ typedef struct {
     double anchor_t;  /* observation time of anchor_r */
     int anchor_ok;    /* anchor_r valid: no change since, every transfer past its latency */
     double t_safe;    /* own events before this time precede every transfer completion */
+    long ndone;       /* ops completed (progress) */
+    int progress;     /* sim_engine_opts.progress */
+    double t0, t_sim0, t_shown; /* progress: when the run and the simulation began, when the line
+                                   was last written */
+    int shown;          /* a progress line is on the terminal */
     int failed;
     char *err;
 } engine;
@@ -246,8 +248,7 @@ static double gpu_slow(const engine *e, int r) {
 }
 
 /* Sets the bandwidth of the links of GPUs whose compute or transfers changed, before time moves
- * on: SimGrid integrates every transfer at the new rate from now. */
-static void direct_rerate(engine *e, int l);
+ * on: SimGrid (or sim_share) integrates every transfer at the new rate from now. */
 
 static void throttle_flush(engine *e) {
     throttle_t *t = &e->thr;
@@ -265,13 +266,14 @@ static void throttle_flush(engine *e) {
                 if (e->gpu[t->owner[k]].slow > f) f = e->gpu[t->owner[k]].slow;
             double bw = t->nominal[l] / f;
             if (bw == t->applied[l]) continue;
+            t->applied[l] = bw;
+            if (e->own) { /* no SimGrid task runs: setting SimGrid's link (a simcall) is moot */
+                sim_share_set_bandwidth(&e->share, t->link[l], bw);
+                continue;
+            }
             if (!moved && e->nact > 0 && simgrid_get_clock() < e->now) sg_actor_sleep_until(e->now);
             moved = 1;
             sg_link_set_bandwidth(t->link[l], bw);
-            t->applied[l] = bw;
-            for (int k = t->owner_off[l]; k < t->owner_off[l + 1]; k++)
-                for (int dir = 0; dir < 2; dir++)
-                    direct_rerate(e, sim_direct_link(t->owner[k], dir));
         }
     }
     t->ndirty = 0;
@@ -350,9 +352,9 @@ static int throttle_setup(engine *e) {
     return 0;
 }
 
-static void throttle_free(throttle_t *t) {
+static void throttle_free(throttle_t *t, int own) {
     for (int l = 0; l < t->nlinks; l++) { /* leave the platform as loaded */
-        sg_link_set_bandwidth(t->link[l], t->nominal[l]);
+        if (!own) sg_link_set_bandwidth(t->link[l], t->nominal[l]);
         sg_link_set_data(t->link[l], NULL);
     }
     free(t->link);
@@ -409,6 +411,7 @@ static void host_issue(engine *e, int r, long o) {
 /* Op o of rank r is done. A communication op's caller has given its SMs back. */
 static void complete(engine *e, long o, int r) {
     op_rec *rc = &e->rec[o];
+    e->ndone++;
     rc->state = ST_DONE;
     rc->t.end = e->now;
     stream_t *st = &e->st[(long)r * NS + rc->stream];
@@ -530,19 +533,12 @@ static double task_flows(engine *e, long id) {
     return fixed;
 }
 
-/* The SimGrid tasks of the flows in e->flows for instance id (one per piece), and the GPU links
- * they may load (where direct transfers can run). Returns 0, or -1 out of memory. */
+/* The SimGrid tasks of the flows in e->flows for instance id (one per piece). Returns 0, or -1
+ * out of memory. */
 static int task_execs(engine *e, long id) {
     coll_t *c = &e->coll[id];
     sim_flows *f = &e->flows;
     c->npieces = f->npieces;
-    c->ntouch = 0;
-    if (e->direct_ok) {
-        int *t = malloc(sizeof(int) * (size_t)(4 * f->nflows));
-        if (!t) return -1;
-        c->ntouch = sim_direct_touched(f, t);
-        c->touch = t;
-    }
     if (f->npieces > 1 && !(c->more = malloc(sizeof *c->more * (size_t)f->npieces))) return -1;
     sg_host_t hosts[f->nhosts];
     for (int k = 0; k < f->npieces; k++) {
@@ -556,21 +552,6 @@ static int task_execs(engine *e, long id) {
             c->exec = x;
     }
     return 0;
-}
-
-/* Instance id, prepared as a direct transfer, as SimGrid tasks instead, with the share `left` of
- * its bytes. Returns 0, or -1 (failed) out of memory. */
-static int simgrid_instead(engine *e, long id, double left) {
-    coll_t *c = &e->coll[id];
-    free(c->direct);
-    c->direct = NULL;
-    task_flows(e, id);
-    sim_flows *f = &e->flows;
-    for (long i = 0; i < f->piece_mat[f->npieces]; i++)
-        f->matrix[i] *= left;
-    if (task_execs(e, id) == 0) return 0;
-    fail(e, "out of memory for the tasks of a transfer");
-    return -1;
 }
 
 static void coll_begin(engine *e, long id) {
@@ -589,10 +570,10 @@ static void coll_begin(engine *e, long id) {
         push(e, e->now + fixed, EV_DONE, id, 0, -1);
         return;
     }
-    int nd = e->direct_ok ? sim_direct_node(&e->flows) : -1;
-    if (nd >= 0) {
-        c->direct = sim_direct_new(&e->flows, nd);
-        if (!c->direct) {
+    if (e->own) {
+        c->npieces = e->flows.npieces;
+        c->shv = sim_share_add(&e->share, &e->flows, id);
+        if (c->shv < -1) {
             fail(e, "out of memory for a transfer");
             return;
         }
@@ -618,77 +599,25 @@ static void coll_done(engine *e, long id) {
     }
 }
 
-/* A transfer timed directly: it ends at its present rate (a newer version replaces the event). */
-static void direct_schedule(engine *e, long id) {
-    coll_t *c = &e->coll[id];
-    push(e, sim_direct_end(c->direct), EV_DIRECT_END, id, ++c->direct_ver, -1);
+/* Piece v of a transfer timed by the engine: its end at its present rate (a newer version replaces
+ * the event). */
+static void share_schedule(engine *e, int v) {
+    sh_var *x = &e->share.var[v];
+    if (!(x->rate > 0) && x->remains > 0) return; /* not moving: no end to foresee */
+    push(e, sim_share_end_time(&e->share, v), EV_SH_END, v, ++x->ver, -1);
 }
 
-/* Marks the GPU links direct transfer id loads as its own (id), or as free (-1). */
-static void direct_own(engine *e, long id, int owner) {
-    int links[2 * e->topo.gpn];
-    int n = sim_direct_links(&e->flows, e->coll[id].direct, links);
-    for (int k = 0; k < n; k++)
-        e->link_direct[links[k]] = owner;
+/* The rates of the pieces whose links changed this instant, once its events are done. */
+static void share_flush(engine *e) {
+    sim_share_flush(&e->share, e->now);
+    for (int i = 0; i < e->share.nchanged; i++)
+        share_schedule(e, e->share.changed[i]);
 }
 
-/* Whether the direct transfer id may start: no other transfer loads its links. */
-static int direct_alone(engine *e, long id) {
-    int links[2 * e->topo.gpn];
-    int n = sim_direct_links(&e->flows, e->coll[id].direct, links);
-    for (int k = 0; k < n; k++)
-        if (e->link_direct[links[k]] >= 0 || e->link_sg[links[k]] > 0) return 0;
-    return 1;
-}
-
-static void direct_start(engine *e, long id) {
-    sim_direct *d = e->coll[id].direct;
-    d->t_moving = d->last = e->now + d->lat;
-    d->progress = 0;
-    d->rate = sim_direct_rate(&e->flows, d, e->tcp_gamma);
-    direct_own(e, id, (int)id);
-    direct_schedule(e, id);
-}
-
-/* GPU link l changed bandwidth: the direct transfer on it goes on at the new rate. */
-static void direct_rerate(engine *e, int l) {
-    int id = e->link_direct[l];
-    if (id < 0) return;
-    sim_direct *d = e->coll[id].direct;
-    sim_direct_advance(d, e->now);
-    double rate = sim_direct_rate(&e->flows, d, e->tcp_gamma);
-    if (rate == d->rate) return;
-    d->rate = rate;
-    direct_schedule(e, id);
-}
-
-static void sg_go(engine *e, long id);
-
-/* Another transfer is about to load a link of direct transfer id: it becomes a SimGrid task with
- * the bytes it will have left when that task's latency is over. A joining task moves only after
- * its own latency, at least this one's (every route over a star node's GPU links is), so until
- * then this transfer still moves alone; one that ends by then stays direct. */
-static void direct_to_simgrid(engine *e, long id) {
-    coll_t *c = &e->coll[id];
-    sim_direct *d = c->direct;
-    double t_moving = e->now + d->lat;
-    if (sim_direct_end(d) <= t_moving) return;
-    sim_direct_advance(d, t_moving);
-    double left = 1.0 - d->progress;
-    direct_own(e, id, -1);
-    c->direct_ver++; /* its pending end no longer holds */
-    if (simgrid_instead(e, id, left) == 0) sg_go(e, id);
-}
-
-/* Starts instance id's SimGrid tasks; a direct transfer on a link they may load goes to SimGrid
- * first. */
+/* Starts instance id's SimGrid tasks. */
 static void sg_go(engine *e, long id) {
     coll_t *c = &e->coll[id];
     if (simgrid_get_clock() < e->now) sg_actor_sleep_until(e->now);
-    for (long k = 0; k < c->ntouch; k++) {
-        if (e->link_direct[c->touch[k]] >= 0) direct_to_simgrid(e, e->link_direct[c->touch[k]]);
-        e->link_sg[c->touch[k]]++;
-    }
     while (e->nact + c->npieces >= e->actcap) {
         int cap = e->actcap ? 2 * e->actcap : 256;
         sg_exec_t *a = realloc(e->act, sizeof *a * (size_t)cap);
@@ -719,25 +648,25 @@ static void sg_go(engine *e, long id) {
 
 /* The last SimGrid task of instance id finished. */
 static void sg_done(engine *e, long id) {
-    coll_t *c = &e->coll[id];
-    for (long k = 0; k < c->ntouch; k++)
-        e->link_sg[c->touch[k]]--;
-    free(c->touch);
-    c->touch = NULL;
-    c->ntouch = 0;
     coll_done(e, id);
 }
 
-/* A transfer alone in its node runs directly; otherwise SimGrid shares the links. */
+/* A transfer starts: its pieces wait their latency, then share the links (sim_share, or SimGrid
+ * on the reference path). */
 static void coll_go(engine *e, long id) {
     coll_t *c = &e->coll[id];
     e->res->ntransfers++;
-    if (c->direct && direct_alone(e, id)) {
-        direct_start(e, id);
+    if (!e->own) {
+        sg_go(e, id);
         return;
     }
-    if (c->direct && simgrid_instead(e, id, 1.0) != 0) return;
-    sg_go(e, id);
+    c->left = c->npieces;
+    for (int v = c->shv; v >= 0; v = e->share.var[v].next) {
+        if (!sim_share_start(&e->share, v, e->now))
+            push(e, e->now + e->share.var[v].lat, EV_SH_MOVE, v, ++e->share.var[v].ver, -1);
+        else if (e->share.var[v].nel == 0) /* nothing to move: it ends now */
+            push(e, e->now, EV_SH_END, v, ++e->share.var[v].ver, -1);
+    }
 }
 
 /* ---------------------------------------------------------------- main loop */
@@ -782,14 +711,23 @@ static void handle(engine *e, const sim_event *ev) {
     case EV_DONE:
         coll_done(e, o);
         break;
-    case EV_DIRECT_END: {
-        coll_t *c = &e->coll[o];
-        if (!c->direct || ev->ver != c->direct_ver) break; /* re-rated or moved to SimGrid */
-        direct_own(e, o, -1);
-        free(c->direct);
-        c->direct = NULL;
-        e->res->ndirect++;
-        coll_done(e, o);
+    case EV_SH_MOVE: {
+        sh_var *x = &e->share.var[o];
+        if (x->state != SH_LATENCY || ev->ver != x->ver) break;
+        sim_share_move(&e->share, (int)o, e->now);
+        if (x->nel == 0) push(e, e->now, EV_SH_END, o, ++x->ver, -1);
+        break;
+    }
+    case EV_SH_END: {
+        sh_var *x = &e->share.var[o];
+        if (ev->ver != x->ver || x->state != SH_MOVING) break; /* re-rated since */
+        long id = x->owner;
+        sim_share_end(&e->share, (int)o);
+        if (--e->coll[id].left == 0) {
+            e->coll[id].shv = -1;
+            e->res->ndirect++;
+            coll_done(e, id);
+        }
         break;
     }
     }
@@ -835,12 +773,59 @@ static void net_observe(engine *e, double t) {
     e->anchor_ok = 1;
 }
 
+static double mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void human(double x, char *b, size_t n) {
+    if (x >= 1e6)
+        snprintf(b, n, "%.2f M", x / 1e6);
+    else if (x >= 1e3)
+        snprintf(b, n, "%.0f k", x / 1e3);
+    else
+        snprintf(b, n, "%.0f", x);
+}
+
+/* The progress line (docs/epsim.md, "Usage"): ops done of all, simulated time, wall time, rate
+ * and the time left at that rate; rewritten in place twice a second once the run took 2 s. */
+static void progress(engine *e, int last) {
+    double now = mono();
+    if (!last && (now - e->t0 < 2.0 || now - e->t_shown < 0.5)) return;
+    if (last) {
+        if (e->shown) fputs("\r\033[K", stderr);
+        return;
+    }
+    e->t_shown = now;
+    e->shown = 1;
+    double el = now - e->t0, sim_el = now - e->t_sim0;
+    double rate = sim_el > 0 ? (double)e->ndone / sim_el : 0;
+    char done[32], all[32], r[32];
+    human((double)e->ndone, done, sizeof done);
+    human((double)e->nops, all, sizeof all);
+    human(rate, r, sizeof r);
+    double left = rate > 0 ? (double)(e->nops - e->ndone) / rate : 0;
+    fprintf(stderr,
+            "\repsim: %s of %s ops (%.0f%%), simulated %.3f s, %.0f s elapsed, %s ops/s, "
+            "about %.0f s left\033[K",
+            done, all, 100.0 * (double)e->ndone / (double)(e->nops ? e->nops : 1), e->now, el, r,
+            left);
+    fflush(stderr);
+}
+
 static void run_loop(engine *e) {
     sim_event ev;
+    unsigned tick = 0;
     while (!e->failed) {
+        if (e->progress && (++tick & 0x3fff) == 0) progress(e, 0);
         double next = e->heap.n ? sim_heap_top_time(&e->heap) : -1.0;
         /* link rates change only when the instant's own events are done, never twice at once */
         if (e->thr.ndirty && (!e->heap.n || next > e->now)) throttle_flush(e);
+        if (e->share.ndirty && (!e->heap.n || next > e->now)) {
+            share_flush(e); /* may add events at this instant */
+            continue;
+        }
         if (e->nact == 0 || (e->heap.n && (next <= simgrid_get_clock() || next < e->t_safe))) {
             /* no transfer can finish first: an own event, without SimGrid */
             if (sim_heap_pop(&e->heap, &ev) != 0) break;
@@ -886,12 +871,22 @@ static void actor_main(int argc, char **argv) {
         fail(e, "out of memory for the links of the GPUs");
         return;
     }
-    e->direct_ok = e->direct_ok && e->topo.nstars > 0;
-    e->tcp_gamma = sg_cfg_get_double("network/TCP-gamma");
+    e->own = e->direct_ok && sim_share_solver_ok();
+    if (sim_share_init(&e->share, &e->topo, sg_cfg_get_double("network/TCP-gamma"),
+                       sg_cfg_get_double("maxmin/precision"),
+                       sg_cfg_get_double("surf/precision")) != 0) {
+        fail(e, "out of memory for the links of the GPUs");
+        return;
+    }
     for (int r = 0; r < e->world; r++)
         for (int st = 0; st < NS; st++)
             try_start(e, r, st);
+    e->t_sim0 = mono();
+    if (e->t0 <= 0) e->t0 = e->t_sim0;
     run_loop(e);
+    if (e->progress) progress(e, 1);
+    e->res->nsolves = e->share.nsolves;
+    e->res->nkept = e->share.nskipped;
     if (e->res->nlate)
         XBT_WARN("%ld transfers finished before an own event already handled", e->res->nlate);
 }
@@ -1099,7 +1094,7 @@ static sim_op_time *result_times(op_rec **rec, long nops) {
 }
 
 static void engine_free(engine *e) {
-    throttle_free(&e->thr);
+    throttle_free(&e->thr, e->own);
     sim_cost_free(&e->cost);
     free(e->rec);
     free(e->dep_off);
@@ -1110,11 +1105,8 @@ static void engine_free(engine *e) {
     free(e->gpu);
     for (long i = 0; e->coll && i < e->ncoll; i++) { /* a run that failed midway */
         free(e->coll[i].more);
-        free(e->coll[i].direct);
-        free(e->coll[i].touch);
     }
-    free(e->link_direct);
-    free(e->link_sg);
+    sim_share_free(&e->share);
     free(e->coll);
     free(e->members);
     free(e->grp_lat);
@@ -1129,7 +1121,10 @@ static void engine_free(engine *e) {
 }
 
 sim_engine_opts sim_engine_defaults(void) {
-    return (sim_engine_opts){.split_hosts = SIM_FLOWS_SPLIT_HOSTS, .direct = 1};
+    /* EPSIM_TRANSFERS=simgrid: every transfer through SimGrid, the reference (docs/epsim.md) */
+    const char *t = getenv("EPSIM_TRANSFERS");
+    return (sim_engine_opts){.split_hosts = SIM_FLOWS_SPLIT_HOSTS,
+                             .direct = !(t && strcmp(t, "simgrid") == 0)};
 }
 
 int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
@@ -1175,15 +1170,9 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
         goto done;
     }
     e.flows.split_hosts = o.split_hosts;
-    e.direct_ok = o.direct; /* until the actor finds the star nodes */
-    e.link_direct = malloc(sizeof(int) * 2 * (size_t)p->ngpus);
-    e.link_sg = calloc(2 * (size_t)p->ngpus, sizeof(int));
-    if (!e.link_direct || !e.link_sg) {
-        snprintf(err, EP_ERRLEN, "out of memory for %ld ops", e.nops);
-        goto done;
-    }
-    for (int l = 0; l < 2 * p->ngpus; l++)
-        e.link_direct[l] = -1;
+    e.direct_ok = o.direct;
+    e.progress = o.progress;
+    e.t0 = o.t0;
     memset(e.gpu, 0, sizeof(gpu_t) * (size_t)s->world);
     for (int g = 0; g < s->ngroups; g++)
         e.grp_lat[g] = -1;

@@ -8,10 +8,11 @@
  *    the running compute ops, HBM likewise minus comm_hbm_fraction per running transfer; progress
  * is re-rated whenever that set changes;
  *  - collectives and send/recv start their transfer when every member reached them (group, seq);
- *    the transfer is one SimGrid parallel task over the platform's links (sim_algo.h).
- * SimGrid's clock and link sharing decide transfer times; compute and host events live in the
- * engine's own heap, and the actor waits on "next own event or any transfer finishing", whichever
- * is first.
+ *    the transfer is one L07 parallel task over the platform's links (sim_algo.h), or one per
+ *    zone when large; the engine shares the links among them as SimGrid's ptask_L07 model does
+ *    (sim_share.h), or (the reference path, sim_engine_opts.direct 0) hands them to SimGrid.
+ * Compute, host and transfer events live in the engine's own heap; on the reference path the actor
+ * waits on "next own event or any transfer finishing", whichever is first.
  */
 #ifndef SIM_ENGINE_H
 #define SIM_ENGINE_H
@@ -34,18 +35,25 @@ typedef struct {
     double makespan;
     long nevents;    /* engine events processed */
     long ntransfers; /* transfers started (one SimGrid parallel task each, or one per zone) */
-    long ndirect;    /* of them, ended without SimGrid (alone in an NVSwitch node, sim_direct.h) */
+    long ndirect;    /* of them, timed by the engine without SimGrid (sim_share.h) */
     long nwaits;     /* SimGrid waits (the rest of the events needed no SimGrid step) */
+    long nsolves;    /* link-sharing components the engine solved (sim_share.h) */
+    long nkept;      /* bandwidth changes that kept their component's solution: no solve */
     long nlate;      /* transfers seen finishing before engine time (a wrong prediction): 0 */
 } sim_result;
 
 /* How the engine hands transfers to SimGrid (sim_engine_defaults). */
 typedef struct {
     int split_hosts; /* a transfer over more hosts runs as one SimGrid task per zone (sim_flows.h) */
-    int direct;      /* a transfer alone on the links of one NVSwitch node is timed by the engine
-                        (sim_direct.h); 0: every transfer goes through SimGrid */
+    int direct;      /* transfers are timed by the engine's own L07 sharing (sim_share.h); 0: every
+                        transfer goes through SimGrid (the reference path) */
+    int progress;    /* a progress line on stderr once the run has taken 2 s (0: none) */
+    double t0;       /* when the run began (CLOCK_MONOTONIC s), for progress; 0: when the
+                        simulation begins */
 } sim_engine_opts;
 
+/* split_hosts SIM_FLOWS_SPLIT_HOSTS, direct 1 (0 when the environment has
+ * EPSIM_TRANSFERS=simgrid), no progress line. */
 sim_engine_opts sim_engine_defaults(void);
 
 /* Runs the schedule to completion inside SimGrid (simgrid_init and sim_platform_load done, no actor

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ep_config.h"
@@ -111,6 +112,31 @@ static void read_result(row *r, const char *json, const char *errfile, int statu
     if (!r->status[0]) snprintf(r->status, sizeof r->status, "failed (status %d)", status);
 }
 
+static double mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The sweep's progress line (docs/epsim.md, "Sweeps"): configurations done, running and left,
+ * elapsed time, and the best one so far by tokens/s/GPU with its grid values. */
+static void sweep_progress(const row *rows, long n, long done, long running, const axis *ax,
+                           int nax, double t0) {
+    const row *best = NULL;
+    for (long i = 0; i < n; i++)
+        if (rows[i].ok && (!best || rows[i].tps_gpu > best->tps_gpu)) best = &rows[i];
+    char b[512] = "";
+    if (best) {
+        int k = snprintf(b, sizeof b, "; best so far %.1f tokens/s/GPU:", best->tps_gpu);
+        for (int a = 0; a < nax && k > 0 && k < (int)sizeof b; a++)
+            k += snprintf(b + k, sizeof b - (size_t)k, " %s=%s", ax[a].flag,
+                          ax[a].val[best->vi[a]]);
+    }
+    fprintf(stderr, "\repsim sweep: %ld done, %ld running, %ld left, %.0f s elapsed%s\033[K", done,
+            running, n - done - running, mono() - t0, b);
+    fflush(stderr);
+}
+
 static int row_cmp(const void *a, const void *b) {
     const row *x = a, *y = b;
     if (x->ok != y->ok) return y->ok - x->ok;
@@ -160,7 +186,8 @@ static int sweep_fail(char **common, const char *fmt, const char *a, const char 
 int sim_sweep_main(int argc, char **argv) {
     char err[EP_ERRLEN];
     const char *grid = NULL, *out = NULL;
-    int jobs = 1, shard_i = 0, shard_n = 1;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int jobs = ncpu > 0 ? (int)ncpu : 1, shard_i = 0, shard_n = 1, show = -1;
     char **common = calloc((size_t)argc + 1, sizeof *common);
     int ncommon = 0;
     if (!common) return 1;
@@ -177,6 +204,8 @@ int sim_sweep_main(int argc, char **argv) {
         } else if (!strcmp(a, "--out")) {
             out = v;
             i++;
+        } else if (strcmp(a, "--progress") == 0 || strcmp(a, "--no-progress") == 0) {
+            show = a[2] == 'p'; /* the sweep's own line: its runs show none */
         } else if (!strcmp(a, "--jobs")) {
             char *end;
             errno = 0;
@@ -253,6 +282,8 @@ int sim_sweep_main(int argc, char **argv) {
     /* run: at most `jobs` children at a time */
     long next = 0, running = 0, finished = 0;
     char path[512], epath[512];
+    if (show < 0) show = isatty(STDERR_FILENO);
+    double t0 = mono(), shown = 0;
     while (finished < n) {
         while (running < jobs && next < n) {
             row *r = &rows[next];
@@ -270,7 +301,7 @@ int sim_sweep_main(int argc, char **argv) {
                 int ef = open(epath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
                 if (dn >= 0) dup2(dn, 1);
                 if (ef >= 0) dup2(ef, 2);
-                char **cargv = calloc((size_t)(ncommon + nax + 4), sizeof *cargv);
+                char **cargv = calloc((size_t)(ncommon + nax + 5), sizeof *cargv);
                 char vals[MAX_AXES][512];
                 int c = 0;
                 cargv[c++] = "epsim";
@@ -283,6 +314,7 @@ int sim_sweep_main(int argc, char **argv) {
                 }
                 cargv[c++] = "--summary-json";
                 cargv[c++] = path;
+                cargv[c++] = "--no-progress";
                 _exit(sim_cli_run(c, cargv));
             }
             if (p < 0) {
@@ -293,7 +325,18 @@ int sim_sweep_main(int argc, char **argv) {
             running++;
         }
         int status;
-        pid_t done = wait(&status);
+        pid_t done;
+        if (show) { /* the line twice a second while runs go on */
+            while ((done = waitpid(-1, &status, WNOHANG)) == 0) {
+                if (mono() - shown >= 0.5 && mono() - t0 >= 2.0) {
+                    sweep_progress(rows, n, finished, running, ax, nax, t0);
+                    shown = mono();
+                }
+                nanosleep(&(struct timespec){0, 50000000}, NULL);
+            }
+        } else {
+            done = wait(&status);
+        }
         if (done < 0) break;
         for (long i = 0; i < next; i++)
             if (pid[i] == done) {
@@ -308,7 +351,9 @@ int sim_sweep_main(int argc, char **argv) {
             }
         running--;
         finished++;
+        if (show && shown > 0) sweep_progress(rows, n, finished, running, ax, nax, t0);
     }
+    if (show && shown > 0) fputs("\r\033[K", stderr);
     rmdir(dir);
     g_dir[0] = 0;
     qsort(rows, (size_t)n, sizeof *rows, row_cmp);

@@ -18,10 +18,7 @@ int sim_topo_init(sim_topo *t, const sim_platform *p, int world) {
     size_t slots = (size_t)t->nnodes * (size_t)t->gpn;
     t->node_local = malloc(sizeof(int) * slots);
     t->star = calloc((size_t)t->nnodes, 1);
-    t->star_out = calloc(slots, sizeof *t->star_out);
-    t->star_in = calloc(slots, sizeof *t->star_in);
-    t->star_lat = calloc((size_t)t->nnodes, sizeof *t->star_lat);
-    if (!t->node_local || !t->star || !t->star_out || !t->star_in || !t->star_lat) return -1;
+    if (!t->node_local || !t->star) return -1;
     for (size_t i = 0; i < slots; i++)
         t->node_local[i] = -1;
     for (int r = 0; r < p->ngpus; r++)
@@ -32,9 +29,6 @@ int sim_topo_init(sim_topo *t, const sim_platform *p, int world) {
 void sim_topo_free(sim_topo *t) {
     free(t->node_local);
     free(t->star);
-    free(t->star_out);
-    free(t->star_in);
-    free(t->star_lat);
     memset(t, 0, sizeof *t);
 }
 
@@ -81,26 +75,7 @@ int sim_topo_find_stars(sim_topo *t) {
                      ((i == j || (out[i] != out[j] && in[i] != in[j])) && out[i] != in[j]);
         t->star[nd] = (uint8_t)(ok && members >= 3);
         t->nstars += t->star[nd];
-        for (int la = 0; la < g && t->star[nd]; la++) {
-            t->star_out[nd * g + la] = out[la];
-            t->star_in[nd * g + la] = in[la];
-        }
-        t->star_lat[nd] = t->star[nd] ? lat : 0;
     }
-    /* flat platforms: does a route between nodes on one rail cross GPU links of a star node? */
-    t->rail_uses_nvlink = 0;
-    for (int nd = 0; nd < t->nnodes && !p->nic && t->nnodes > 1; nd++)
-        for (int la = 0; la < g && !t->rail_uses_nvlink; la++) {
-            int a = t->node_local[nd * g + la], b = t->node_local[(nd + 1) % t->nnodes * g + la];
-            if (a < 0 || b < 0) continue;
-            xbt_dynar_reset(d);
-            sg_host_get_route(p->host[a], p->host[b], d);
-            for (unsigned long i = 0; i < xbt_dynar_length(d); i++) {
-                sg_link_t l = xbt_dynar_get_as(d, i, sg_link_t);
-                for (int k = 0; k < t->nnodes * g; k++)
-                    if (t->star_out[k] == l || t->star_in[k] == l) t->rail_uses_nvlink = 1;
-            }
-        }
     rc = 0;
 done:
     xbt_dynar_free(&d);

@@ -1,6 +1,6 @@
 /* sim_topo: what the platform connects, as transfers need it - nodes and rails, the relay of a
  * cross-rail transfer, route latencies, zones, and the NVSwitch (star) nodes whose flows can be
- * regrouped or timed without SimGrid. Built once per run from a loaded platform (docs/epsim.md,
+ * regrouped. Built once per run from a loaded platform (docs/epsim.md,
  * "Platform files" and "Collectives").
  */
 #ifndef SIM_TOPO_H
@@ -19,13 +19,8 @@ typedef struct {
     int *node_local; /* [nnodes*gpn] rank at (node, local index) or -1 */
     /* star nodes (sim_topo_find_stars): every route between two of the node's GPUs is the
      * sender's own link out and the receiver's own link in, all of one latency */
-    uint8_t *star;       /* [nnodes] */
-    int nstars;          /* nodes with star set */
-    sg_link_t *star_out; /* [nnodes*gpn] a star node's GPUs' own links out, by local index */
-    sg_link_t *star_in;  /* [nnodes*gpn] ... and in */
-    double *star_lat;    /* [nnodes] the latency of its GPU-to-GPU routes */
-    int rail_uses_nvlink; /* without NIC hosts: a route between nodes on one rail crosses a star
-                             node's GPU links (found on some pair; 0 on the bundled files) */
+    uint8_t *star; /* [nnodes] */
+    int nstars;    /* nodes with star set */
 } sim_topo;
 
 int sim_topo_init(sim_topo *t, const sim_platform *p, int world);

@@ -426,6 +426,56 @@ static void test_sweep(void) {
     remove(out);
 }
 
+/* The engine's own link sharing against the all-SimGrid reference (EPSIM_TRANSFERS=simgrid), end
+ * to end, on deepep with EP 16 over both nodes of dgx16 with EP overlap: the all-to-alls cross
+ * the NICs while TP-free compute and the data-parallel rings run; byte-identical CSVs. */
+static void test_engine_sharing_is_simgrids(void) {
+    char a[512], b[512], args[4096];
+    tmp_path(a, sizeof a, "share_engine.csv");
+    tmp_path(b, sizeof b, "share_simgrid.csv");
+    snprintf(args, sizeof args,
+             "--topo dgx16 --num-layers 2 --moe-layer-freq 1 --mtp-num-layers 0 "
+             "--expert-model-parallel-size 16 --overlap-moe-expert-parallel-comm " DEEPEP
+             " --csv %s",
+             a);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    setenv("EPSIM_TRANSFERS", "simgrid", 1);
+    snprintf(args + strlen(args) - strlen(a), sizeof args - (strlen(args) - strlen(a)), "%s", b);
+    int rc = epsim_exec(args, NULL, NULL);
+    unsetenv("EPSIM_TRANSFERS");
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT(same_file(a, b));
+    remove(a);
+    remove(b);
+}
+
+/* --progress and --no-progress: accepted, nothing of them on stdout or in the files; a sweep takes
+ * them for its own line. */
+static void test_progress_flags(void) {
+    char a[512], b[512], o[512], e[512], args[4096];
+    tmp_path(a, sizeof a, "prog_on.csv");
+    tmp_path(b, sizeof b, "prog_off.csv");
+    tmp_path(o, sizeof o, "prog.out");
+    tmp_path(e, sizeof e, "prog.err");
+    snprintf(args, sizeof args, SMALL " --progress --csv %s", a);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, o, e), 0);
+    CU_ASSERT(!file_has(o, "\r")); /* stderr may hold the line: the run may take 2 s */
+    snprintf(args, sizeof args, SMALL " --no-progress --csv %s", b);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    CU_ASSERT(same_file(a, b));
+    snprintf(args, sizeof args,
+             "sweep --progress --grid \"moe-token-dispatcher-type=alltoall,flex\" --out %s "
+             "--topo dgx16 --num-layers 2 --moe-layer-freq 1 --mtp-num-layers 0 "
+             "--expert-model-parallel-size 8",
+             a);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    CU_ASSERT_EQUAL(lines_of(a), 3);
+    remove(a);
+    remove(b);
+    remove(o);
+    remove(e);
+}
+
 /* The XML files in sim/topos are exactly the generator's output. */
 static void test_topologies_regenerate(void) {
     char dir[512], cmd[2048];
@@ -542,6 +592,9 @@ void ep_suite_cli(void) {
     CU_add_test(s, "feature 5: HSDP inner groups on NVLink, outer on IB", test_feature_hsdp);
     CU_add_test(s, "calibration file overrides defaults, typos refused", test_calibration_file);
     CU_add_test(s, "sweep ranks a grid", test_sweep);
+    CU_add_test(s, "the engine's link sharing gives SimGrid's CSV (EPSIM_TRANSFERS=simgrid)",
+                test_engine_sharing_is_simgrids);
+    CU_add_test(s, "--progress / --no-progress change no output", test_progress_flags);
     CU_add_test(s, "bundled topologies equal the generator's output", test_topologies_regenerate);
     CU_add_test(s, "bundled topologies run", test_bundled_topologies_run);
     CU_add_test(s, "default layout: EP x ETP inside a node", test_default_layout);
