@@ -6,7 +6,7 @@
 # ranking's published and predicted gain (or order). A case epsim refuses is printed as
 # "refused: <epsim's message>" and left out of the statistics; the script goes on.
 # usage: scripts/published.sh [BUILD_DIR] [CALIB]
-#        CALIB: a calibration file, "default" (the topology's default calibration, h100.json for
+#        CALIB: a calibration file, "default" (the topology's default calibration, h100-megatron.json for
 #        the dgx topologies) or "none" (the built-in defaults).
 #        ONLY=REGEX runs the cases whose name matches (pairs and rankings then use what ran).
 set -uo pipefail
@@ -80,7 +80,7 @@ function unit(metric) {
 END {
   printf "Command: `scripts/published.sh build %s` (%d cases of `configs/published/suite.tsv`).\n", calib, n
   printf "Run %s on this project'"'"'s CPU container (%s cores shared with other work), epsim at %s;\n", date, ncpu, rev
-  printf "calibration: %s (the dgx topologies default to `traces/calib/h100.json`). Whole run %s s wall.\n\n", calib, total
+  printf "calibration: %s (the dgx topologies default to `traces/calib/h100-megatron.json`). Whole run %s s wall.\n\n", calib, total
   print "Error is the signed step-time error, predicted step / published step - 1 (for a throughput"
   print "metric, published / predicted - 1): positive means epsim predicts a slower step."
   print ""
