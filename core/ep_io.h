@@ -50,6 +50,11 @@ void ep_outputs_abort(void);
 /* Writes s as a JSON string literal, quotes included. */
 void ep_json_string(FILE *f, const char *s);
 
+/* Runs handler once on the first of the n signals that arrive (then their default action, which
+ * the handler re-raises), leaving alone the ones the process ignores: a cleanup before the process
+ * ends on Ctrl-C or a kill. */
+void ep_catch_signals(void (*handler)(int), const int *sigs, int n);
+
 /* Copies s into out (len bytes) for an error message: control bytes, DEL and bytes that are not
  * UTF-8 as \xNN, so that echoed input cannot drive the terminal. Returns out. */
 char *ep_escape_text(const char *s, char *out, size_t len);

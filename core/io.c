@@ -30,20 +30,25 @@ static void on_signal(int sig)
     raise(sig);
 }
 
+void ep_catch_signals(void (*handler)(int), const int *sigs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        struct sigaction old, sa;
+        if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = handler;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 static void install_handlers(void)
 {
     static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
     if (g_handlers) return;
     g_handlers = 1;
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-        struct sigaction old, sa;
-        if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN) continue;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
-        sigaction(sigs[i], &sa, NULL);
-    }
+    ep_catch_signals(on_signal, sigs, (int)(sizeof sigs / sizeof sigs[0]));
     signal(SIGXFSZ, SIG_IGN); /* a file-size limit fails the write (EFBIG) instead of killing */
 }
 

@@ -164,15 +164,7 @@ static void on_signal(int sig) {
 
 static void install_handlers(void) {
     static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-        struct sigaction old, sa;
-        if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN) continue;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
-        sigaction(sigs[i], &sa, NULL);
-    }
+    ep_catch_signals(on_signal, sigs, (int)(sizeof sigs / sizeof sigs[0]));
 }
 
 static int sweep_fail(char **common, const char *fmt, const char *a, const char *b) {
