@@ -53,7 +53,7 @@ fi
 
 flags=(-std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -Wall -Wextra -Werror
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -Icore)
-"$cc" "${flags[@]}" tests/fuzz/fuzz_config.c core/config.c core/config_flags.c core/config_ignored.c \
+"$cc" "${flags[@]}" tests/fuzz/fuzz_config.c core/config.c core/config_flags.c core/config_derived.c core/config_ignored.c \
   core/config_validate.c core/layers.c core/groups.c -lm -o "$out/fuzz_config"
 "$cc" "${flags[@]}" -Isim tests/fuzz/fuzz_platform.c sim/sim_platform_check.c -lm \
   -o "$out/fuzz_platform"
