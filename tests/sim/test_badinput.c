@@ -11,13 +11,13 @@
 
 #include "ep_config.h"
 #include "sim_test_util.h"
+#include "test_dir.h"
 
 /* A model that simulates in a blink on h200x2. */
 #define TINY                                                                                       \
     "--topo h200x2 --num-layers 1 --moe-layer-freq 1 --mtp-num-layers 0 --seq-length 512 "         \
     "--global-batch-size 2"
 
-static char g_dir[256];
 
 static int setup(void) {
     snprintf(g_dir, sizeof g_dir, "%s/sim_bad_%d_XXXXXX", EP_BINARY_DIR, (int)getpid());
@@ -28,21 +28,6 @@ static int teardown(void) {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "chmod -R u+rwx %s; rm -rf %s", g_dir, g_dir);
     return system(cmd) == 0 ? 0 : -1;
-}
-
-static const char *in_dir(char *buf, size_t n, const char *name) {
-    snprintf(buf, n, "%s/%s", g_dir, name);
-    return buf;
-}
-
-/* Entries of the test directory: what a run left behind (temporaries included). */
-static int entries(void) {
-    DIR *d = opendir(g_dir);
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    if (d) closedir(d);
-    return n;
 }
 
 static void write_file(const char *path, const char *text, size_t len) {

@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "ep_io.h"
+#include "test_dir.h"
 
-static char g_dir[256];
 
 static int setup(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/ep_io_test_XXXXXX");
@@ -29,21 +29,6 @@ static int teardown(void) {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
     return system(cmd) == 0 ? 0 : -1;
-}
-
-static const char *in_dir(char *buf, size_t n, const char *name) {
-    snprintf(buf, n, "%s/%s", g_dir, name);
-    return buf;
-}
-
-/* Files in the test directory (temporaries included). */
-static int entries(void) {
-    DIR *d = opendir(g_dir);
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    if (d) closedir(d);
-    return n;
 }
 
 static int write_text(const char *path, const char *text, char err[EP_ERRLEN]) {
