@@ -6,44 +6,46 @@
 # A DIR holding kernels.json (scripts/torch_kernels.py: the kernels a Megatron step runs, cuDNN
 # attention and torch grouped GEMMs) gives the GEMM, grouped GEMM and attention tables instead of
 # epref's own kernels: the "-megatron" calibrations, selected per run with --calib NAME.
-# usage: scripts/calibrate.sh [BUILD_DIR]
+# usage: [CALIB_DIR=DIR] scripts/calibrate.sh [BUILD_DIR]   (CALIB_DIR: where to write, default
+#        traces/calib)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 epsim=${1:-build}/sim/epsim
 [ -x "$epsim" ] || { echo "calibrate.sh: $epsim not built" >&2; exit 2; }
-mkdir -p traces/calib
+out=${CALIB_DIR:-traces/calib}
+mkdir -p "$out"
 # 2 x H200: everything timed on the two-GPU machine itself (2026-11-26: compute with the host
 # ahead and the caches flushed, host, NCCL, the NVLink transport curve, interference, corun)
 "$epsim" calibrate traces/h200x2/calib traces/h200x2/bench \
-  --topo h200x2 --out traces/calib/h200x2.json
+  --topo h200x2 --out "$out"/h200x2.json
 # one H200 (`nvidia-h200`): the one-GPU validation runs of traces/h200/runs were made on that
 # machine, so they are compared with its compute and host costs (CALIB=traces/calib/h200.json);
 # NCCL and interference of the two-GPU machine fill what one GPU cannot measure
 "$epsim" calibrate traces/h200/calib traces/h200x2/calib traces/h200x2/bench \
-  --topo h200x2 --out traces/calib/h200.json
+  --topo h200x2 --out "$out"/h200.json
 # the same with the compute of the Megatron software stack (traces/h200/torch: torch 2.11, cuDNN
 # 9.19 SDPA, torch._grouped_mm, cuBLAS via torch.matmul, FP8 _scaled_mm; 4 x H200, 2026-11-26)
 "$epsim" calibrate traces/h200/torch traces/h200/calib traces/h200x4/torch:host_torch.json \
   traces/h100/torch:host_megatron.json traces/h200x2/calib traces/h200x2/bench --topo h200x2 \
-  --out traces/calib/h200-megatron.json
+  --out "$out"/h200-megatron.json
 # 4 x H200: its own NCCL, host and interference files, the same GPU's compute
 "$epsim" calibrate traces/h200x4/calib traces/h200/calib traces/h200x4/bench \
-  --topo h200x4 --out traces/calib/h200x4.json
+  --topo h200x4 --out "$out"/h200x4.json
 # 2 x H100 (the nvidia-h100-x2 kind, 2026-11-27): its own NCCL, host and interference files, the
 # compute of one H100 (traces/h100/calib, the same H100 80GB HBM3 part)
 "$epsim" calibrate traces/h100x2/calib traces/h100/calib --topo h100x2 \
-  --out traces/calib/h100x2.json
+  --out "$out"/h100x2.json
 # 4 x H100 (the nvidia-h100-x4 kind, 2026-11-27): the same with its own NCCL, host and interference
 "$epsim" calibrate traces/h100x4/calib traces/h100/calib --topo h100x4 \
-  --out traces/calib/h100x4.json
+  --out "$out"/h100x4.json
 # DGX H100 topologies: one H100's compute and host costs; communication keeps the topology's
 # link figures with the built-in efficiencies (no multi-GPU H100 machine is lent); how compute and
 # NCCL slow each other is the 2 x H200 measurement (same Hopper SMs, NCCL kernels and NVLink 4)
 "$epsim" calibrate traces/h100/calib traces/h200x2/calib:interference.json \
-  --topo dgx8 --out traces/calib/h100.json
+  --topo dgx8 --out "$out"/h100.json
 # the same with the compute of the Megatron software stack, timed on one H100 (traces/h100/torch),
 # and its host costs there: Megatron-Core's own layers (scripts/megatron_host.py: the bookkeeping
 # per op, per expert call), a CUDA graph's replay and torch.distributed's NCCL call
 # (scripts/torch_host.py)
 "$epsim" calibrate traces/h100/torch traces/h100/calib traces/h200x2/calib:interference.json \
-  --topo dgx8 --out traces/calib/h100-megatron.json
+  --topo dgx8 --out "$out"/h100-megatron.json
