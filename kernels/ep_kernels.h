@@ -155,6 +155,8 @@ cudaError_t ep_nvl_dispatch(ep_nvl *c, const ep_bf16 *x, ep_bf16 *perm, int fuse
  * this rank's own tokens are not copied (the permute reads them from x). num_sms blocks. */
 cudaError_t ep_nvl_dispatch_stage(ep_nvl *c, const ep_bf16 *x, cudaStream_t st);
 ep_bf16 *ep_nvl_stage(ep_nvl *c);
+/* Bytes of the staging one peer may write (ep_nvl_store_ceiling, ep_nvl_peer_copy). */
+size_t ep_nvl_stage_bytes(const ep_nvl *c);
 /* Combine: expert outputs (perm order) -> out [ntok][H], weighted sum of the k outputs
  * (unweighted: the backward of dispatch). Three steps: the pre-reduce (ep_nvl_combine_prereduce,
  * whole GPU), the NVLink send of one pre-reduced row per (token, expert rank) on num_sms blocks,

@@ -404,9 +404,18 @@ extern "C" cudaError_t ep_nvl_create(ep_nvl *c, int ep, int me, int hidden, int 
     KCHECK(reserve_smem(dispatch_kernel));
     KCHECK(reserve_smem(combine_kernel));
     KCHECK(reserve_smem(store_kernel));
-    int dummy = 0, sink[EP_MAX_RANKS];
-    if (ag(ag_ctx, &dummy, sink, sizeof dummy)) // every rank mapped its peers
-        return cudaErrorUnknown;
+    // Every rank mapped its peers; and every region has the same layout, since a peer writes its
+    // flags and rows at the offsets it computed for its own region.
+    size_t mine_bytes = c->region_bytes, all_bytes[EP_MAX_RANKS];
+    if (ag(ag_ctx, &mine_bytes, all_bytes, sizeof mine_bytes)) return cudaErrorUnknown;
+    for (int r = 0; r < ep; r++)
+        if (all_bytes[r] != c->region_bytes) {
+            fprintf(stderr,
+                    "ep_nvl: member %d sized its region %zu bytes, member %d %zu bytes: the "
+                    "members must be created with the same sizes\n",
+                    me, c->region_bytes, r, all_bytes[r]);
+            return cudaErrorInvalidValue;
+        }
     return cudaSuccess;
 }
 
@@ -514,9 +523,13 @@ extern "C" cudaError_t ep_nvl_combine(ep_nvl *c, const ep_bf16 *expout, ep_bf16 
     return ep_combine_reduce(&c->layout, recv, out, c->hidden, fl, c->seq, c->d_err, st);
 }
 
+extern "C" size_t ep_nvl_stage_bytes(const ep_nvl *c) {
+    return (size_t)c->ep * c->max_tokens * c->hidden * 2;
+}
+
 extern "C" cudaError_t ep_nvl_store_ceiling(ep_nvl *c, const void *src, size_t bytes, int peer,
                                             cudaStream_t st) {
-    if (bytes % 16 || bytes > (size_t)c->ep * c->max_tokens * c->hidden * 2 || peer < 0 ||
+    if (bytes % 16 || bytes > ep_nvl_stage_bytes(c) || peer < 0 ||
         peer >= c->ep)
         return cudaErrorInvalidValue;
     int4 *dst = reinterpret_cast<int4 *>(static_cast<char *>(c->peer_region[peer]) + c->off_stage);
@@ -528,7 +541,7 @@ extern "C" cudaError_t ep_nvl_store_ceiling(ep_nvl *c, const void *src, size_t b
 
 extern "C" cudaError_t ep_nvl_peer_copy(ep_nvl *c, const void *src, size_t bytes, int peer,
                                         cudaStream_t st) {
-    if (bytes > (size_t)c->ep * c->max_tokens * c->hidden * 2 || peer < 0 || peer >= c->ep)
+    if (bytes > ep_nvl_stage_bytes(c) || peer < 0 || peer >= c->ep)
         return cudaErrorInvalidValue;
     void *dst = static_cast<char *>(c->peer_region[peer]) + c->off_stage;
     KCHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st));

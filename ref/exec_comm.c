@@ -135,15 +135,12 @@ static void make_nvl(exec_gpu *g) {
         ag.members = s->groups[gi].ranks;
         me = g->pos[gi];
     }
+    /* every member sizes its region from the whole group's traffic, so all regions share one
+     * layout (a peer's flags and rows sit at the offsets the writer computes for its own) */
     size_t most = 16;
-    for (int i = 0; i < g->nops; i++) {
-        const ep_op *op = &g->ops[i];
-        if (op->algo != EP_ALGO_NVLINK || op->traffic < 0 || op->traffic >= s->ntraffic) continue;
-        const ep_traffic *tr = &s->traffic[op->traffic];
-        for (int p = 0; p < tr->n; p++) {
-            size_t b = (size_t)ep_xfer_a2a_bytes(tr, op, me, p);
-            if (p != me && b > most) most = b;
-        }
+    if (gi >= 0) {
+        double b = exec_plan_nvl_payload(s, gi);
+        if (b > (double)most) most = (size_t)b;
     }
     /* staging rows of `hidden` bf16: 7168 is a multiple of 8 as ep_nvl needs; the rows only size
      * the buffers, payloads are bytes */
@@ -210,8 +207,16 @@ static void run_nvlink(exec_gpu *g, const ep_op *op, int me, cudaStream_t st) {
     if (!g->nvl_on || g->nvl_group != op->group)
         REF_DIE("an NVLink all-to-all over group %d without its transport", op->group);
     size_t out[EP_MAX_RANKS] = {0};
-    for (int p = 0; p < tr->n; p++)
+    const size_t stage = ep_nvl_stage_bytes(&g->nvl);
+    for (int p = 0; p < tr->n; p++) {
         out[p] = p == me ? 0 : (size_t)ep_xfer_a2a_bytes(tr, op, me, p);
+        if ((out[p] + 15) / 16 * 16 > stage) {
+            char name[160];
+            ep_op_name(op, name, sizeof name);
+            REF_DIE("%s: %zu bytes for member %d, the NVLink staging holds %zu", name, out[p], p,
+                    stage);
+        }
+    }
     exec_nvl_push(&g->nvl, g->cb[op->stream].send, out, tr->n, me, op->sms, st);
 }
 

@@ -146,9 +146,50 @@ static void test_transport_grid(void) {
     CU_ASSERT(refused > 0 && refused < cases); /* the grid holds both */
 }
 
+/* The NVLink staging of every member of an EP group holds the largest payload any member sends any
+ * other (each rank's own largest send is not enough: a peer writes its rows and flags at offsets of
+ * its own region layout, so the layouts must agree; the EP 4 crash of a skewed routing). */
+static void test_nvl_payload(void) {
+    ep_sched s;
+    CU_ASSERT_FATAL(sched_build_flags(&s, SCHED_SMALL "--num-experts 16 --moe-router-topk 2 "
+                                                      "--global-batch-size 8 --world-size 4 "
+                                                      "--gpus-per-node 4 "
+                                                      "--expert-model-parallel-size 4 "
+                                                      "--moe-token-dispatcher-type flex "
+                                                      "--moe-flex-dispatcher-backend hybridep "
+                                                      "--routing zipf --routing-zipf-s 1.2") == 0);
+    int gi = exec_plan_nvl_group(&s, 0);
+    CU_ASSERT_FATAL(gi >= 0);
+    double payload = exec_plan_nvl_payload(&s, gi), own_max[4] = {0}, largest = 0;
+    for (int r = 0; r < 4; r++) {
+        CU_ASSERT(exec_plan_nvl_group(&s, r) == gi);
+        for (int i = 0; i < s.ranks[r].nops; i++) {
+            const ep_op *op = &s.ranks[r].ops[i];
+            if (op->algo != EP_ALGO_NVLINK) continue;
+            const ep_traffic *tr = &s.traffic[op->traffic];
+            int me = -1;
+            for (int j = 0; j < tr->n; j++)
+                if (s.groups[gi].ranks[j] == r) me = j;
+            for (int p = 0; p < tr->n; p++) {
+                double b = p == me ? 0 : ep_xfer_a2a_bytes(tr, op, me, p);
+                if (b > own_max[r]) own_max[r] = b;
+            }
+        }
+        if (own_max[r] > largest) largest = own_max[r];
+    }
+    CU_ASSERT(payload > 0);
+    CU_ASSERT(payload == largest); /* no slack: the largest real send */
+    int differ = 0;
+    for (int r = 1; r < 4; r++)
+        differ |= own_max[r] != own_max[0];
+    CU_ASSERT(differ); /* the case the test stands for: members' own maxima differ */
+    ep_sched_free(&s);
+}
+
 void ep_suite_xfer(void) {
     CU_pSuite s = CU_add_suite("xfer", NULL, NULL);
     CU_add_test(s, "what each kind moves per member", test_sizes);
     CU_add_test(s, "algorithm and SMs of each op", test_plans);
     CU_add_test(s, "transport grid: epsim and epref take the same transport", test_transport_grid);
+    CU_add_test(s, "NVLink staging holds the group's largest payload", test_nvl_payload);
 }
