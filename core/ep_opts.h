@@ -30,9 +30,9 @@ typedef enum {
 } ep_opt_takes;
 
 typedef struct ep_opt ep_opt;
-/* An EP_OPT_CALL row's action. value: the option's value, NULL for a row without one and for a
- * missing value (then fn says what is wrong). Returns 0 (go on), 1 (stop: the parser returns 1,
- * e.g. after --help) or -1 with one line in err. */
+/* An EP_OPT_CALL row's action. value: the option's value (never missing: the parser says so),
+ * NULL for a row without one and for EP_OPT_JOINED's "--opt" alone. Returns 0 (go on), 1 (stop: the
+ * parser returns 1, e.g. after --help) or -1 with one line in err. */
 typedef int (*ep_opt_fn)(const ep_opt *row, const char *value, void *ctx, char err[EP_ERRLEN]);
 
 struct ep_opt {
@@ -49,6 +49,7 @@ struct ep_opt {
     const char *bad;   /* EP_OPT_INT, EP_OPT_DOUBLE: what the message "OPT VALUE..." says after the
                         * value (NULL: " is out of range (MIN to MAX)") */
     const char *shown; /* --help's left column when it is not "OPT ARG" */
+    const char *missing; /* the message for a missing value (NULL: "OPT needs a value") */
 };
 
 typedef struct {
@@ -63,7 +64,7 @@ typedef struct {
 } ep_opts;
 
 /* Parses args[0..n) in order. Returns 0, 1 when a row or `other` stopped it, or -1 with one line
- * in err: "OPT needs a value" (unless a CALL row's fn says otherwise), an INT or DOUBLE row's
+ * in err: "OPT needs a value" (or the row's `missing`), an INT or DOUBLE row's
  * "OPT VALUE is out of range (MIN to MAX)" (or its `bad`), or what fn or other says. */
 int ep_opts_parse(const ep_opts *p, int n, char *const *args, char err[EP_ERRLEN]);
 

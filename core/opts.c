@@ -44,14 +44,17 @@ static int number(const ep_opt *r, const char *v, char err[EP_ERRLEN]) {
 
 /* One row with its value (NULL: none given, or missing). */
 static int apply(const ep_opts *p, const ep_opt *r, const char *v, char err[EP_ERRLEN]) {
+    if (!v && r->takes == EP_OPT_VALUE) {
+        if (r->missing)
+            snprintf(err, EP_ERRLEN, "%s", r->missing);
+        else
+            snprintf(err, EP_ERRLEN, "%s needs a value", r->name);
+        return -1;
+    }
     if (r->kind == EP_OPT_CALL) return r->fn(r, v, p->ctx, err);
     if (r->kind == EP_OPT_FLAG) {
         *(int *)r->target = r->set;
         return 0;
-    }
-    if (!v) {
-        snprintf(err, EP_ERRLEN, "%s needs a value", r->name);
-        return -1;
     }
     if (r->kind == EP_OPT_STRING) {
         *(const char **)r->target = v;

@@ -28,7 +28,7 @@ static int take_other(const char *arg, void *ctx, char err[EP_ERRLEN]) {
 static int on_call(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
     opts_t *o = ctx;
     if (!strcmp(row->name, "--stop")) return 1;
-    if (!v) {
+    if (!v) { /* --joined alone */
         snprintf(err, EP_ERRLEN, "%s: give it", row->name);
         return -1;
     }
@@ -61,7 +61,11 @@ static int parse(const char *line, opts_t *o, int any_value, char err[EP_ERRLEN]
          .max = 1,
          .bad = ": give 0 to 1"},
         {.name = "", .help = "heading:"},
-        {.name = "--call", .takes = EP_OPT_VALUE, .kind = EP_OPT_CALL, .fn = on_call},
+        {.name = "--call",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_CALL,
+         .fn = on_call,
+         .missing = "--call: give it"},
         {.name = "--joined", .takes = EP_OPT_JOINED, .kind = EP_OPT_CALL, .fn = on_call},
         {.name = "--stop", .kind = EP_OPT_CALL, .fn = on_call},
         {.name = NULL},
