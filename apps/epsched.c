@@ -12,7 +12,65 @@
 #include <time.h>
 
 #include "ep_config.h"
+#include "ep_opts.h"
 #include "ep_sched.h"
+
+typedef struct {
+    int rank, csv, check, help;
+} sched_opts;
+
+/* --rank R: a rank to print (checked against the world once the configuration is) */
+static int take_rank(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
+    (void)row;
+    sched_opts *o = ctx;
+    char *end;
+    long r = strtol(v, &end, 10);
+    if (*end || r < 0) {
+        snprintf(err, EP_ERRLEN, "--rank needs a non-negative integer (got '%.60s')", v);
+        return -1;
+    }
+    o->rank = (int)r;
+    return 0;
+}
+
+static int unknown(const char *arg, void *ctx, char err[EP_ERRLEN]) {
+    (void)ctx;
+    snprintf(err, EP_ERRLEN, "unknown flag '%.100s' (see --help)", arg);
+    return -1;
+}
+
+/* epsched's own flags (the configuration's are ep_config_parse's); o NULL: for --help. */
+static const ep_opt *sched_table(sched_opts *o) {
+    static sched_opts none;
+    static ep_opt rows[5];
+    if (!o) o = &none;
+    const ep_opt t[] = {
+        {.name = "--rank",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_CALL,
+         .fn = take_rank,
+         .arg = "R",
+         .help = "print rank R only (default: every rank)",
+         .missing = "--rank needs a non-negative integer (got '')"},
+        {.name = "--csv",
+         .kind = EP_OPT_FLAG,
+         .target = &o->csv,
+         .set = 1,
+         .help = "one CSV row per op instead of text"},
+        {.name = "--check",
+         .kind = EP_OPT_FLAG,
+         .target = &o->check,
+         .set = 1,
+         .help = "check the schedule (deps, collectives, names, deadlock freedom);\n"
+                 "prints one line and exits 0 when it holds, 2 otherwise"},
+        /* taken before the configuration is parsed (main) */
+        {.name = "--help", .kind = EP_OPT_FLAG, .target = &o->help, .set = 1, .help = "this text"},
+        {.name = NULL},
+    };
+    _Static_assert(sizeof t <= sizeof rows, "sched_table: rows too small");
+    memcpy(rows, t, sizeof t);
+    return rows;
+}
 
 static void usage(FILE *f) {
     fprintf(f, "usage: epsched [flags and @files] [--rank R] [--csv] [--check]\n"
@@ -20,13 +78,9 @@ static void usage(FILE *f) {
                "Prints the generated schedule of one training iteration: per rank and stream, the\n"
                "ops in host launch order (docs/schedule.md).\n"
                "\n"
-               "epsched flags:\n"
-               "  --rank R     print rank R only (default: every rank)\n"
-               "  --csv        one CSV row per op instead of text\n"
-               "  --check      check the schedule (deps, collectives, names, deadlock freedom);\n"
-               "               prints one line and exits 0 when it holds, 2 otherwise\n"
-               "  --help       this text\n"
-               "\n"
+               "epsched flags:\n");
+    ep_opts_print_help(f, sched_table(NULL), 13);
+    fprintf(f, "\n"
                "Configuration flags:\n");
     ep_config_print_help(f);
 }
@@ -57,28 +111,11 @@ int main(int argc, char **argv) {
         snprintf(err, sizeof err, "unexpected argument '%.100s'", positional.items[0]);
         return fail(err);
     }
-    int rank = -1, csv = 0, check = 0;
-    for (int i = 0; i < own.count; i++) {
-        const char *a = own.items[i];
-        if (strcmp(a, "--csv") == 0) {
-            csv = 1;
-        } else if (strcmp(a, "--check") == 0) {
-            check = 1;
-        } else if (strncmp(a, "--rank", 6) == 0 && (a[6] == 0 || a[6] == '=')) {
-            const char *v = a[6] == '=' ? a + 7 : (i + 1 < own.count ? own.items[++i] : NULL);
-            char *end;
-            long r = v ? strtol(v, &end, 10) : -1;
-            if (!v || *end || r < 0) {
-                snprintf(err, sizeof err, "--rank needs a non-negative integer (got '%.60s')",
-                         v ? v : "");
-                return fail(err);
-            }
-            rank = (int)r;
-        } else {
-            snprintf(err, sizeof err, "unknown flag '%.100s' (see --help)", a);
-            return fail(err);
-        }
-    }
+    sched_opts o = {.rank = -1};
+    /* the flags ep_config_parse handed back, each with the value that followed it */
+    ep_opts p = {sched_table(&o), unknown, &o, 1};
+    if (ep_opts_parse(&p, own.count, (char *const *)own.items, err) != 0) return fail(err);
+    int rank = o.rank, csv = o.csv, check = o.check;
     if (ep_config_validate(&cfg, err) != 0) return fail(err);
     if (cfg.ignored_flags[0])
         fprintf(stderr, "epsched: note: accepted without effect on the schedule: %s\n",

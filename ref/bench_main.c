@@ -7,7 +7,13 @@
 #include <sys/stat.h>
 
 #include "bench.h"
+#include "ep_opts.h"
 #include "ref_check.h"
+
+typedef struct {
+    bench *b;
+    const ep_arglist *rest;
+} bench_args;
 
 static int parse_list(const char *s, int *out, int max) {
     int n = 0;
@@ -22,27 +28,151 @@ static int parse_list(const char *s, int *out, int max) {
     return n;
 }
 
+/* --tokens LIST */
+static int take_tokens(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
+    (void)row;
+    bench *b = ((bench_args *)ctx)->b;
+    if ((b->ntokens = parse_list(v, b->tokens, BENCH_MAX_SIZES)) < 1) {
+        snprintf(err, EP_ERRLEN, "--tokens needs a list of positive counts");
+        return -1;
+    }
+    return 0;
+}
+
+/* A count from row->min up (atoi's reading, as before the table: "12x" is 12, "x" is 0). */
+static int take_count(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
+    (void)ctx;
+    int *dst = row->target;
+    *dst = atoi(v);
+    if (*dst < row->min) {
+        snprintf(err, EP_ERRLEN, "%s %s is out of range", row->name, v);
+        return -1;
+    }
+    return 0;
+}
+
+static void usage(FILE *f);
+
+static int take_help(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
+    (void)row, (void)v, (void)ctx, (void)err;
+    usage(stdout);
+    return 1;
+}
+
+/* Not a bench flag: the last one is reported as lacking its value (as before the table). */
+static int unknown(const char *arg, void *ctx, char err[EP_ERRLEN]) {
+    const ep_arglist *rest = ((bench_args *)ctx)->rest;
+    if (arg == rest->items[rest->count - 1])
+        snprintf(err, EP_ERRLEN, "%s needs a value", arg);
+    else
+        snprintf(err, EP_ERRLEN, "unknown flag %s", arg);
+    return -1;
+}
+
+/* The bench flags (the model's are ep_config_parse's); b NULL: for --help. */
+static const ep_opt *bench_table(bench *b) {
+    static bench none;
+    static ep_opt rows[16];
+    if (!b) b = &none;
+    const ep_opt t[] = {
+        {.name = "--tokens",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_CALL,
+         .fn = take_tokens,
+         .arg = "LIST",
+         .help = "tokens per rank (default 128,512,1024,2048,4096,8192,16384)"},
+        {.name = "--num-sms",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_CALL,
+         .fn = take_count,
+         .target = &b->num_sms,
+         .min = 1,
+         .arg = "N",
+         .help = "NVLink sender blocks, one per SM (default 16)"},
+        {.name = "--permute-blocks",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_CALL,
+         .fn = take_count,
+         .target = &b->permute_blocks,
+         .min = 0,
+         .arg = "N",
+         .help = "extra blocks of the fused dispatch permute (default 8)"},
+        {.name = "--reduce-blocks",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_CALL,
+         .fn = take_count,
+         .target = &b->reduce_blocks,
+         .min = 0,
+         .arg = "N",
+         .help = "extra blocks of the fused combine sum (default 8)"},
+        {.name = "--iters",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_CALL,
+         .fn = take_count,
+         .target = &b->iters,
+         .min = 1,
+         .arg = "N",
+         .help = "timed iterations (default 50), --warmup N (default 10)"},
+        {.name = "--warmup",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_CALL,
+         .fn = take_count,
+         .target = &b->warmup,
+         .min = 0,
+         .arg = "N"},
+        {.name = "--json",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &b->json_path,
+         .arg = "PATH",
+         .help = "write the results as a JSON array"},
+        {.name = "", .help = "calib only (docs/calibration.md):"},
+        {.name = "--out",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &b->out_dir,
+         .arg = "DIR",
+         .help = "directory of compute/comm/host/interference.json (required)"},
+        {.name = "--models",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &b->models,
+         .arg = "FILE[,FILE]",
+         .help = "lines 'name flags...': also time every distinct compute op\n"
+                 "of any rank of each model's schedule"},
+        {.name = "--parts",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &b->parts,
+         .arg = "LIST",
+         .help = "of host,compute,comm,interference,corun (default all)"},
+        {.name = "--l2-flush",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_CALL,
+         .fn = take_count,
+         .target = &b->flush_mb,
+         .min = 0,
+         .arg = "MIB",
+         .help = "stream MIB through HBM before each compute timing (default 0)"},
+        {.name = "--help", .kind = EP_OPT_CALL, .fn = take_help},
+        {.name = NULL},
+    };
+    _Static_assert(sizeof t <= sizeof rows, "bench_table: rows too small");
+    memcpy(rows, t, sizeof t);
+    return rows;
+}
+
 static void usage(FILE *f) {
     char names[128];
     bench_names(names, sizeof names);
     fprintf(f,
             "usage: epref [--nproc N] bench NAME [bench flags] [model flags]\n"
-            "  NAME                 %s\n"
-            "  --tokens LIST        tokens per rank (default 128,512,1024,2048,4096,8192,16384)\n"
-            "  --num-sms N          NVLink sender blocks, one per SM (default 16)\n"
-            "  --permute-blocks N   extra blocks of the fused dispatch permute (default 8)\n"
-            "  --reduce-blocks N    extra blocks of the fused combine sum (default 8)\n"
-            "  --iters N            timed iterations (default 50), --warmup N (default 10)\n"
-            "  --json PATH          write the results as a JSON array\n"
-            "  calib only (docs/calibration.md):\n"
-            "  --out DIR            directory of compute/comm/host/interference.json (required)\n"
-            "  --models FILE[,FILE] lines 'name flags...': also time every distinct compute op\n"
-            "                       of any rank of each model's schedule\n"
-            "  --parts LIST         of host,compute,comm,interference,corun (default all)\n"
-            "  --l2-flush MIB       stream MIB through HBM before each compute timing (default 0)\n"
-            "  model flags: Megatron names, e.g. --hidden-size 7168 --num-experts 256\n"
-            "  --moe-router-topk 8 --moe-ffn-hidden-size 2048 (see epsim --help)\n",
+            "  NAME                 %s\n",
             names);
+    ep_opts_print_help(f, bench_table(NULL), 21);
+    fputs("  model flags: Megatron names, e.g. --hidden-size 7168 --num-experts 256\n"
+          "  --moe-router-topk 8 --moe-ffn-hidden-size 2048 (see epsim --help)\n",
+          f);
 }
 
 int bench_main(ref_ctx *ctx, int argc, char **argv) {
@@ -67,50 +197,20 @@ int bench_main(ref_ctx *ctx, int argc, char **argv) {
     memset(&pos, 0, sizeof pos);
     memset(&rest, 0, sizeof rest);
     char err[EP_ERRLEN];
-    const char *out_dir = NULL, *models = NULL, *parts = "host,compute,comm,interference,corun";
+    b.parts = "host,compute,comm,interference,corun";
     if (ep_config_parse(&b.cfg, argc, argv, &pos, &rest, err)) {
         fprintf(stderr, "epref: %s\n", err);
         return 2;
     }
-    for (int i = 0; i < rest.count; i++) {
-        const char *f = rest.items[i], *v = i + 1 < rest.count ? rest.items[i + 1] : NULL;
-        int *dst = !strcmp(f, "--num-sms")          ? &b.num_sms
-                   : !strcmp(f, "--permute-blocks") ? &b.permute_blocks
-                   : !strcmp(f, "--reduce-blocks")  ? &b.reduce_blocks
-                   : !strcmp(f, "--iters")          ? &b.iters
-                   : !strcmp(f, "--warmup")         ? &b.warmup
-                   : !strcmp(f, "--l2-flush")       ? &b.flush_mb
-                                                    : NULL;
-        if (!strcmp(f, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!v) {
-            fprintf(stderr, "epref: %s needs a value\n", f);
-            return 2;
-        } else if (!strcmp(f, "--tokens")) {
-            if ((b.ntokens = parse_list(v, b.tokens, BENCH_MAX_SIZES)) < 1) {
-                fprintf(stderr, "epref: --tokens needs a list of positive counts\n");
-                return 2;
-            }
-        } else if (!strcmp(f, "--json")) {
-            b.json_path = v;
-        } else if (!strcmp(f, "--out")) {
-            out_dir = v;
-        } else if (!strcmp(f, "--models")) {
-            models = v;
-        } else if (!strcmp(f, "--parts")) {
-            parts = v;
-        } else if (dst) {
-            *dst = atoi(v);
-            if (*dst < 0 || (dst == &b.iters && *dst < 1) || (dst == &b.num_sms && *dst < 1)) {
-                fprintf(stderr, "epref: %s %s is out of range\n", f, v);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "epref: unknown flag %s\n", f);
-            return 2;
-        }
-        i++;
+    /* the flags ep_config_parse handed back, each with the value that followed it, whatever it
+     * is */
+    bench_args ba = {&b, &rest};
+    ep_opts p = {bench_table(&b), unknown, &ba, 1};
+    int prc = ep_opts_parse(&p, rest.count, (char *const *)rest.items, err);
+    if (prc > 0) return 0; /* --help */
+    if (prc < 0) {
+        fprintf(stderr, "epref: %s\n", err);
+        return 2;
     }
     if (pos.count != 0) { /* argv[0] is the benchmark's name */
         fprintf(stderr, "epref: unexpected argument '%s'\n", pos.items[0]);
@@ -123,9 +223,7 @@ int bench_main(ref_ctx *ctx, int argc, char **argv) {
         fprintf(stderr, "epref: unknown benchmark '%s' (%s)\n", b.name, names);
         return 2;
     }
-    b.out_dir = out_dir;
-    b.models = models;
-    b.parts = parts;
+    const char *out_dir = b.out_dir;
     if (e->own_models) { /* its models come from --models, not the flags */
         if (!out_dir) {
             fprintf(stderr, "epref: bench calib needs --out DIR\n");

@@ -1,12 +1,73 @@
 /* The flags of `epref run` (exec_args.h): plain C, no CUDA. */
 #include "exec_args.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ep_io.h"
+#include "ep_opts.h"
+
+/* --trace P, --summary-json P: writable paths */
+static int take_output(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
+    (void)ctx;
+    if (ep_output_check(v, err)) return -1;
+    *(const char **)row->target = v;
+    return 0;
+}
+
+static int unknown(const char *arg, void *ctx, char err[EP_ERRLEN]) {
+    (void)ctx;
+    snprintf(err, EP_ERRLEN, "unknown flag %.200s", arg);
+    return -1;
+}
+
+/* epref run's own flags (the model's are ep_config_parse's); o NULL: for --help. */
+static const ep_opt *exec_table(exec_opts *o) {
+    static exec_opts none;
+    static ep_opt rows[5];
+    if (!o) o = &none;
+    const ep_opt t[] = {
+        {.name = "--trace",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_CALL,
+         .fn = take_output,
+         .target = &o->trace,
+         .arg = "P",
+         .help = "Chrome trace of the reported iteration (all ranks, rank 0 writes)"},
+        {.name = "--summary-json",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_CALL,
+         .fn = take_output,
+         .target = &o->summary,
+         .arg = "P",
+         .help = "epsim's summary keys, measured"},
+        {.name = "--iters",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_INT,
+         .target = &o->iters,
+         .min = 1,
+         .max = 100000,
+         .arg = "N",
+         .help = "measured iterations (default 5); the median one is reported"},
+        {.name = "--warmup",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_INT,
+         .target = &o->warmup,
+         .min = 0,
+         .max = 100000,
+         .arg = "W",
+         .help = "iterations run first and not measured (default 2)"},
+        {.name = NULL},
+    };
+    _Static_assert(sizeof t <= sizeof rows, "exec_table: rows too small");
+    memcpy(rows, t, sizeof t);
+    return rows;
+}
+
+void exec_args_print_help(FILE *f) {
+    ep_opts_print_help(f, exec_table(NULL), 19);
+}
 
 int exec_args_parse(int argc, char **argv, int world, exec_opts *o, char err[EP_ERRLEN]) {
     memset(o, 0, sizeof *o);
@@ -17,36 +78,9 @@ int exec_args_parse(int argc, char **argv, int world, exec_opts *o, char err[EP_
     memset(&pos, 0, sizeof pos);
     memset(&rest, 0, sizeof rest);
     if (ep_config_parse(&o->cfg, argc, argv, &pos, &rest, err)) return 2;
-    for (int i = 0; i < rest.count; i++) {
-        const char *f = rest.items[i];
-        int known = !strcmp(f, "--trace") || !strcmp(f, "--summary-json") ||
-                    !strcmp(f, "--iters") || !strcmp(f, "--warmup");
-        if (!known) {
-            snprintf(err, EP_ERRLEN, "unknown flag %.200s", f);
-            return 2;
-        }
-        const char *v = i + 1 < rest.count ? rest.items[i + 1] : NULL;
-        if (!v || !strncmp(v, "--", 2) || !v[0]) {
-            snprintf(err, EP_ERRLEN, "%s needs a value", f);
-            return 2;
-        }
-        i++;
-        if (!strcmp(f, "--trace") || !strcmp(f, "--summary-json")) {
-            if (ep_output_check(v, err)) return 2;
-            *(!strcmp(f, "--trace") ? &o->trace : &o->summary) = v;
-            continue;
-        }
-        char *end;
-        errno = 0;
-        long x = strtol(v, &end, 10);
-        int is_iters = !strcmp(f, "--iters");
-        if (*end || errno || x < (is_iters ? 1 : 0) || x > 100000) {
-            snprintf(err, EP_ERRLEN, "%s %.64s is out of range (%d to 100000)", f, v,
-                     is_iters ? 1 : 0);
-            return 2;
-        }
-        *(is_iters ? &o->iters : &o->warmup) = (int)x;
-    }
+    /* the flags ep_config_parse handed back, each with the value that followed it */
+    ep_opts p = {exec_table(o), unknown, NULL, 0};
+    if (ep_opts_parse(&p, rest.count, (char *const *)rest.items, err)) return 2;
     if (o->trace && o->summary && !strcmp(o->trace, o->summary)) {
         snprintf(err, EP_ERRLEN, "--trace and --summary-json name the same file %.200s", o->trace);
         return 2;

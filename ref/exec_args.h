@@ -4,6 +4,8 @@
 #ifndef EXEC_ARGS_H
 #define EXEC_ARGS_H
 
+#include <stdio.h>
+
 #include "ep_config.h"
 
 typedef struct {
@@ -15,5 +17,7 @@ typedef struct {
 /* argv[0] is "run". `world` is the number of launched ranks. Returns 0, or 2 with one line in
  * err (without the "epref: " prefix). */
 int exec_args_parse(int argc, char **argv, int world, exec_opts *o, char err[EP_ERRLEN]);
+/* Their lines of `epref run --help` (from the option table). */
+void exec_args_print_help(FILE *f);
 
 #endif

@@ -20,12 +20,9 @@ void exec_usage(FILE *f) {
         "             [--summary-json P] [--iters N] [--warmup W]\n"
         "  Builds the schedule of one training iteration (the one epsim simulates) for the\n"
         "  launched ranks and executes every op of this rank on its GPU: cuBLAS GEMMs,\n"
-        "  attention, memory-bound kernels, NCCL collectives, CUDA events between streams.\n"
-        "  --trace P          Chrome trace of the reported iteration (all ranks, rank 0 writes)\n"
-        "  --summary-json P   epsim's summary keys, measured\n"
-        "  --iters N          measured iterations (default 5); the median one is reported\n"
-        "  --warmup W         iterations run first and not measured (default 2)\n"
-        "  Model and parallel flags: `epsched --help` lists them (the same for epsim).\n");
+        "  attention, memory-bound kernels, NCCL collectives, CUDA events between streams.\n");
+    exec_args_print_help(f);
+    fputs("  Model and parallel flags: `epsched --help` lists them (the same for epsim).\n", f);
 }
 
 /* 0 ok, 2 bad input (message printed by rank 0). */

@@ -17,6 +17,7 @@
 
 #include "ep_config.h"
 #include "ep_io.h"
+#include "ep_opts.h"
 #include "ep_sched.h"
 #include "sim_calib.h"
 #include "sim_engine.h"
@@ -28,6 +29,136 @@ XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_cli, root, "epsim: command line");
 #define DEFAULT_PRESET       "deepseek-v3-proxy16"
 #define DEFAULT_MICROBATCHES 8
 
+typedef struct {
+    const char *topo, *calib, *summary, *trace, *csv, *max_memory;
+    int stats, no_preset, help, version, has_argfile;
+    int progress; /* -1: when stderr is a terminal */
+} cli_opts;
+
+/* What parsing fills: the options, the SimGrid arguments (sg) and the config flags (rest). */
+typedef struct {
+    cli_opts *o;
+    int *nsg;
+    char **sg;
+    int *nrest;
+    char **rest;
+} split_ctx;
+
+static int check_log(const char *arg, char err[EP_ERRLEN]);
+
+/* --log=SETTINGS: checked here, then SimGrid's. */
+static int cli_log(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
+    (void)row;
+    split_ctx *c = ctx;
+    if (!v) {
+        snprintf(err, EP_ERRLEN, "--log takes =SETTINGS, e.g. --log=epsim_engine.thres:debug");
+        return -1;
+    }
+    if (check_log(v, err) != 0) return -1;
+    c->sg[(*c->nsg)++] = (char *)v - strlen("--log="); /* its argument: v is the text after = */
+    return 0;
+}
+
+static int cli_cfg(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
+    (void)row, (void)v, (void)ctx;
+    snprintf(err, EP_ERRLEN,
+             "--cfg: SimGrid settings are not taken (epsim sets the models it needs); "
+             "--log=... is");
+    return -1;
+}
+
+/* Anything else is a config flag, its value or an @file. */
+static int cli_other(const char *arg, void *ctx, char err[EP_ERRLEN]) {
+    (void)err;
+    split_ctx *c = ctx;
+    if (arg[0] == '@') c->o->has_argfile = 1;
+    c->rest[(*c->nrest)++] = (char *)arg;
+    return 0;
+}
+
+/* epsim's options; c NULL: for --help. */
+static const ep_opt *cli_table(split_ctx *c) {
+    static cli_opts none;
+    cli_opts *o = c ? c->o : &none;
+    static ep_opt rows[16];
+    const ep_opt t[] = {
+        {.name = "--topo",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &o->topo,
+         .arg = "T",
+         .help = "platform file, or a bundled name: h200x2 h200x4 dgx8 dgx16 dgx64\n"
+                 "dgx256 dgx1024 nvl72 (default dgx16)"},
+        {.name = "--calib",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &o->calib,
+         .arg = "FILE",
+         .help = "calibration JSON (docs/calibration.md), a name under\n"
+                 "traces/calib, or none (built-in defaults); default: the one\n"
+                 "the topology names (h200x2, h200x4: their own; dgx*: h100)"},
+        {.name = "--summary-json",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &o->summary,
+         .arg = "P",
+         .help = "write the summary as JSON"},
+        {.name = "--trace",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &o->trace,
+         .arg = "P",
+         .help = "write a Chrome trace (Perfetto)"},
+        {.name = "--csv",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &o->csv,
+         .arg = "P",
+         .help = "write one row per op\n"
+                 "(outputs appear together or not at all; - is standard output,\n"
+                 "then the summary goes to stderr)"},
+        {.name = "--no-preset",
+         .kind = EP_OPT_FLAG,
+         .target = &o->no_preset,
+         .set = 1,
+         .help = "start from the library defaults, not the DeepSeek-V3 proxy"},
+        {.name = "--max-memory",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &o->max_memory,
+         .arg = "GIB", /* checked after --help, in sim_cli_run */
+         .help = "refuse a run whose estimated memory exceeds GIB (default: 80%\n"
+                 "of this machine's memory; 0: no limit)"},
+        {.name = "--stats",
+         .kind = EP_OPT_FLAG,
+         .target = &o->stats,
+         .set = 1,
+         .help = "print wall/CPU time per phase, peak RSS, ops/s on stderr"},
+        {.name = "--progress",
+         .kind = EP_OPT_FLAG,
+         .target = &o->progress,
+         .set = 1,
+         .shown = "--progress, --no-progress ",
+         .help = "a progress line on stderr once the run took 2 s\n"
+                 "(default: when stderr is a terminal)"},
+        {.name = "--no-progress", .kind = EP_OPT_FLAG, .target = &o->progress, .set = 0},
+        {.name = "--log",
+         .takes = EP_OPT_JOINED,
+         .kind = EP_OPT_CALL,
+         .fn = cli_log,
+         .arg = "...",
+         .help = "SimGrid log control, e.g. --log=epsim_engine.thres:debug"},
+        {.name = "--cfg", .takes = EP_OPT_JOINED, .kind = EP_OPT_CALL, .fn = cli_cfg},
+        {.name = "--help", .kind = EP_OPT_FLAG, .target = &o->help, .set = 1},
+        {.name = "-h", .kind = EP_OPT_FLAG, .target = &o->help, .set = 1},
+        {.name = "--version", .kind = EP_OPT_FLAG, .target = &o->version, .set = 1},
+        {.name = NULL},
+    };
+    _Static_assert(sizeof t <= sizeof rows, "cli_table: rows too small");
+    memcpy(rows, t, sizeof t);
+    return rows;
+}
+
 static void usage(FILE *f) {
     fputs("usage: epsim [--topo T] [options] [Megatron flags] [@argfile ...]\n"
           "       epsim sweep --grid \"flag=v1,v2;flag2=a,b\" [--jobs N] [--shard i/n] --out CSV"
@@ -38,25 +169,10 @@ static void usage(FILE *f) {
           "       epsim calibrate DIR [DIR ...] [--topo T] [--out FILE]   (fit from epref bench"
           " calib files)\n"
           "       epsim --version\n"
-          "epsim options:\n"
-          "  --topo T            platform file, or a bundled name: h200x2 h200x4 dgx8 dgx16 dgx64\n"
-          "                      dgx256 dgx1024 nvl72 (default dgx16)\n"
-          "  --calib FILE        calibration JSON (docs/calibration.md), a name under\n"
-          "                      traces/calib, or none (built-in defaults); default: the one\n"
-          "                      the topology names (h200x2, h200x4: their own; dgx*: h100)\n"
-          "  --summary-json P    write the summary as JSON\n"
-          "  --trace P           write a Chrome trace (Perfetto)\n"
-          "  --csv P             write one row per op\n"
-          "                      (outputs appear together or not at all; - is standard output,\n"
-          "                      then the summary goes to stderr)\n"
-          "  --no-preset         start from the library defaults, not the DeepSeek-V3 proxy\n"
-          "  --max-memory GIB    refuse a run whose estimated memory exceeds GIB (default: 80%\n"
-          "                      of this machine's memory; 0: no limit)\n"
-          "  --stats             print wall/CPU time per phase, peak RSS, ops/s on stderr\n"
-          "  --progress, --no-progress  a progress line on stderr once the run took 2 s\n"
-          "                      (default: when stderr is a terminal)\n"
-          "  --log=...           SimGrid log control, e.g. --log=epsim_engine.thres:debug\n"
-          "Without an @file the 16-layer DeepSeek-V3 proxy preset is read first; with one, the\n"
+          "epsim options:\n",
+          f);
+    ep_opts_print_help(f, cli_table(NULL), 20);
+    fputs("Without an @file the 16-layer DeepSeek-V3 proxy preset is read first; with one, the\n"
           "@file is the model (on the library defaults). The summary's first line names it.\n"
           "Unset parallel sizes default to the topology (docs/epsim.md, \"Default layout\").\n"
           "Bad input: one line on stderr, exit 2, no output file (docs/epsim.md, \"Failure\n"
@@ -90,32 +206,6 @@ static void help(FILE *f) {
                               "Defaults shown: the preset configs/" DEFAULT_PRESET
                               ".args on the library defaults\n(with an @file or --no-preset: "
                               "the library defaults, `epsched --help`).\n");
-}
-
-typedef struct {
-    const char *topo, *calib, *summary, *trace, *csv, *max_memory;
-    int stats, no_preset, help, version, has_argfile;
-    int progress; /* -1: when stderr is a terminal */
-} cli_opts;
-
-static int take_value(int argc, char **argv, int *i, const char *name, const char **out,
-                      char err[EP_ERRLEN]) {
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=') {
-        *out = argv[*i] + n + 1;
-        if (!**out) {
-            snprintf(err, EP_ERRLEN, "%s needs a value", name);
-            return -1;
-        }
-        return 1;
-    }
-    if (strcmp(argv[*i], name) != 0) return 0;
-    if (*i + 1 >= argc || strncmp(argv[*i + 1], "--", 2) == 0 || !argv[*i + 1][0]) {
-        snprintf(err, EP_ERRLEN, "%s needs a value", name);
-        return -1;
-    }
-    *out = argv[++*i];
-    return 1;
 }
 
 /* SimGrid's log control (xbt_log_control_set) aborts the process on a setting it cannot parse,
@@ -187,43 +277,9 @@ static int check_log(const char *arg, char err[EP_ERRLEN]) {
 /* Splits argv into epsim options, SimGrid options (sg) and config flags (rest). */
 static int split_args(int argc, char **argv, cli_opts *o, int *nsg, char **sg, int *nrest,
                       char **rest, char err[EP_ERRLEN]) {
-    static const char *names[] = {"--topo",  "--calib", "--summary-json",
-                                  "--trace", "--csv",   "--max-memory"};
-    const char **slots[] = {&o->topo, &o->calib, &o->summary, &o->trace, &o->csv, &o->max_memory};
-    for (int i = 1; i < argc; i++) {
-        int hit = 0;
-        for (int k = 0; k < 6 && !hit; k++) {
-            hit = take_value(argc, argv, &i, names[k], slots[k], err);
-            if (hit < 0) return -1;
-        }
-        if (hit) continue;
-        if (strcmp(argv[i], "--stats") == 0)
-            o->stats = 1;
-        else if (strcmp(argv[i], "--progress") == 0 || strcmp(argv[i], "--no-progress") == 0)
-            o->progress = argv[i][2] == 'p';
-        else if (strcmp(argv[i], "--no-preset") == 0)
-            o->no_preset = 1;
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-            o->help = 1;
-        else if (strcmp(argv[i], "--version") == 0)
-            o->version = 1;
-        else if (strncmp(argv[i], "--log=", 6) == 0) {
-            if (check_log(argv[i] + 6, err) != 0) return -1;
-            sg[(*nsg)++] = argv[i];
-        } else if (strcmp(argv[i], "--log") == 0) {
-            snprintf(err, EP_ERRLEN, "--log takes =SETTINGS, e.g. --log=epsim_engine.thres:debug");
-            return -1;
-        } else if (strncmp(argv[i], "--cfg", 5) == 0 && (argv[i][5] == '=' || !argv[i][5])) {
-            snprintf(err, EP_ERRLEN,
-                     "--cfg: SimGrid settings are not taken (epsim sets the models it needs); "
-                     "--log=... is");
-            return -1;
-        } else {
-            if (argv[i][0] == '@') o->has_argfile = 1;
-            rest[(*nrest)++] = argv[i];
-        }
-    }
-    return 0;
+    split_ctx c = {o, nsg, sg, nrest, rest};
+    ep_opts p = {cli_table(&c), cli_other, &c, 0};
+    return ep_opts_parse(&p, argc - 1, argv + 1, err) < 0 ? -1 : 0;
 }
 
 /* Whether the flag appears among the arguments (as --flag V or --flag=V). */

@@ -10,6 +10,7 @@
 
 #include "ep_config.h"
 #include "ep_io.h"
+#include "ep_opts.h"
 #include "sim_cli.h"
 #include "sim_platform.h"
 
@@ -424,34 +425,42 @@ static int write_json(const char *path, const cmp_result *r, char err[EP_ERRLEN]
     return ep_outfile_commit(&o, err);
 }
 
+static int compare_help(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
+    (void)row, (void)v, (void)ctx, (void)err;
+    puts("usage: epsim compare RUN [--topo T] [--calib FILE] [--json OUT]\n"
+         "  RUN is the path prefix of a measured run: RUN.args, RUN.trace.json and\n"
+         "  optionally RUN.summary.json (docs/epsim.md, \"Compare\")");
+    return 1;
+}
+
+/* The one RUN; any other argument is unexpected. */
+static int compare_other(const char *arg, void *ctx, char err[EP_ERRLEN]) {
+    const char **run = ctx;
+    if (arg[0] == '-' || *run) {
+        snprintf(err, EP_ERRLEN, "unexpected argument %.200s", arg);
+        return -1;
+    }
+    *run = arg;
+    return 0;
+}
+
 int sim_compare_main(int argc, char **argv) {
     const char *run = NULL, *topo = NULL, *calib = NULL, *json = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char **slot = strcmp(argv[i], "--topo") == 0    ? &topo
-                            : strcmp(argv[i], "--calib") == 0 ? &calib
-                            : strcmp(argv[i], "--json") == 0  ? &json
-                                                              : NULL;
-        if (slot) {
-            if (i + 1 >= argc) {
-                char m[128];
-                snprintf(m, sizeof m, "%s needs a value", argv[i]);
-                return fail2(m);
-            }
-            *slot = argv[++i];
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            puts("usage: epsim compare RUN [--topo T] [--calib FILE] [--json OUT]\n"
-                 "  RUN is the path prefix of a measured run: RUN.args, RUN.trace.json and\n"
-                 "  optionally RUN.summary.json (docs/epsim.md, \"Compare\")");
-            return 0;
-        } else if (argv[i][0] == '-' || run) {
-            char m[300];
-            snprintf(m, sizeof m, "unexpected argument %.200s", argv[i]);
-            return fail2(m);
-        } else
-            run = argv[i];
-    }
+    const ep_opt rows[] = {
+        {.name = "--topo", .takes = EP_OPT_VALUE, .kind = EP_OPT_STRING, .target = &topo},
+        {.name = "--calib", .takes = EP_OPT_VALUE, .kind = EP_OPT_STRING, .target = &calib},
+        {.name = "--json", .takes = EP_OPT_VALUE, .kind = EP_OPT_STRING, .target = &json},
+        {.name = "--help", .kind = EP_OPT_CALL, .fn = compare_help},
+        {.name = "-h", .kind = EP_OPT_CALL, .fn = compare_help},
+        {.name = NULL},
+    };
+    /* a value is the next argument, whatever it is */
+    ep_opts p = {rows, compare_other, &run, 1};
+    char err[EP_ERRLEN];
+    int prc = ep_opts_parse(&p, argc - 1, argv + 1, err);
+    if (prc != 0) return prc > 0 ? 0 : fail2(err);
     if (!run) return fail2("usage: epsim compare RUN [--topo T] [--calib FILE] [--json OUT]");
-    char args[4200], mtrace[4200], msum[4200], err[EP_ERRLEN];
+    char args[4200], mtrace[4200], msum[4200];
     snprintf(args, sizeof args, "%s.args", run);
     snprintf(mtrace, sizeof mtrace, "%s.trace.json", run);
     snprintf(msum, sizeof msum, "%s.summary.json", run);

@@ -15,6 +15,7 @@
 #include <xbt/log.h>
 
 #include "ep_io.h"
+#include "ep_opts.h"
 #include "ep_stats.h"
 #include "ep_sched.h"
 #include "sim_calib.h"
@@ -38,8 +39,8 @@ enum {
     F_NUM
 };
 static const char *FILES[F_NUM] = {
-    "compute.json", "comm.json",   "host.json",       "interference.json", "dispatch.json",
-    "combine.json", "corun.json",  "kernels.json",    "host_torch.json",   "host_megatron.json"};
+    "compute.json", "comm.json",  "host.json",    "interference.json", "dispatch.json",
+    "combine.json", "corun.json", "kernels.json", "host_torch.json",   "host_megatron.json"};
 
 typedef struct {
     json_t *root[F_NUM]; /* the file's array, or NULL where no DIR has it */
@@ -752,31 +753,57 @@ static void default_out(const char *dir, const char *machine, char *out, size_t 
     snprintf(out, len, "%s/calib/%s.json", d, machine);
 }
 
+#define FIT_USAGE "epsim calibrate DIR ... [--topo T] [--out FILE]"
+
+static int fit_help(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
+    (void)row, (void)v, (void)ctx, (void)err;
+    puts("usage: epsim calibrate DIR[:file,...] [DIR ...] [--topo T] [--out FILE]\n"
+         "Fits the calibration from epref bench calib's raw files (docs/calibration.md);\n"
+         "each file from the first DIR that has it (DIR:a.json,b.json: only those).");
+    return 1;
+}
+
+typedef struct {
+    char *dirs[MAX_DIRS];
+    int ndirs;
+} fit_dirs;
+
+/* The DIRs; any other argument is unexpected. */
+static int fit_other(const char *arg, void *ctx, char err[EP_ERRLEN]) {
+    fit_dirs *d = ctx;
+    if (arg[0] == '-' || d->ndirs == MAX_DIRS) {
+        snprintf(err, EP_ERRLEN, "unexpected argument %.200s (usage: " FIT_USAGE ")", arg);
+        return -1;
+    }
+    d->dirs[d->ndirs++] = (char *)arg;
+    return 0;
+}
+
 int sim_fit_main(int argc, char **argv) {
     const char *topo = NULL, *out = NULL;
-    char *dirs[MAX_DIRS];
-    int ndirs = 0;
-    for (int i = 1; i < argc; i++) {
-        if ((strcmp(argv[i], "--topo") == 0 || strcmp(argv[i], "--out") == 0) && i + 1 < argc) {
-            const char **slot = strcmp(argv[i], "--topo") == 0 ? &topo : &out;
-            *slot = argv[i + 1];
-            i++;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            puts("usage: epsim calibrate DIR[:file,...] [DIR ...] [--topo T] [--out FILE]\n"
-                 "Fits the calibration from epref bench calib's raw files (docs/calibration.md);\n"
-                 "each file from the first DIR that has it (DIR:a.json,b.json: only those).");
-            return 0;
-        } else if (argv[i][0] == '-' || ndirs == MAX_DIRS) {
-            char m[300];
-            snprintf(m, sizeof m,
-                     "unexpected argument %.200s (usage: epsim calibrate DIR ... "
-                     "[--topo T] [--out FILE])",
-                     argv[i]);
-            return fail2(m);
-        } else {
-            dirs[ndirs++] = argv[i];
-        }
-    }
+    fit_dirs d = {.ndirs = 0};
+    const ep_opt rows[] = {
+        {.name = "--topo",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &topo,
+         .missing = "unexpected argument --topo (usage: " FIT_USAGE ")"},
+        {.name = "--out",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &out,
+         .missing = "unexpected argument --out (usage: " FIT_USAGE ")"},
+        {.name = "--help", .kind = EP_OPT_CALL, .fn = fit_help},
+        {.name = "-h", .kind = EP_OPT_CALL, .fn = fit_help},
+        {.name = NULL},
+    };
+    /* a value is the next argument, whatever it is */
+    ep_opts p = {rows, fit_other, &d, 1};
+    char perr[EP_ERRLEN];
+    int prc = ep_opts_parse(&p, argc - 1, argv + 1, perr);
+    if (prc != 0) return prc > 0 ? 0 : fail2(perr);
+    char **dirs = d.dirs;
+    int ndirs = d.ndirs;
     if (ndirs == 0) return fail2("usage: epsim calibrate DIR [DIR ...] [--topo T] [--out FILE]");
     char measured[256], machine[256], outbuf[4400];
     machine_of(dirs[0], measured, sizeof measured); /* traces/<measured>/calib */

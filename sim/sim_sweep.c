@@ -15,6 +15,7 @@
 
 #include "ep_config.h"
 #include "ep_io.h"
+#include "ep_opts.h"
 
 #define MAX_AXES   16
 #define MAX_VALUES 64
@@ -129,8 +130,8 @@ static void sweep_progress(const row *rows, long n, long done, long running, con
     if (best) {
         int k = snprintf(b, sizeof b, "; best so far %.1f tokens/s/GPU:", best->tps_gpu);
         for (int a = 0; a < nax && k > 0 && k < (int)sizeof b; a++)
-            k += snprintf(b + k, sizeof b - (size_t)k, " %s=%s", ax[a].flag,
-                          ax[a].val[best->vi[a]]);
+            k +=
+                snprintf(b + k, sizeof b - (size_t)k, " %s=%s", ax[a].flag, ax[a].val[best->vi[a]]);
     }
     fprintf(stderr, "\repsim sweep: %ld done, %ld running, %ld left, %.0f s elapsed%s\033[K", done,
             running, n - done - running, mono() - t0, b);
@@ -175,57 +176,82 @@ static int sweep_fail(char **common, const char *fmt, const char *a, const char 
     return 2;
 }
 
+/* What the options fill; an argument that is none of them goes to every run (common). */
+typedef struct {
+    const char *grid, *out;
+    int jobs, shard_i, shard_n, show;
+    char **common;
+    int ncommon;
+} sweep_opts;
+
+static int sweep_shard(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
+    (void)row;
+    sweep_opts *o = ctx;
+    int used = 0;
+    if (sscanf(v, "%d/%d%n", &o->shard_i, &o->shard_n, &used) != 2 || v[used] || o->shard_n < 1 ||
+        o->shard_i < 0 || o->shard_i >= o->shard_n) {
+        snprintf(err, EP_ERRLEN,
+                 "--shard %.64s: give i/n with 0 <= i < n (this process runs every n-th "
+                 "configuration from the i-th)",
+                 v);
+        return -1;
+    }
+    return 0;
+}
+
+/* --summary-json, --trace, --csv (also as --csv=P): the runs' outputs are the sweep's */
+static int sweep_no_output(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
+    (void)v, (void)ctx;
+    snprintf(err, EP_ERRLEN, "%s is not available in a sweep (--out CSV holds the rows)",
+             row->name);
+    return -1;
+}
+
+static int sweep_other(const char *arg, void *ctx, char err[EP_ERRLEN]) {
+    (void)err;
+    sweep_opts *o = ctx;
+    o->common[o->ncommon++] = (char *)arg;
+    return 0;
+}
+
+#define STR_(x) #x
+#define STR(x)  STR_(x)
+
 int sim_sweep_main(int argc, char **argv) {
     char err[EP_ERRLEN];
-    const char *grid = NULL, *out = NULL;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int jobs = ncpu > 0 ? (int)ncpu : 1, shard_i = 0, shard_n = 1, show = -1;
-    char **common = calloc((size_t)argc + 1, sizeof *common);
-    int ncommon = 0;
+    sweep_opts so = {.jobs = ncpu > 0 ? (int)ncpu : 1, .shard_n = 1, .show = -1};
+    so.common = calloc((size_t)argc + 1, sizeof *so.common);
+    char **common = so.common;
     if (!common) return 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int own = !strcmp(a, "--grid") || !strcmp(a, "--out") || !strcmp(a, "--jobs") ||
-                  !strcmp(a, "--shard");
-        if (own && (!v || !strncmp(v, "--", 2) || !v[0]))
-            return sweep_fail(common, "%s needs a value", a, NULL);
-        if (!strcmp(a, "--grid")) {
-            grid = v;
-            i++;
-        } else if (!strcmp(a, "--out")) {
-            out = v;
-            i++;
-        } else if (strcmp(a, "--progress") == 0 || strcmp(a, "--no-progress") == 0) {
-            show = a[2] == 'p'; /* the sweep's own line: its runs show none */
-        } else if (!strcmp(a, "--jobs")) {
-            char *end;
-            errno = 0;
-            long j = strtol(v, &end, 10);
-            if (*end || errno || j < 1 || j > MAX_JOBS) {
-                char top[16];
-                snprintf(top, sizeof top, "%d", MAX_JOBS);
-                return sweep_fail(common, "--jobs %.64s: give a number of processes from 1 to %s",
-                                  v, top);
-            }
-            jobs = (int)j;
-            i++;
-        } else if (!strcmp(a, "--shard")) {
-            int used = 0;
-            if (sscanf(v, "%d/%d%n", &shard_i, &shard_n, &used) != 2 || v[used] || shard_n < 1 ||
-                shard_i < 0 || shard_i >= shard_n)
-                return sweep_fail(common,
-                                  "--shard %.64s: give i/n with 0 <= i < n (this process runs "
-                                  "every n-th configuration from the i-th)%s",
-                                  v, NULL);
-            i++;
-        } else if (!strcmp(a, "--summary-json") || !strcmp(a, "--trace") || !strcmp(a, "--csv")) {
-            return sweep_fail(common, "%s is not available in a sweep (--out CSV holds the rows)%s",
-                              a, NULL);
-        } else {
-            common[ncommon++] = argv[i];
-        }
-    }
+    const ep_opt opt_rows[] = {
+        {.name = "--grid", .takes = EP_OPT_VALUE, .kind = EP_OPT_STRING, .target = &so.grid},
+        {.name = "--out", .takes = EP_OPT_VALUE, .kind = EP_OPT_STRING, .target = &so.out},
+        {.name = "--jobs",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_INT,
+         .target = &so.jobs,
+         .min = 1,
+         .max = MAX_JOBS,
+         .bad = ": give a number of processes from 1 to " STR(MAX_JOBS)},
+        {.name = "--shard", .takes = EP_OPT_VALUE, .kind = EP_OPT_CALL, .fn = sweep_shard},
+        /* the sweep's own line: its runs show none */
+        {.name = "--progress", .kind = EP_OPT_FLAG, .target = &so.show, .set = 1},
+        {.name = "--no-progress", .kind = EP_OPT_FLAG, .target = &so.show, .set = 0},
+        {.name = "--summary-json",
+         .takes = EP_OPT_JOINED,
+         .kind = EP_OPT_CALL,
+         .fn = sweep_no_output},
+        {.name = "--trace", .takes = EP_OPT_JOINED, .kind = EP_OPT_CALL, .fn = sweep_no_output},
+        {.name = "--csv", .takes = EP_OPT_JOINED, .kind = EP_OPT_CALL, .fn = sweep_no_output},
+        {.name = NULL},
+    };
+    ep_opts p = {opt_rows, sweep_other, &so, 0};
+    if (ep_opts_parse(&p, argc - 1, argv + 1, err) != 0)
+        return sweep_fail(common, "%s%s", err, NULL);
+    const char *grid = so.grid, *out = so.out;
+    int jobs = so.jobs, shard_i = so.shard_i, shard_n = so.shard_n, show = so.show;
+    int ncommon = so.ncommon;
     if (!grid) return sweep_fail(common, "needs --grid \"flag=v1,v2;flag2=a,b\"%s%s", NULL, NULL);
     if (!out) return sweep_fail(common, "needs --out CSV (the ranked table)%s%s", NULL, NULL);
     if (ep_output_check(out, err) != 0) return sweep_fail(common, "--out: %s%s", err, NULL);

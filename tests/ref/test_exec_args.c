@@ -28,6 +28,7 @@ static void test_bad_flags(void) {
         {"run --foo", "unknown flag --foo"},
         {"run --moe-expert-capacity-factor 1.0", "epref runs dropless MoE only"},
         {"run --iters 0", "--iters 0 is out of range"},
+        {"run --iters=0", "--iters 0 is out of range"},
         {"run --warmup -1", "--warmup -1 is out of range"},
         {"run --iters", "--iters needs a value"},
         {"run --trace", "--trace needs a value"},
@@ -49,6 +50,7 @@ static void test_bad_flags(void) {
         CU_ASSERT_PTR_NULL(strchr(err, '\n'));
     }
     CU_ASSERT_EQUAL(parse_line("run --num-layers 2 --iters 3 --warmup 0", 2, err), 0);
+    CU_ASSERT_EQUAL(parse_line("run --num-layers 2 --iters=3 --warmup=0", 2, err), 0);
 }
 
 /* Where epref is built (CUDA and NCCL present), it refuses bad flags before any CUDA call: exit 2

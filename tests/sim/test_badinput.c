@@ -337,7 +337,7 @@ static void test_refused_flags(void) {
 }
 
 /* Sweeps: every row failing is exit 2 and no CSV; --jobs 0, --shard 3/2 and a missing --out get
- * their own message; the README's example (with --out) runs. */
+ * their own message (the options also as --opt=V); the README's example (with --out) runs. */
 static void test_sweep_failures(void) {
     char out[512], args[2048], err[512];
     in_dir(out, sizeof out, "sweep.csv");
@@ -352,6 +352,9 @@ static void test_sweep_failures(void) {
         {"--grid \"num-layers=1\" --shard 1", "--shard 1"},
         {"--grid \"num-layers\"", "--grid"},
         {"--grid \"num-layers=1\" --csv x.csv", "--csv is not available in a sweep"},
+        /* also as --csv=P (before the option table, every run wrote the same P) */
+        {"--grid \"num-layers=1\" --csv=x.csv", "--csv is not available in a sweep"},
+        {"--grid=\"num-layers=1\" --jobs=0", "--jobs 0"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(args, sizeof args, "sweep %s --out %s " TINY, cases[i].args, out);
