@@ -194,6 +194,112 @@ static void test_full_recompute(void) {
     ep_sched_free(&s);
 }
 
+/* A MoE layer's parts by hand: pre_dispatch adds to the attention the pre-MLP norm's input and
+ * output and the router's fp32 scores and map (5 t E); the mlp node keeps per routed row m
+ * expert_fc1's input, its 2F-wide SwiGLU output, the activation's output and the expert output
+ * (2mH + 4mF + 2mF + 2mH). moe_act drops 2mF, the moe module all but the norm output. */
+static void test_moe_layer(void) {
+    ep_sched s;
+    if (sched_build_flags(&s, SCHED_SMALL "--world-size 1 --expert-model-parallel-size 1 "
+                                          "--global-batch-size 1 --mtp-num-layers 0") != 0)
+        return;
+    ep_mem_model a;
+    ep_mem_model_default(&a);
+    const ep_layer *L = &s.plan.layers[0];
+    CU_ASSERT_EQUAL(L->is_moe, 1);
+    double t = 128, H = 256, F = 256, E = 8, m = 300;
+    ep_mem_part p[EP_NODE_NUM];
+    ep_mem_layer_saved(&s.cfg, L, t, m, &a, p);
+    CU_ASSERT(near(p[EP_NODE_MLP].saved, 2 * m * H + 4 * m * F + 2 * m * F + 2 * m * H));
+    CU_ASSERT(near(p[EP_NODE_MLP].wgrad, 2 * m * H + 2 * m * F));
+    double pre = p[EP_NODE_PRE_DISPATCH].saved;
+    s.cfg.recompute_granularity = EP_RECOMPUTE_SELECTIVE;
+    s.cfg.recompute_mask = EP_RC_MOE_ACT;
+    ep_mem_layer_saved(&s.cfg, L, t, m, &a, p);
+    CU_ASSERT(near(p[EP_NODE_MLP].saved, 2 * m * H + 4 * m * F + 2 * m * H));
+    s.cfg.recompute_mask = EP_RC_MOE;
+    ep_mem_layer_saved(&s.cfg, L, t, m, &a, p);
+    CU_ASSERT_EQUAL(p[EP_NODE_MLP].saved, 0);
+    CU_ASSERT(near(p[EP_NODE_PRE_DISPATCH].saved, pre - 5 * t * E));
+    ep_sched_free(&s);
+}
+
+/* One rank without pipeline or EP holds every layer of its one microbatch at the end of the
+ * forward: MoE layers with the routed rows of the schedule (all t x top-k local at EP 1), the MTP
+ * layer with its own logits, the embedding and the output layer. */
+static void test_moe_mtp_walk(void) {
+    ep_sched s;
+    if (sched_build_flags(&s, SCHED_SMALL "--world-size 1 --expert-model-parallel-size 1 "
+                                          "--global-batch-size 2 --mtp-num-layers 1") != 0)
+        return;
+    ep_mem_model a;
+    ep_mem_model_default(&a);
+    double t = 128, sum = 0;
+    CU_ASSERT_EQUAL(s.plan.num_mtp, 1);
+    for (int l = 0; l < 3; l++)
+        sum += layer_bytes(&s, l, t, &a);
+    sum += ep_mem_embedding_saved(&s.cfg, t, &a).saved + ep_mem_output_saved(&s.cfg, t, &a).saved;
+    ep_mem_peak p;
+    CU_ASSERT_EQUAL_FATAL(ep_mem_rank_peak(&s, 0, &a, &p), 0);
+    CU_ASSERT(near(p.activations, sum));
+    ep_sched_free(&s);
+}
+
+/* Delayed wgrad: a node's backward frees all but its wgrad inputs, which stay until its wgrad op.
+ * A hand-made order F0 B0 F1 W0 B1 W1 of one node peaks at P + W (microbatch 0's wgrad inputs
+ * beside microbatch 1's forward), F0 B0 W0 F1 B1 W1 at P. */
+static void test_delayed_wgrad_walk(void) {
+    ep_sched s;
+    if (sched_build_flags(&s, DENSE_GPT "--num-layers 1 --world-size 1 --global-batch-size 4 "
+                                        "--micro-batch-size 2") != 0)
+        return;
+    CU_ASSERT_EQUAL_FATAL(s.num_microbatches, 2);
+    ep_mem_model a;
+    ep_mem_model_default(&a);
+    double t = 2048 * 2;
+    ep_mem_part parts[EP_NODE_NUM];
+    ep_mem_layer_saved(&s.cfg, &s.plan.layers[0], t, 0, &a, parts);
+    double P = parts[EP_NODE_PRE_DISPATCH].saved, W = parts[EP_NODE_PRE_DISPATCH].wgrad;
+    CU_ASSERT(W > 0 && W < P);
+    static const int orders[2][6][2] = {{{0, EP_PHASE_FWD},
+                                         {0, EP_PHASE_BWD},
+                                         {1, EP_PHASE_FWD},
+                                         {0, EP_PHASE_BWD_DW},
+                                         {1, EP_PHASE_BWD},
+                                         {1, EP_PHASE_BWD_DW}},
+                                        {{0, EP_PHASE_FWD},
+                                         {0, EP_PHASE_BWD},
+                                         {0, EP_PHASE_BWD_DW},
+                                         {1, EP_PHASE_FWD},
+                                         {1, EP_PHASE_BWD},
+                                         {1, EP_PHASE_BWD_DW}}};
+    const double expect[2] = {P + W, P};
+    ep_op *saved_ops = s.ranks[0].ops;
+    int saved_n = s.ranks[0].nops;
+    for (int k = 0; k < 2; k++) {
+        ep_op ops[6];
+        memset(ops, 0, sizeof ops);
+        for (int i = 0; i < 6; i++) {
+            ops[i].label = "attn_norm";
+            ops[i].mb = (int16_t)orders[k][i][0];
+            ops[i].phase = (ep_phase)orders[k][i][1];
+            ops[i].chunk = 0;
+            ops[i].layer = 0;
+            ops[i].node = EP_NODE_PRE_DISPATCH;
+            ops[i].stream = EP_STREAM_COMP;
+            ops[i].group = ops[i].traffic = -1;
+        }
+        s.ranks[0].ops = ops;
+        s.ranks[0].nops = 6;
+        ep_mem_peak p;
+        CU_ASSERT_EQUAL_FATAL(ep_mem_rank_peak(&s, 0, &a, &p), 0);
+        CU_ASSERT(near(p.activations, expect[k]));
+    }
+    s.ranks[0].ops = saved_ops;
+    s.ranks[0].nops = saved_n;
+    ep_sched_free(&s);
+}
+
 void ep_suite_memory(void) {
     CU_pSuite s = CU_add_suite("activation memory", NULL, NULL);
     CU_add_test(s, "dense layer with TP+SP: Korthikanti's sbh(34+5as/h)/t", test_korthikanti_layer);
@@ -204,4 +310,8 @@ void ep_suite_memory(void) {
                 test_1f1b_in_flight);
     CU_add_test(s, "interleaved 1F1B holds its longer warm-up", test_interleaved_in_flight);
     CU_add_test(s, "full recomputation keeps layer inputs", test_full_recompute);
+    CU_add_test(s, "MoE layer: routed rows, moe_act and moe recompute", test_moe_layer);
+    CU_add_test(s, "one rank holds every layer, MoE and MTP, at the forward's end",
+                test_moe_mtp_walk);
+    CU_add_test(s, "delayed wgrad keeps the wgrad inputs to the wgrad op", test_delayed_wgrad_walk);
 }
