@@ -7,12 +7,14 @@
  *                     op runs, mean over ranks; an op moves data from `xfer` (all members arrived)
  *                     to its end, so waiting for peers counts as idle, not as communication;
  *   exposed_total_s   the union of those, mean over ranks; compute_busy_s: some compute op runs;
- *   idle_s            neither compute nor a transfer; bubble_fraction = idle_s / iteration time.
+ *   idle_s            neither compute nor a transfer; bubble_fraction = idle_s / iteration time;
+ *   memory_peak       the largest ep_mem_rank_peak over ranks (schedule only, no timing).
  */
 #ifndef EP_METRICS_H
 #define EP_METRICS_H
 
 #include <stdio.h>
+#include "ep_memory.h"
 #include "ep_sched.h"
 
 typedef struct {
@@ -23,6 +25,9 @@ typedef struct {
     long host_syncs;          /* host_sync ops, all ranks */
     double model_state_bytes; /* weights, gradients and optimizer state of the fullest GPU */
     long nops;
+    /* peak memory of the fullest GPU (ep_memory.h): its rank and its parts */
+    ep_mem_peak memory_peak;
+    int memory_peak_rank;
 } ep_step_metrics;
 
 /* Interval of op `op` of `rank`: start, the moment data began to move (== start for compute), end.

@@ -67,10 +67,21 @@ int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_int
         if (s->ranks[r].nops > maxops) maxops = s->ranks[r].nops;
     edge_t *ev = malloc(sizeof *ev * (size_t)(2 * maxops + 2));
     if (!ev) return -1;
+    ep_mem_model mm;
+    ep_mem_model_default(&mm);
     for (int r = 0; r < s->world; r++) {
         const ep_rank_sched *rs = &s->ranks[r];
         if (rs->model_state_bytes > m->model_state_bytes)
             m->model_state_bytes = rs->model_state_bytes;
+        ep_mem_peak peak;
+        if (ep_mem_rank_peak(s, r, &mm, &peak) != 0) {
+            free(ev);
+            return -1;
+        }
+        if (r == 0 || peak.total > m->memory_peak.total) {
+            m->memory_peak = peak;
+            m->memory_peak_rank = r;
+        }
         int n = 0;
         for (int i = 0; i < rs->nops; i++) {
             const ep_op *op = &rs->ops[i];
@@ -130,4 +141,13 @@ void ep_metrics_write_json(FILE *f, const ep_sched *s, const ep_step_metrics *m)
     fprintf(f, ",\"host_syncs\":%ld", m->host_syncs);
     num(f, "a2a_bytes", m->a2a_bytes, 1);
     num(f, "model_state_bytes_per_gpu", m->model_state_bytes, 1);
+    const ep_mem_peak *p = &m->memory_peak;
+    num(f, "memory_peak_bytes", p->total, 1);
+    fprintf(f, ",\"memory_peak\":{\"rank\":%d", m->memory_peak_rank);
+    num(f, "model_state_bytes", p->model_state, 1);
+    num(f, "activation_bytes", p->activations, 1);
+    num(f, "buffer_bytes", p->buffers, 1);
+    num(f, "fragmentation_margin_bytes", p->margin, 1);
+    num(f, "fragmentation_fraction", EP_MEM_FRAGMENTATION, 1);
+    fputc('}', f);
 }

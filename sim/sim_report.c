@@ -87,6 +87,9 @@ int sim_write_summary_json(const char *path, const char *model, const ep_sched *
     fputs(",\"topology\":", f);
     ep_json_string(f, p->name);
     fprintf(f, ",\"gpu_memory_bytes\":%.0f", p->hbm_bytes); /* 0: the platform does not say */
+    fprintf(f, ",\"memory_fits\":%s",
+            p->hbm_bytes > 0 ? (m->step.memory_peak.total <= p->hbm_bytes ? "true" : "false")
+                             : "null");
     fputs(",\"config\":", f);
     ep_config_write_json(&s->cfg, f);
     fputs(",\"calibration_file\":", f);
@@ -167,19 +170,25 @@ void sim_print_summary(FILE *f, const char *model, const ep_sched *s, const sim_
     fprintf(f, "    %-10s          %12.6f s  (%.1f%%)\n", "total", m->step.exposed_total_s,
             T > 0 ? 100 * m->step.exposed_total_s / T : 0);
     fprintf(f, "  host syncs            %12ld\n", m->step.host_syncs);
-    /* model state only: what the activations add depends on recomputation and buffers that the
-     * schedule does not hold, so no fit is claimed, only a state that cannot fit is flagged */
-    double gib = 1024.0 * 1024 * 1024, ms = m->step.model_state_bytes;
+    /* peak memory of the fullest GPU (ep_memory.h): model state, the activations its schedule
+     * holds at once, the dispatch buffers, the allocator's margin */
+    const ep_mem_peak *mp = &m->step.memory_peak;
+    double gib = 1024.0 * 1024 * 1024;
+    fprintf(f,
+            "  peak memory / GPU     %12.1f GiB  (model state %.1f + activations %.1f + buffers "
+            "%.1f + margin %.1f",
+            mp->total / gib, mp->model_state / gib, mp->activations / gib, mp->buffers / gib,
+            mp->margin / gib);
     if (p->hbm_bytes > 0)
-        fprintf(
-            f,
-            "  model state / GPU     %12.1f GiB  (%.0f%% of %.1f GiB; activations not included)\n",
-            ms / gib, 100 * ms / p->hbm_bytes, p->hbm_bytes / gib);
+        fprintf(f, "; %.0f%% of the GPU's %.1f GiB)\n", 100 * mp->total / p->hbm_bytes,
+                p->hbm_bytes / gib);
     else
-        fprintf(f, "  model state / GPU     %12.1f GiB  (activations not included)\n", ms / gib);
-    if (p->hbm_bytes > 0 && ms > p->hbm_bytes)
-        fprintf(f, "  WARNING: the model state alone exceeds GPU memory: shard more (EP, PP, "
-                   "distributed optimizer, FSDP)\n");
+        fputs(")\n", f);
+    if (p->hbm_bytes > 0 && mp->total > p->hbm_bytes)
+        fprintf(f,
+                "  WARNING: rank %d needs more memory than its GPU has: shard more (EP, PP, "
+                "distributed optimizer, FSDP) or recompute activations\n",
+                m->step.memory_peak_rank);
     if (m->thd_pad_tokens > 0)
         fprintf(
             f, "  THD padding           %12.0f rows, %.3f GB wasted (%.1f%% of all-to-all bytes)\n",

@@ -83,6 +83,8 @@ static void test_summary_keys(void) {
                                  "exposed_comm_s.pp",
                                  "config.num_layers",
                                  "model_state_bytes_per_gpu",
+                                 "memory_peak_bytes",
+                                 "memory_peak.activation_bytes",
                                  "gpu_memory_bytes"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         CU_ASSERT_FALSE(isnan(json_num(js, keys[i])));
@@ -94,22 +96,31 @@ static void test_summary_keys(void) {
     CU_ASSERT(json_num(js, "mfu") > 0 && json_num(js, "mfu") < 1);
     CU_ASSERT_EQUAL(json_num(js, "gpu_memory_bytes"), 81559.0 * 1048576); /* H100 80GB */
     CU_ASSERT(json_num(js, "model_state_bytes_per_gpu") > 0);
+    /* the peak is the fullest rank's model state, activations, buffers and margin */
+    double peak = json_num(js, "memory_peak_bytes");
+    CU_ASSERT(json_num(js, "memory_peak.activation_bytes") > 0);
+    CU_ASSERT(fabs(peak - json_num(js, "memory_peak.model_state_bytes") -
+                   json_num(js, "memory_peak.activation_bytes") -
+                   json_num(js, "memory_peak.buffer_bytes") -
+                   json_num(js, "memory_peak.fragmentation_margin_bytes")) < 1e-6 * peak);
+    CU_ASSERT(peak >= json_num(js, "model_state_bytes_per_gpu"));
     remove(js);
 }
 
-/* The summary flags model state that cannot fit (4 layers of the proxy, 32 experts of 44 M
- * parameters per GPU at EP 8: 5.6 G parameters, 18 bytes each) and not state that fits. */
+/* The summary flags a peak that cannot fit (4 layers of the proxy, 32 experts of 44 M parameters
+ * per GPU at EP 8: 5.6 G parameters, 18 bytes each) and not one that fits; the JSON says so. */
 static void test_memory_warning(void) {
     char out[512], args[1024];
     tmp_path(out, sizeof out, "mem.txt");
     snprintf(args, sizeof args, SMALL);
     CU_ASSERT_EQUAL_FATAL(epsim_exec(args, out, NULL), 0);
-    const char *warning = "WARNING: the model state alone exceeds GPU memory";
+    const char *warning = "needs more memory than its GPU has";
     CU_ASSERT(file_has(out, warning));
     snprintf(args, sizeof args, SMALL " --num-experts 16 --moe-router-num-groups 8");
     CU_ASSERT_EQUAL_FATAL(epsim_exec(args, out, NULL), 0);
     CU_ASSERT_FALSE(file_has(out, warning));
-    CU_ASSERT(file_has(out, "% of 79.6 GiB; activations not included)"));
+    CU_ASSERT(file_has(out, "% of the GPU's 79.6 GiB)"));
+    CU_ASSERT(file_has(out, "peak memory / GPU"));
     remove(out);
 }
 
