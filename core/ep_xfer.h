@@ -61,4 +61,12 @@ ep_xfer_size ep_xfer_size_of(ep_op_kind k, int n, double bytes);
  * peer p (the transpose for a combine-direction op, transpose = 1). */
 double ep_xfer_a2a_bytes(const ep_traffic *t, const ep_op *op, int me, int p);
 
+/* The largest payload one member of group `group` sends another in any of the group's token
+ * all-to-alls (every traffic instance of the group, both directions): what each member's staging
+ * holds per peer where the group moves them with SM kernels (EP_ALGO_NVLINK, EP_ALGO_HIER:
+ * epref's NVLink staging, the memory estimate).
+ * The same on every member, since each holds the whole schedule: a peer writes its rows and flags
+ * at offsets of its own region's layout, so the members' layouts must agree. 0 without any. */
+double ep_xfer_kernel_payload(const ep_sched *s, int group);
+
 #endif

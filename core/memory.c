@@ -255,32 +255,18 @@ static long key_of(const ep_op *op, int nmb, int nl) {
     return ((long)op->mb * (nl + 2) + slot) * EP_NODE_NUM + node;
 }
 
-/* Bytes a deepep/hybridep rank's kernels keep in buffers through the step, sized as epref sizes
- * its NVLink staging (ref/exec_comm.c): one slot per EP peer of the largest per-peer payload of
- * its kernel all-to-alls. NCCL's all-to-alls write into the activations; NCCL's own channel
- * buffers are not counted. */
+/* Bytes a deepep/hybridep rank's kernels keep in buffers through the step: one slot per peer of
+ * its kernel group's largest payload (ep_xfer_kernel_payload), as epref sizes its NVLink staging.
+ * NCCL's all-to-alls write into the activations; NCCL's own channel buffers are not counted. */
 static double dispatch_buffers(const ep_sched *s, int rank) {
     const ep_rank_sched *rs = &s->ranks[rank];
-    double most = 0;
-    int n = 0;
     for (int i = 0; i < rs->nops; i++) {
         const ep_op *op = &rs->ops[i];
-        if ((op->algo != EP_ALGO_NVLINK && op->algo != EP_ALGO_HIER) || op->traffic < 0 ||
-            op->traffic >= s->ntraffic)
-            continue;
-        const ep_traffic *tr = &s->traffic[op->traffic];
-        const ep_group *g = &s->groups[tr->group];
-        int me = -1;
-        for (int j = 0; j < g->size && me < 0; j++)
-            if (g->ranks[j] == rank) me = j;
-        if (me < 0) continue;
-        n = tr->n;
-        for (int p = 0; p < tr->n; p++) {
-            double b = ep_xfer_a2a_bytes(tr, op, me, p);
-            if (p != me && b > most) most = b;
-        }
+        if ((op->algo == EP_ALGO_NVLINK || op->algo == EP_ALGO_HIER) && op->group >= 0 &&
+            op->group < s->ngroups)
+            return ep_xfer_kernel_payload(s, op->group) * s->groups[op->group].size;
     }
-    return most * n;
+    return 0;
 }
 
 int ep_mem_rank_peak(const ep_sched *s, int rank, const ep_mem_model *a, ep_mem_peak *out) {

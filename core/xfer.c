@@ -149,3 +149,18 @@ ep_xfer_size ep_xfer_size_of(ep_op_kind k, int n, double bytes) {
 double ep_xfer_a2a_bytes(const ep_traffic *t, const ep_op *op, int me, int p) {
     return (double)(op->transpose ? t->bytes[(long)p * t->n + me] : t->bytes[(long)me * t->n + p]);
 }
+
+double ep_xfer_kernel_payload(const ep_sched *s, int group) {
+    /* every token all-to-all of the group reads one of its traffic instances, whole or transposed:
+     * the largest off-diagonal entry over them covers both directions */
+    double most = 0;
+    for (int t = 0; t < s->ntraffic; t++) {
+        const ep_traffic *tr = &s->traffic[t];
+        if (tr->group != group) continue;
+        for (int a = 0; a < tr->n; a++)
+            for (int b = 0; b < tr->n; b++)
+                if (a != b && (double)tr->bytes[(long)a * tr->n + b] > most)
+                    most = (double)tr->bytes[(long)a * tr->n + b];
+    }
+    return most;
+}

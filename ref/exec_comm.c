@@ -136,10 +136,10 @@ static void make_nvl(exec_gpu *g) {
         me = g->pos[gi];
     }
     /* every member sizes its region from the whole group's traffic, so all regions share one
-     * layout (a peer's flags and rows sit at the offsets the writer computes for its own) */
+     * layout (ep_xfer_kernel_payload) */
     size_t most = 16;
     if (gi >= 0) {
-        double b = exec_plan_nvl_payload(s, gi);
+        double b = ep_xfer_kernel_payload(s, gi);
         if (b > (double)most) most = (size_t)b;
     }
     /* staging rows of `hidden` bf16: 7168 is a multiple of 8 as ep_nvl needs; the rows only size

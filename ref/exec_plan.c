@@ -16,24 +16,6 @@ int exec_plan_nvl_group(const ep_sched *s, int r) {
     return g;
 }
 
-double exec_plan_nvl_payload(const ep_sched *s, int gi) {
-    double most = 0;
-    for (int r = 0; r < s->world; r++)
-        for (int i = 0; i < s->ranks[r].nops; i++) {
-            const ep_op *op = &s->ranks[r].ops[i];
-            if (op->algo != EP_ALGO_NVLINK || op->group != gi || op->traffic < 0 ||
-                op->traffic >= s->ntraffic)
-                continue;
-            const ep_traffic *tr = &s->traffic[op->traffic];
-            for (int a = 0; a < tr->n; a++)
-                for (int b = 0; b < tr->n; b++) {
-                    double x = a == b ? 0 : ep_xfer_a2a_bytes(tr, op, a, b);
-                    if (x > most) most = x;
-                }
-        }
-    return most;
-}
-
 int exec_plan_check(const ep_sched *s, int nvl_max_ranks, char err[EP_ERRLEN]) {
     for (int r = 0; r < s->world; r++) {
         for (int i = 0; i < s->ranks[r].nops; i++) {

@@ -11,11 +11,6 @@
  * would need two. */
 int exec_plan_nvl_group(const ep_sched *s, int r);
 
-/* The largest payload one member of group gi sends another over the group's NVLink all-to-alls,
- * over every rank's ops and every (sender, receiver) pair: what each member's staging must hold.
- * The same on every member (each holds the whole schedule), so the members' regions have one
- * layout - a peer writes its flags and rows at offsets it computed for its own region. */
-double exec_plan_nvl_payload(const ep_sched *s, int gi);
 
 /* 0 when epref runs every op of s: BF16 GEMMs (no FP8), and for communication NCCL rings, direct
  * all-to-alls and send/recv, NVLink all-to-alls over groups of at most nvl_max_ranks ranks (one

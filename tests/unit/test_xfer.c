@@ -160,7 +160,7 @@ static void test_nvl_payload(void) {
                                                       "--routing zipf --routing-zipf-s 1.2") == 0);
     int gi = exec_plan_nvl_group(&s, 0);
     CU_ASSERT_FATAL(gi >= 0);
-    double payload = exec_plan_nvl_payload(&s, gi), own_max[4] = {0}, largest = 0;
+    double payload = ep_xfer_kernel_payload(&s, gi), own_max[4] = {0}, largest = 0;
     for (int r = 0; r < 4; r++) {
         CU_ASSERT(exec_plan_nvl_group(&s, r) == gi);
         for (int i = 0; i < s.ranks[r].nops; i++) {
