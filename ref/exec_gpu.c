@@ -3,8 +3,11 @@
  * What each kind runs is listed in docs/epref-run.md ("What each op runs"). */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "ep_cost.h"
 #include "exec_internal.h"
@@ -165,11 +168,13 @@ exec_gpu *exec_gpu_create_rank(ref_ctx *ctx, const ep_sched *s, int rank, int wi
     make_buffers(g);
     g->gemm = ep_gemm_create(EP_GEMM_DEFAULT, g->maxbatch);
     if (!g->gemm) REF_DIE("cannot create the GEMM context");
+    exec_watch_start(g);
     return g;
 }
 
 void exec_gpu_destroy(exec_gpu *g) {
     if (!g) return;
+    exec_watch_stop(g);
     CUDA_CHECK(cudaDeviceSynchronize());
     exec_comm_destroy(g);
     for (int i = 0; i < g->nops; i++) {
@@ -286,9 +291,29 @@ void exec_gpu_launch(exec_gpu *g, int i, cudaStream_t st) {
     launch(g, &g->ops[i], st);
 }
 
+/* Fault injection for the GPU fault test (tests/gpu/fault.sh): EPREF_STALL=RANK:OPNAME makes that
+ * rank stop before launching that op, as a peer that never arrives. */
+static void maybe_stall(const exec_gpu *g, int i) {
+    static int rank = -2;
+    static const char *name;
+    if (rank == -2) {
+        const char *v = getenv("EPREF_STALL");
+        rank = -1;
+        if (v && strchr(v, ':')) {
+            rank = atoi(v);
+            name = strchr(v, ':') + 1;
+        }
+    }
+    if (rank != g->rank || strcmp(g->names[i], name)) return;
+    fprintf(stderr, "epref: rank %d: EPREF_STALL: stopping before %s\n", g->rank, name);
+    for (;;)
+        pause();
+}
+
 void exec_gpu_iteration(exec_gpu *g, exec_span *t) {
     cudaStream_t comp = g->st[EP_STREAM_COMP];
     CUDA_CHECK(cudaDeviceSynchronize());
+    atomic_store(&g->watch.launched, 0); /* watched from the barrier on */
     if (ref_boot_barrier(&g->ctx->w)) REF_DIE("lost a peer");
     /* one time base: the all-reduce ends on every rank within its last message's latency */
     NCCL_CHECK(ncclAllReduce(g->align, g->align, 1, ncclFloat, ncclSum, g->ctx->nccl, comp));
@@ -303,15 +328,18 @@ void exec_gpu_iteration(exec_gpu *g, exec_span *t) {
 #ifdef EXEC_NVTX
         nvtxRangePushA(g->names[i]);
 #endif
+        maybe_stall(g, i);
         CUDA_CHECK(cudaEventRecord(g->ev0[i], st));
         launch(g, op, st);
         CUDA_CHECK(cudaEventRecord(g->ev1[i], st));
 #ifdef EXEC_NVTX
         nvtxRangePop();
 #endif
+        atomic_store(&g->watch.launched, i + 1);
         if (op->kind == EP_OP_HOST_SYNC) CUDA_CHECK(cudaEventSynchronize(g->ev1[i]));
     }
     CUDA_CHECK(cudaDeviceSynchronize());
+    atomic_store(&g->watch.launched, -1);
     if (g->nvl_on && ep_nvl_failed(&g->nvl))
         REF_DIE("an NVLink spin-wait of a token all-to-all timed out (see the device message)");
     for (int i = 0; i < g->nops; i++) {

@@ -5,6 +5,8 @@
 #define EXEC_INTERNAL_H
 
 #include <cublas_v2.h>
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include "ep_expert.h"
 #include "ep_kernels.h"
@@ -13,6 +15,7 @@
 
 #define MEM_BUF_CAP  ((size_t)512 << 20) /* source and destination of memory-bound ops */
 #define ATTN_S_CAP   ((size_t)256 << 20) /* score elements of one attention chunk */
+#define EXEC_OP_TIMEOUT_S 120.0 /* no op launched or finished this long: a peer is gone */
 #define MIB_ALIGN(x) ((((size_t)(x)) + 255) & ~(size_t)255)
 
 #define CUBLAS_CHECK(call)                                                                         \
@@ -25,6 +28,13 @@ typedef struct {
     void *send, *recv;
     size_t send_bytes, recv_bytes;
 } comm_buf;
+
+typedef struct { /* the watchdog thread (exec_gpu.c) */
+    pthread_t thread;
+    int device;
+    atomic_int launched; /* ops launched in the running iteration; -1 between iterations */
+    atomic_int stop;
+} exec_watch;
 
 struct exec_gpu {
     ref_ctx *ctx;
@@ -56,6 +66,7 @@ struct exec_gpu {
     /* the NVLink transport of EP_ALGO_NVLINK token all-to-alls (SM stores into the peers'
      * buffers) over this rank's EP group (exec_comm.c) */
     int nvl_on;
+    exec_watch watch;
     int nvl_group; /* the group it spans, -1 if only a stand-in for the world's handshake */
     ep_nvl nvl;
 };
@@ -72,5 +83,9 @@ void exec_comm_destroy(exec_gpu *g);
 void exec_comm_need(const exec_gpu *g, const ep_op *op, size_t *snd, size_t *rcv);
 /* Launches the communication op by its algorithm (ep_op.algo). */
 void exec_comm_run(exec_gpu *g, const ep_op *op, cudaStream_t st);
+
+/* The watchdog thread (exec_watch.c): started with the executor, stopped before it is destroyed. */
+void exec_watch_start(exec_gpu *g);
+void exec_watch_stop(exec_gpu *g);
 
 #endif

@@ -16,6 +16,13 @@
 #include "ref_boot.h"
 
 #define CONNECT_TIMEOUT_S 120
+#define LAUNCH_GRACE_S    10.0 /* after SIGTERM, the ranks left get SIGKILL (ref_boot_launch) */
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static int write_all(int fd, const void *buf, size_t n) {
     const char *p = buf;
@@ -130,20 +137,45 @@ int ref_boot_launch(int *argc, char **argv, int *exit_status) {
         pids[r] = p;
     }
     close(lfd);
+    /* The first rank to fail ends the job: the rest would wait for it forever (NCCL has no
+     * timeout). They get SIGTERM, and SIGKILL after LAUNCH_GRACE_S (a rank blocked in a kernel
+     * that spins on the dead peer may not get as far as dying). */
     int status_out = 0, left = n;
+    double killed_at = -1;
     while (left > 0) {
         int st;
-        pid_t p = wait(&st);
+        pid_t p = waitpid(-1, &st, WNOHANG);
         if (p < 0) {
             if (errno == EINTR) continue;
             break;
         }
+        if (p == 0) {
+            struct timespec nap = {0, 50 * 1000 * 1000};
+            nanosleep(&nap, NULL);
+            if (killed_at >= 0 && mono_s() - killed_at > LAUNCH_GRACE_S) {
+                for (int k = 0; k < n; k++)
+                    if (pids[k] > 0) kill(pids[k], SIGKILL);
+                killed_at = mono_s() + 1e9; /* once */
+            }
+            continue;
+        }
         left--;
+        int r = 0;
+        while (r < n && pids[r] != p)
+            r++;
+        if (r < n) pids[r] = 0;
         int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
         if (code && !status_out) {
             status_out = code;
-            for (int k = 0; k < n; k++) /* the rest would wait for the failed rank forever */
-                if (pids[k] != p) kill(pids[k], SIGTERM);
+            if (WIFSIGNALED(st))
+                fprintf(stderr, "epref: rank %d was killed by signal %d; stopping the other ranks\n",
+                        r, WTERMSIG(st));
+            else if (left > 0)
+                fprintf(stderr, "epref: rank %d failed (exit status %d); stopping the other ranks\n",
+                        r, code);
+            for (int k = 0; k < n; k++)
+                if (pids[k] > 0) kill(pids[k], SIGTERM);
+            killed_at = mono_s();
         }
     }
     free(pids);
@@ -310,10 +342,11 @@ int ref_boot_allgather(ref_world *w, const void *mine, void *all, size_t bytes) 
     char *out = all;
     memmove(out + (size_t)w->rank * bytes, mine, bytes);
     if (w->size == 1) return 0;
+    int r = 0; /* the peer whose connection broke */
     if (w->rank == 0) {
-        for (int r = 1; r < w->size; r++)
+        for (r = 1; r < w->size; r++)
             if (read_all(w->fds[r], out + (size_t)r * bytes, bytes)) goto lost;
-        for (int r = 1; r < w->size; r++)
+        for (r = 1; r < w->size; r++)
             if (write_all(w->fds[r], out, bytes * (size_t)w->size)) goto lost;
         return 0;
     }
@@ -321,7 +354,8 @@ int ref_boot_allgather(ref_world *w, const void *mine, void *all, size_t bytes) 
         goto lost;
     return 0;
 lost:
-    fprintf(stderr, "epref: rank %d: lost the bootstrap connection\n", w->rank);
+    fprintf(stderr, "epref: rank %d: lost the bootstrap connection to rank %d (it died or exited)\n",
+            w->rank, r);
     return -1;
 }
 
