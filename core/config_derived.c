@@ -1,7 +1,29 @@
 /* config_derived: values read off a configuration rather than set by a flag (the dispatcher
- * backend, the microbatch count). Its own file so that the parser (config.c) and the flag table
- * (config_flags.c) both use it without using each other in a circle. */
+ * backend, the microbatch count), and the one home of the "0 = derived" defaults: ep_config_resolve
+ * writes each field's effective value, so that no reader re-defaults one. Its own file so that the
+ * parser (config.c) and the flag table (config_flags.c) both use it without using each other in a
+ * circle. */
 #include "ep_config.h"
+
+int ep_config_expert_tensor_parallel(const ep_config *cfg) {
+    return cfg->expert_tensor_parallel_size > 0 ? cfg->expert_tensor_parallel_size
+                                                : cfg->tensor_model_parallel_size;
+}
+
+double ep_config_mamba_heads(const ep_config *cfg) {
+    if (cfg->mamba_num_heads > 0) return cfg->mamba_num_heads;
+    return 2.0 * cfg->hidden_size / cfg->mamba_head_dim; /* Mamba-2's expand factor 2 */
+}
+
+void ep_config_resolve(ep_config *cfg) {
+    if (cfg->ffn_hidden_size == 0) cfg->ffn_hidden_size = 4 * cfg->hidden_size;
+    if (cfg->kv_channels == 0 && cfg->num_attention_heads > 0)
+        cfg->kv_channels = cfg->hidden_size / cfg->num_attention_heads;
+    if (cfg->num_query_groups == 0) cfg->num_query_groups = cfg->num_attention_heads;
+    if (cfg->moe_ffn_hidden_size == 0) cfg->moe_ffn_hidden_size = cfg->ffn_hidden_size;
+    cfg->expert_tensor_parallel_size = ep_config_expert_tensor_parallel(cfg);
+    if (cfg->seqlen_mean == 0) cfg->seqlen_mean = cfg->seq_length / 2 > 0 ? cfg->seq_length / 2 : 1;
+}
 
 ep_backend ep_config_backend(const ep_config *cfg) {
     switch (cfg->moe_token_dispatcher_type) {
@@ -31,7 +53,6 @@ const char *ep_backend_name(ep_backend b) {
 }
 
 int ep_config_num_microbatches(const ep_config *cfg) {
-    int dp = cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1;
-    int per = cfg->micro_batch_size * dp;
+    int per = cfg->micro_batch_size * cfg->data_parallel_size;
     return per > 0 ? cfg->global_batch_size / per : 0;
 }

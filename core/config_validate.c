@@ -3,7 +3,9 @@
  * Every rule returns one line that names the flags involved, so that the programs can print it and
  * exit 2 (DESIGN.md, "Errors"). Most rules mirror Megatron-LM's own assertions
  * (megatron/training/arguments.py); the rest keep the schedule generators' inputs well formed.
- * Derived fields are written back so that a second call returns the same result.
+ * Derived fields are written back so that a second call returns the same result; the plain
+ * "0 = derived" defaults are ep_config_resolve's (config_derived.c), called once the checks that
+ * must see the unset 0s have run.
  */
 #include <stdio.h>
 #include <string.h>
@@ -94,19 +96,19 @@ static int check_ranges(ep_config *c, char err[EP_ERRLEN]) {
     return 0;
 }
 
-static int check_attention(ep_config *c, char err[EP_ERRLEN]) {
-    int tp = c->tensor_model_parallel_size;
-    if (c->ffn_hidden_size == 0) c->ffn_hidden_size = 4 * c->hidden_size;
-    if (c->kv_channels == 0) {
-        if (c->hidden_size % c->num_attention_heads != 0)
-            FAIL("--hidden-size %d is not divisible by --num-attention-heads %d (or set "
-                 "--kv-channels)",
-                 c->hidden_size, c->num_attention_heads);
-        c->kv_channels = c->hidden_size / c->num_attention_heads;
-    }
+/* The unset fields whose derivation needs a check, before ep_config_resolve fills them. */
+static int check_unset(const ep_config *c, char err[EP_ERRLEN]) {
+    if (c->kv_channels == 0 && c->hidden_size % c->num_attention_heads != 0)
+        FAIL("--hidden-size %d is not divisible by --num-attention-heads %d (or set "
+             "--kv-channels)",
+             c->hidden_size, c->num_attention_heads);
     if (c->group_query_attention && c->num_query_groups == 0)
         FAIL("--group-query-attention needs --num-query-groups");
-    if (c->num_query_groups == 0) c->num_query_groups = c->num_attention_heads;
+    return 0;
+}
+
+static int check_attention(ep_config *c, char err[EP_ERRLEN]) {
+    int tp = c->tensor_model_parallel_size;
     if (c->num_attention_heads % c->num_query_groups != 0)
         FAIL("--num-query-groups %d does not divide --num-attention-heads %d", c->num_query_groups,
              c->num_attention_heads);
@@ -155,8 +157,7 @@ static int check_world(ep_config *c, char err[EP_ERRLEN]) {
             /* Neither world nor DP given: the smallest layout the experts fit, i.e. the least DP
              * with ETP x EP dividing TP x CP x DP (epsched @preset --expert-model-parallel-size 2
              * then shows a 2-rank schedule). */
-            long long etp =
-                c->expert_tensor_parallel_size > 0 ? c->expert_tensor_parallel_size : tp;
+            long long etp = c->expert_tensor_parallel_size;
             long long need = etp * c->expert_model_parallel_size, have = tp * cp;
             long long a = need, b = have;
             while (b) {
@@ -319,7 +320,7 @@ static int check_layers(ep_config *c, ep_layer_plan *plan, char err[EP_ERRLEN]) 
                     FAIL("--mamba-head-dim %d does not divide 2 x --hidden-size %d (or set "
                          "--mamba-num-heads)",
                          c->mamba_head_dim, c->hidden_size);
-                c->mamba_num_heads = 2 * c->hidden_size / c->mamba_head_dim;
+                c->mamba_num_heads = (int)ep_config_mamba_heads(c);
             }
             if (c->mamba_num_heads % tp != 0)
                 FAIL("--tensor-model-parallel-size %d does not divide the %d Mamba heads "
@@ -340,10 +341,7 @@ static int check_layers(ep_config *c, ep_layer_plan *plan, char err[EP_ERRLEN]) 
 
 static int check_moe(ep_config *c, long long *edp, char err[EP_ERRLEN]) {
     int E = c->num_experts, ep = c->expert_model_parallel_size;
-    int tp = c->tensor_model_parallel_size;
-    if (c->expert_tensor_parallel_size == 0) c->expert_tensor_parallel_size = tp;
-    int etp = c->expert_tensor_parallel_size;
-    if (c->moe_ffn_hidden_size == 0) c->moe_ffn_hidden_size = c->ffn_hidden_size;
+    int tp = c->tensor_model_parallel_size, etp = c->expert_tensor_parallel_size;
     if (E == 0) {
         if (ep > 1) FAIL("--expert-model-parallel-size %d needs --num-experts > 0", ep);
     } else {
@@ -524,7 +522,6 @@ static int check_dispatch(ep_config *c, char err[EP_ERRLEN]) {
     if (c->sequence_packing && be == EP_BACKEND_ALLGATHER)
         FAIL("--sequence-packing needs --moe-token-dispatcher-type alltoall or flex "
              "(deepep/hybridep)");
-    if (c->seqlen_mean == 0) c->seqlen_mean = c->seq_length / 2 > 0 ? c->seq_length / 2 : 1;
     if (c->seqlen_mean > c->seq_length)
         FAIL("--seqlen-mean %d exceeds --seq-length %d", c->seqlen_mean, c->seq_length);
     if (c->seqlen_min > c->seqlen_mean)
@@ -636,11 +633,13 @@ int ep_config_validate(ep_config *cfg, char err[EP_ERRLEN]) {
     ep_layer_plan plan;
     long long edp = 1;
     err[0] = 0;
-    if (check_ranges(cfg, err) || check_attention(cfg, err) || check_world(cfg, err) ||
-        check_explicit_split(cfg, err) || check_layers(cfg, &plan, err) ||
-        check_pipeline(cfg, &plan, err) || check_moe(cfg, &edp, err) || check_batch(cfg, err) ||
-        check_data_parallel(cfg, edp, err) || check_dispatch(cfg, err) || check_padding(cfg, err) ||
-        check_recompute(cfg, err) || check_cuda_graphs(cfg, err))
+    if (check_ranges(cfg, err) || check_unset(cfg, err)) return -1;
+    ep_config_resolve(cfg);
+    if (check_attention(cfg, err) || check_world(cfg, err) || check_explicit_split(cfg, err) ||
+        check_layers(cfg, &plan, err) || check_pipeline(cfg, &plan, err) ||
+        check_moe(cfg, &edp, err) || check_batch(cfg, err) || check_data_parallel(cfg, edp, err) ||
+        check_dispatch(cfg, err) || check_padding(cfg, err) || check_recompute(cfg, err) ||
+        check_cuda_graphs(cfg, err))
         return -1;
     return 0;
 }

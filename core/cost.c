@@ -28,41 +28,36 @@ double ep_cost_attention_bytes(double tokens, int heads, int qk_dim, int v_dim, 
 }
 
 void ep_cost_attention_geometry(const ep_config *c, int *seq, int *dqk, int *dv) {
-    int h = c->num_attention_heads > 0 ? c->num_attention_heads : 1;
-    int hd = c->kv_channels > 0 ? c->kv_channels : c->hidden_size / h;
     if (c->multi_latent_attention) {
         *dqk = c->qk_head_dim + c->qk_pos_emb_head_dim;
         *dv = c->v_head_dim;
     } else {
-        *dqk = hd;
-        *dv = hd;
+        *dqk = c->kv_channels;
+        *dv = c->kv_channels;
     }
-    if (*dqk <= 0) *dqk = hd > 0 ? hd : 64;
-    if (*dv <= 0) *dv = hd > 0 ? hd : 64;
-    *seq = c->sequence_packing && c->seqlen_mean > 0 ? c->seqlen_mean : c->seq_length;
-    if (*seq <= 0) *seq = 1;
+    *seq = c->sequence_packing ? c->seqlen_mean : c->seq_length;
 }
 
-/* --- model shapes, with Megatron's fallbacks for unset sizes --------------------------------- */
+/* --- model shapes (Megatron's fallbacks for unset sizes are ep_config_resolve's) -------------- */
 
 static int heads(const ep_config *c) {
-    return c->num_attention_heads > 0 ? c->num_attention_heads : 1;
+    return c->num_attention_heads;
 }
 
 static double head_dim(const ep_config *c) {
-    return c->kv_channels > 0 ? c->kv_channels : (double)c->hidden_size / heads(c);
+    return c->kv_channels;
 }
 
 static double query_groups(const ep_config *c) {
-    return c->num_query_groups > 0 ? c->num_query_groups : heads(c);
+    return c->num_query_groups;
 }
 
 static double ffn(const ep_config *c) {
-    return c->ffn_hidden_size > 0 ? c->ffn_hidden_size : 4.0 * c->hidden_size;
+    return c->ffn_hidden_size;
 }
 
 static double moe_ffn(const ep_config *c) {
-    return c->moe_ffn_hidden_size > 0 ? c->moe_ffn_hidden_size : ffn(c);
+    return c->moe_ffn_hidden_size;
 }
 
 /* weight matrices of an MLP: gated (SwiGLU) h->2f and f->h, else h->f and f->h */
@@ -82,9 +77,8 @@ typedef struct {
 static mamba_dims mamba(const ep_config *c) {
     mamba_dims m;
     m.d_inner = (double)EP_MAMBA_EXPAND * c->hidden_size;
-    double hd = c->mamba_head_dim > 0 ? c->mamba_head_dim : 64;
-    m.nheads = c->mamba_num_heads > 0 ? c->mamba_num_heads : m.d_inner / hd;
-    m.state = c->mamba_state_dim > 0 ? c->mamba_state_dim : 128;
+    m.nheads = ep_config_mamba_heads(c);
+    m.state = c->mamba_state_dim;
     m.ngroups = EP_MAMBA_NUM_GROUPS;
     return m;
 }
@@ -105,7 +99,7 @@ static double attention_weights(const ep_config *c) {
 
 static double attention_inner_norms(const ep_config *c) {
     if (!c->multi_latent_attention) return 0;
-    return (c->q_lora_rank > 0 ? c->q_lora_rank : 0) + (double)c->kv_lora_rank;
+    return (double)c->q_lora_rank + c->kv_lora_rank;
 }
 
 /* Mamba-2 block: in_proj to (z, x, B, C, dt), depthwise conv with bias, A_log/D/dt_bias, out_proj.
@@ -140,7 +134,7 @@ void ep_cost_layer_params(const ep_config *cfg, const ep_layer *layer, ep_layer_
         case 'E':
             out->expert = mlp_mats(cfg) * h * moe_ffn(cfg);
             out->shared = mlp_mats(cfg) * h * cfg->moe_shared_expert_intermediate_size;
-            out->router = h * (cfg->num_experts > 0 ? cfg->num_experts : 0);
+            out->router = h * cfg->num_experts;
             out->norm += h;
             break;
         default:
@@ -203,7 +197,7 @@ static double params(const ep_config *cfg, const ep_layer_plan *plan, int active
     for (int i = 0; i < n; i++) {
         ep_layer_params lp;
         ep_cost_layer_params(cfg, &plan->layers[i], &lp);
-        double experts = active ? routed_topk(cfg) : (cfg->num_experts > 0 ? cfg->num_experts : 0);
+        double experts = active ? routed_topk(cfg) : cfg->num_experts;
         p +=
             lp.attn + lp.dense_mlp + experts * lp.expert + lp.shared + lp.router + lp.norm + lp.mtp;
     }

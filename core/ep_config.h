@@ -245,9 +245,23 @@ ep_ignored_arity ep_config_ignored_flag(const char *name);
 int ep_config_parse_text(ep_config *cfg, const char *text, char err[EP_ERRLEN]);
 
 /* Cross-flag checks (world size, EP layout, HSDP, overlap, pattern grammar) and derived fields
- * (data_parallel_size, world_size, expert_tensor_parallel_size, moe_layer_is_moe, pad_multiple).
- * Returns 0, or -1 with one line naming the flags in err. */
+ * (data_parallel_size, world_size, moe_layer_is_moe, pad_multiple, mamba_num_heads with Mamba
+ * layers, and ep_config_resolve's). Every program goes through it: afterwards every field a
+ * reader uses holds its effective value. Returns 0, or -1 with one line naming the flags in err. */
 int ep_config_validate(ep_config *cfg, char err[EP_ERRLEN]);
+
+/* Writes the effective value of the "0 = derived" fields that need no check (config_derived.c):
+ * ffn_hidden_size 4 x hidden, kv_channels hidden / heads, num_query_groups heads,
+ * moe_ffn_hidden_size ffn_hidden_size, expert_tensor_parallel_size TP, seqlen_mean
+ * seq_length / 2 (at least 1). Idempotent. ep_config_validate calls it after the checks that
+ * must see the unset 0s; configurations built by hand (benchmarks, tests) call it themselves. */
+void ep_config_resolve(ep_config *cfg);
+/* --expert-tensor-parallel-size, or TP where unset (0): for readers before validation. */
+int ep_config_expert_tensor_parallel(const ep_config *cfg);
+/* Mamba heads: --mamba-num-heads, or 2 x hidden / --mamba-head-dim where unset (0). The field
+ * keeps its 0 in configurations without Mamba layers (GDN layers read this too), as the metadata
+ * prints it; validation writes it where Mamba layers need it. */
+double ep_config_mamba_heads(const ep_config *cfg);
 
 /* Resolved dispatcher backend. */
 ep_backend ep_config_backend(const ep_config *cfg);

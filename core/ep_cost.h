@@ -27,7 +27,8 @@ double ep_cost_attention_flops(double tokens, double seq, int heads, int qk_dim,
 double ep_cost_attention_bytes(double tokens, int heads, int qk_dim, int v_dim, int kv_heads);
 /* The geometry that times core attention where it runs as s x s score blocks (epref's executor,
  * and the calibration records of it): sequence length (THD: the mean packed length) and the QK
- * and V head dimensions (MLA: qk + rope dims and v_head_dim). */
+ * and V head dimensions (MLA: qk + rope dims and v_head_dim), read off a resolved configuration
+ * (ep_config_validate or ep_config_resolve). */
 void ep_cost_attention_geometry(const ep_config *c, int *seq, int *dqk, int *dv);
 
 /* Mamba-2 settings Megatron has but the flag set does not (its defaults); GDN blocks are sized as

@@ -15,16 +15,15 @@ typedef struct {
 
 static layout get_layout(const ep_config *cfg) {
     layout l;
-    l.tp = cfg->tensor_model_parallel_size > 0 ? cfg->tensor_model_parallel_size : 1;
-    l.cp = cfg->context_parallel_size > 0 ? cfg->context_parallel_size : 1;
-    l.pp = cfg->pipeline_model_parallel_size > 0 ? cfg->pipeline_model_parallel_size : 1;
-    l.dp = cfg->data_parallel_size > 0 ? cfg->data_parallel_size : 1;
-    l.etp = cfg->expert_tensor_parallel_size > 0 ? cfg->expert_tensor_parallel_size : l.tp;
-    l.ep = cfg->expert_model_parallel_size > 0 ? cfg->expert_model_parallel_size : 1;
+    l.tp = cfg->tensor_model_parallel_size;
+    l.cp = cfg->context_parallel_size;
+    l.pp = cfg->pipeline_model_parallel_size;
+    l.dp = cfg->data_parallel_size;
+    l.etp = cfg->expert_tensor_parallel_size;
+    l.ep = cfg->expert_model_parallel_size;
     long stage = (long)l.tp * l.cp * l.dp, ex = (long)l.etp * l.ep;
     l.edp = ex > 0 && stage % ex == 0 ? (int)(stage / ex) : 1;
-    l.n =
-        cfg->num_distributed_optimizer_instances > 0 ? cfg->num_distributed_optimizer_instances : 1;
+    l.n = cfg->num_distributed_optimizer_instances;
     return l;
 }
 

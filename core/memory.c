@@ -35,13 +35,12 @@ static void add(ep_mem_part *p, double bytes, int wgrad) {
 }
 
 static int tp_of(const ep_config *c) {
-    return c->tensor_model_parallel_size > 0 ? c->tensor_model_parallel_size : 1;
+    return c->tensor_model_parallel_size;
 }
 
 /* The sequence length attention runs over (THD: the mean packed length), as sched_layer.c. */
 static double attn_seq(const ep_config *c) {
-    if (c->sequence_packing && c->seqlen_mean > 0 && c->seqlen_mean < c->seq_length)
-        return c->seqlen_mean;
+    if (c->sequence_packing && c->seqlen_mean < c->seq_length) return c->seqlen_mean;
     return c->seq_length;
 }
 
@@ -77,7 +76,7 @@ static void attention_saved(const ep_config *c, int mla, double t, double lin,
         if (!rc_on(c, EP_RC_MLA_UP_PROJ)) add(p, 2 * tg * heads * (2 * qk + v), 0);
     } else {
         qk = v = c->kv_channels;
-        int groups = c->num_query_groups > 0 ? c->num_query_groups : c->num_attention_heads;
+        int groups = c->num_query_groups;
         double kv_heads = groups / tp > 0 ? groups / tp : 1;
         add(p, 2 * tg * (heads + 2 * kv_heads) * qk, 0);
     }
@@ -99,11 +98,9 @@ static void attention_saved(const ep_config *c, int mla, double t, double lin,
 static void ssm_saved(const ep_config *c, int gdn, double t, double lin, ep_mem_part *p) {
     int tp = tp_of(c);
     double H = c->hidden_size, tg = t * tp;
-    double hd = c->mamba_head_dim > 0 ? c->mamba_head_dim : 64;
-    double heads = c->mamba_num_heads > 0 ? c->mamba_num_heads : 2 * H / hd;
-    double inner = gdn ? 2 * H : heads * hd;
-    double state = gdn ? (c->kv_channels > 0 ? c->kv_channels : 128)
-                       : (c->mamba_state_dim > 0 ? c->mamba_state_dim : 128);
+    double heads = ep_config_mamba_heads(c);
+    double inner = gdn ? 2 * H : heads * c->mamba_head_dim;
+    double state = gdn ? c->kv_channels : c->mamba_state_dim;
     inner /= tp;
     heads /= tp;
     norm_saved(c, t, lin, p);
@@ -173,7 +170,7 @@ void ep_mem_layer_saved(const ep_config *c, const ep_layer *L, double t, double 
                 if (lin < 2) add(pre, lin * t * H, 1); /* FP8 copy of shared_fc1's input */
                 mlp_saved(c, tg, S, lin, 0, pre);
             }
-            double etp = c->expert_tensor_parallel_size > 0 ? c->expert_tensor_parallel_size : 1;
+            double etp = c->expert_tensor_parallel_size;
             double m = expert_rows;
             add(mlp, lin * m * H, 1); /* expert_fc1's input: the permuted rows, padding included */
             mlp_saved(c, m, c->moe_ffn_hidden_size / etp, lin, rc_on(c, EP_RC_MOE_ACT), mlp);
@@ -215,10 +212,8 @@ static void checkpoint_roles(const ep_sched *s, int stage, unsigned char *role) 
     int nl = s->plan.num_layers + s->plan.num_mtp;
     memset(role, 0, (size_t)nl);
     if (c->recompute_granularity != EP_RECOMPUTE_FULL) return;
-    int pp = c->pipeline_model_parallel_size > 0 ? c->pipeline_model_parallel_size : 1;
-    int vpp =
-        c->virtual_pipeline_model_parallel_size > 0 ? c->virtual_pipeline_model_parallel_size : 1;
-    int N = c->recompute_num_layers > 0 ? c->recompute_num_layers : 1;
+    int pp = c->pipeline_model_parallel_size, vpp = c->virtual_pipeline_model_parallel_size;
+    int N = c->recompute_num_layers; /* full recomputation: validated >= 1 */
     for (int ch = 0; ch < vpp; ch++) {
         int first, count;
         ep_layer_range(&s->plan, pp, vpp, stage, ch, &first, &count);

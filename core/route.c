@@ -113,9 +113,10 @@ int ep_route_table_build(const ep_config *cfg, int layer, const int *hot, ep_rou
     t->num_groups = 1;
     t->group_topk = 1;
     if (cfg->route_dist == EP_ROUTE_GROUP_LIMITED) {
-        int g = cfg->moe_router_num_groups > 0 ? cfg->moe_router_num_groups : 1;
-        int gk = cfg->moe_router_group_topk > 0 ? cfg->moe_router_group_topk : g;
-        if (g > EP_ROUTE_MAX_GROUPS || E % g != 0 || gk > g || (int64_t)gk * (E / g) < k) return -1;
+        int g = cfg->moe_router_num_groups, gk = cfg->moe_router_group_topk;
+        if (g < 1 || g > EP_ROUTE_MAX_GROUPS || E % g != 0 || gk < 1 || gk > g ||
+            (int64_t)gk * (E / g) < k)
+            return -1;
         t->num_groups = g;
         t->group_topk = gk;
     }

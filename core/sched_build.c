@@ -209,7 +209,7 @@ static int setup_rank(ep_rank_builder *rb, int *buf) {
     const ep_config *cfg = rb->cfg;
     ep_rank_coords(cfg, rb->rank, &rb->dense, &rb->expert);
     rb->stage = rb->dense.pp;
-    rb->tp_size = cfg->tensor_model_parallel_size > 0 ? cfg->tensor_model_parallel_size : 1;
+    rb->tp_size = cfg->tensor_model_parallel_size;
     int hsdp = cfg->num_distributed_optimizer_instances > 1;
     /* Collectives of one member are skipped (size 2 minimum) except EP, whose ops keep their
      * shape for any EP size; TP only matters when it is > 1. */
@@ -267,10 +267,8 @@ static int build_rank(ep_sched *s, int rank, const ep_step *steps, int nsteps, i
     rb.cfg = cfg;
     rb.out = &s->ranks[rank];
     rb.rank = rank;
-    rb.pp = cfg->pipeline_model_parallel_size > 0 ? cfg->pipeline_model_parallel_size : 1;
-    rb.vpp = cfg->virtual_pipeline_model_parallel_size > 0
-                 ? cfg->virtual_pipeline_model_parallel_size
-                 : 1;
+    rb.pp = cfg->pipeline_model_parallel_size;
+    rb.vpp = cfg->virtual_pipeline_model_parallel_size;
     rb.nmb = s->num_microbatches;
     rb.err = err;
     for (int i = 0; i < EP_NUM_STREAMS; i++)
@@ -362,7 +360,7 @@ int ep_sched_build(const ep_config *cfg_in, ep_sched *s, char err[EP_ERRLEN]) {
                  cfg->global_batch_size, cfg->micro_batch_size, cfg->data_parallel_size, s->world);
         return -1;
     }
-    int pp = cfg->pipeline_model_parallel_size > 0 ? cfg->pipeline_model_parallel_size : 1;
+    int pp = cfg->pipeline_model_parallel_size;
     s->ranks = calloc((size_t)s->world, sizeof *s->ranks);
     s->internal = calloc(1, sizeof(ep_sched_state));
     ep_step **steps = calloc((size_t)pp, sizeof *steps);

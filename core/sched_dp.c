@@ -51,9 +51,8 @@ static double optimizer_bytes_per_param(const ep_rank_builder *rb) {
 void ep_dp_layer_params(const ep_config *cfg, const ep_layer *l, double *dense, double *expert) {
     ep_layer_params p;
     ep_cost_layer_params(cfg, l, &p);
-    int tp = cfg->tensor_model_parallel_size > 0 ? cfg->tensor_model_parallel_size : 1;
-    int ep = cfg->expert_model_parallel_size > 0 ? cfg->expert_model_parallel_size : 1;
-    int etp = cfg->expert_tensor_parallel_size > 0 ? cfg->expert_tensor_parallel_size : 1;
+    int tp = cfg->tensor_model_parallel_size, ep = cfg->expert_model_parallel_size;
+    int etp = cfg->expert_tensor_parallel_size;
     *dense = (p.attn + p.dense_mlp + p.shared + p.router) / tp + p.norm;
     *expert = l->is_moe && cfg->num_experts > 0 ? p.expert * (cfg->num_experts / ep) / etp : 0;
 }

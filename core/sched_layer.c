@@ -212,7 +212,7 @@ static void vocab_parallel_loss(gen *g) {
 }
 
 static double attn_seq(const ep_config *c) {
-    if (c->sequence_packing && c->seqlen_mean > 0 && c->seqlen_mean < c->seq_length)
+    if (c->sequence_packing && c->seqlen_mean < c->seq_length)
         return c->seqlen_mean; /* packed sequences attend within themselves */
     return c->seq_length;
 }
@@ -246,7 +246,7 @@ static void attention(gen *g, int mla) {
         tag_last(g, EP_RC_MLA_UP_PROJ);
     } else {
         qk = v = c->kv_channels;
-        int groups = c->num_query_groups > 0 ? c->num_query_groups : c->num_attention_heads;
+        int groups = c->num_query_groups;
         kv_heads = groups / g->tp > 0 ? groups / g->tp : 1;
         gemm(g, "qkv", tg, (double)(heads + 2 * kv_heads) * qk, H);
     }
@@ -265,12 +265,9 @@ static void attention(gen *g, int mla) {
 static void ssm(gen *g, int gdn) {
     const ep_config *c = g->cfg;
     double H = c->hidden_size, tg = g->tg;
-    double heads = c->mamba_num_heads > 0
-                       ? c->mamba_num_heads
-                       : 2 * H / (c->mamba_head_dim > 0 ? c->mamba_head_dim : 64);
-    double inner = gdn ? 2 * H : heads * (c->mamba_head_dim > 0 ? c->mamba_head_dim : 64);
-    double state = gdn ? (c->kv_channels > 0 ? c->kv_channels : 128)
-                       : (c->mamba_state_dim > 0 ? c->mamba_state_dim : 128);
+    double heads = ep_config_mamba_heads(c);
+    double inner = gdn ? 2 * H : heads * c->mamba_head_dim;
+    double state = gdn ? c->kv_channels : c->mamba_state_dim;
     inner /= g->tp;
     heads /= g->tp;
     int saved_cg = g->cg;
@@ -329,8 +326,7 @@ static void a2a(gen *g, const char *label, const moe_rows *r, int combine) {
 
 static void experts(gen *g, const moe_rows *r) {
     const ep_config *c = g->cfg;
-    int local =
-        c->num_experts / (c->expert_model_parallel_size > 0 ? c->expert_model_parallel_size : 1);
+    int local = c->num_experts / c->expert_model_parallel_size;
     double F = (double)c->moe_ffn_hidden_size / g->etp, H = c->hidden_size;
     double m = r->gemm_rows;
     if (c->pad_mode == EP_PAD_HOST) {
@@ -569,7 +565,7 @@ static void gen_init(gen *g, ep_rank_builder *rb, int layer, int mb, spec *buf) 
     g->layer = layer;
     g->mb = mb;
     g->tp = rb->tp_size;
-    g->etp = rb->cfg->expert_tensor_parallel_size > 0 ? rb->cfg->expert_tensor_parallel_size : 1;
+    g->etp = rb->cfg->expert_tensor_parallel_size;
     g->t = ep_sched_tokens(rb->cfg, ep_sched_route_mb(rb->s, mb), rb->rank);
     g->tg = g->t * g->tp;
     g->R = EP_ROW_BYTES(rb->cfg);

@@ -37,10 +37,7 @@ static ep_step step_b(int mb, int chunk) {
 }
 
 int ep_sched_steps(const ep_config *cfg, int nmb, int stage, ep_step **steps) {
-    int pp = cfg->pipeline_model_parallel_size > 0 ? cfg->pipeline_model_parallel_size : 1;
-    int vpp = cfg->virtual_pipeline_model_parallel_size > 0
-                  ? cfg->virtual_pipeline_model_parallel_size
-                  : 1;
+    int pp = cfg->pipeline_model_parallel_size, vpp = cfg->virtual_pipeline_model_parallel_size;
     int overlap = cfg->overlap_moe_expert_parallel_comm;
     int total = nmb * vpp;
     ep_step *s = malloc((size_t)(2 * total + 1) * sizeof *s);

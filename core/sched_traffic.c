@@ -13,9 +13,8 @@
 #include "sched_internal.h"
 
 static int divisor(const ep_config *cfg) {
-    int cp = cfg->context_parallel_size > 0 ? cfg->context_parallel_size : 1;
-    int tp = cfg->tensor_model_parallel_size > 1 ? cfg->tensor_model_parallel_size : 1;
-    return cp * tp; /* CP splits the sequence; TP>1 implies sequence parallel */
+    /* CP splits the sequence; TP>1 implies sequence parallel */
+    return cfg->context_parallel_size * cfg->tensor_model_parallel_size;
 }
 
 int ep_sched_route_mb(const ep_sched *s, int mb) {
@@ -45,7 +44,7 @@ void ep_sched_traffic_setup(ep_sched *s) {
     int moe = 0;
     for (int i = 0; i < s->plan.num_layers + s->plan.num_mtp; i++)
         moe += s->plan.layers[i].is_moe;
-    int pp = cfg->pipeline_model_parallel_size > 0 ? cfg->pipeline_model_parallel_size : 1;
+    int pp = cfg->pipeline_model_parallel_size;
     long long per_mb = (long long)(s->world / pp) * cfg->seq_length * cfg->micro_batch_size /
                        divisor(cfg) * cfg->moe_router_topk * moe;
     /* --routing-budget: draws cost 20-80 ns per selection (docs/routing.md); 0 = no limit */
@@ -56,7 +55,7 @@ void ep_sched_traffic_setup(ep_sched *s) {
     s->route_period = (int)period;
     /* beyond it even at one microbatch: EP groups of a stage share draws (identical token counts
      * only, so not with THD, whose ranks hold different counts) */
-    int ep = cfg->expert_model_parallel_size > 0 ? cfg->expert_model_parallel_size : 1;
+    int ep = cfg->expert_model_parallel_size;
     long long groups = (long long)(s->world / pp) / ep;
     s->route_groups = 0;
     if (budget > 0 && per_mb > budget && groups > 1 && !cfg->sequence_packing) {
@@ -93,7 +92,7 @@ static int rehash_traffic(ep_sched *s, ep_sched_state *st, int cap) {
 
 static int pad_multiple(const ep_config *cfg) {
     if (cfg->pad_mode == EP_PAD_NONE) return 1;
-    return cfg->pad_multiple > 1 ? cfg->pad_multiple : 1;
+    return cfg->pad_multiple;
 }
 
 /* An instance's arrays live in one block, bytes first: its size for n members on nn nodes. */
@@ -295,10 +294,7 @@ static void *worker(void *arg) {
 static int list_items(ep_sched *s, ep_traffic_pool *p) {
     const ep_config *cfg = &s->cfg;
     int W = s->world, ep = cfg->expert_model_parallel_size;
-    int pp = cfg->pipeline_model_parallel_size > 0 ? cfg->pipeline_model_parallel_size : 1;
-    int vpp = cfg->virtual_pipeline_model_parallel_size > 0
-                  ? cfg->virtual_pipeline_model_parallel_size
-                  : 1;
+    int pp = cfg->pipeline_model_parallel_size, vpp = cfg->virtual_pipeline_model_parallel_size;
     int nl = s->plan.num_layers + s->plan.num_mtp, P = s->route_period;
     int *ordinal_of = malloc((size_t)W * sizeof *ordinal_of); /* by first member */
     int *buf = malloc((size_t)W * sizeof *buf);

@@ -18,11 +18,9 @@ static int clamp_len(double x, int lo, int hi) {
 }
 
 int ep_thd_seqlen(const ep_config *cfg, ep_rng *rng) {
-    int hi = cfg->seq_length > 0 ? cfg->seq_length : 1;
-    int lo = cfg->seqlen_min > 1 ? cfg->seqlen_min : 1;
+    int hi = cfg->seq_length, lo = cfg->seqlen_min;
     if (lo > hi) lo = hi;
-    double mean =
-        cfg->seqlen_mean > 0 ? cfg->seqlen_mean : (hi / 2 > 0 ? hi / 2 : 1); /* as --help */
+    double mean = cfg->seqlen_mean;
     switch (cfg->seqlen_dist) {
     case EP_SEQLEN_UNIFORM: {
         /* integers in [lo, 2*mean - lo], whose mean is `mean` before clamping */
@@ -44,8 +42,7 @@ int ep_thd_seqlen(const ep_config *cfg, ep_rng *rng) {
 }
 
 int ep_thd_tokens(const ep_config *cfg, int microbatch, int rank) {
-    int64_t cap = (int64_t)(cfg->seq_length > 0 ? cfg->seq_length : 1) *
-                  (cfg->micro_batch_size > 0 ? cfg->micro_batch_size : 1);
+    int64_t cap = (int64_t)cfg->seq_length * cfg->micro_batch_size;
     ep_rng rng;
     ep_rng_seed(
         &rng, ep_hash4(cfg->seed, (uint64_t)(int64_t)microbatch, (uint64_t)(int64_t)rank, TAG_THD));

@@ -220,6 +220,7 @@ void calib_interference(bench *b, calib_list *out) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
     ep_config cfg;
     ep_config_defaults(&cfg);
+    ep_config_resolve(&cfg); /* built by hand: no validation */
     static ep_op cops[4];
     int nc = victim_ops(cops, 4, 512.0 * (1 << 20));
     calib_synth cy;
@@ -323,6 +324,7 @@ void calib_corun(bench *b, calib_list *out) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
     ep_config cfg;
     ep_config_defaults(&cfg);
+    ep_config_resolve(&cfg); /* built by hand: no validation */
     static ep_op ops[4];
     int n = victim_ops(ops, 4, 64.0 * (1 << 20));
     /* the same two again for the second stream (the executor's ops share its buffers, in runs

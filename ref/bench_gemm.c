@@ -29,8 +29,7 @@ static void op_single(void *a, cudaStream_t st) {
 int bench_gemm(bench *b) {
     const ep_config *cf = &b->cfg;
     int ep = b->ctx->w.size, me = b->ctx->w.rank, E = cf->num_experts, Ep = E / ep;
-    int H = cf->hidden_size,
-        F = cf->moe_ffn_hidden_size ? cf->moe_ffn_hidden_size : cf->ffn_hidden_size;
+    int H = cf->hidden_size, F = cf->moe_ffn_hidden_size;
     int maxt = 0;
     for (int i = 0; i < b->ntokens; i++)
         maxt = b->tokens[i] > maxt ? b->tokens[i] : maxt;

@@ -307,8 +307,7 @@ static void default_layout(ep_config *cfg, const sim_platform *p) {
     int dp = mp > 0 && world % mp == 0 ? world / mp : 1;
     if (cfg->expert_model_parallel_size == 0) {
         /* EP x ETP ranks hold one copy of the experts: divide TP x CP x DP, stay in a node */
-        int etp = cfg->expert_tensor_parallel_size ? cfg->expert_tensor_parallel_size
-                                                   : cfg->tensor_model_parallel_size;
+        int etp = ep_config_expert_tensor_parallel(cfg);
         int ranks = dp * cfg->context_parallel_size * cfg->tensor_model_parallel_size;
         int cap = etp > 0 && p->gpus_per_node / etp > 1 ? p->gpus_per_node / etp : 1;
         cfg->expert_model_parallel_size = cfg->num_experts > 0 && etp > 0 && ranks % etp == 0

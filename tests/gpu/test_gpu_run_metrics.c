@@ -43,6 +43,12 @@ int main(void) {
     ep_sched s;
     memset(&s, 0, sizeof s);
     s.world = 2;
+    /* no model, and a layout of one in every parallel dimension (sizes as validation leaves
+     * them: readers no longer default a 0) */
+    s.cfg.tensor_model_parallel_size = s.cfg.context_parallel_size = 1;
+    s.cfg.pipeline_model_parallel_size = s.cfg.virtual_pipeline_model_parallel_size = 1;
+    s.cfg.data_parallel_size = s.cfg.expert_model_parallel_size = 1;
+    s.cfg.expert_tensor_parallel_size = s.cfg.num_distributed_optimizer_instances = 1;
     s.ranks = rs;
     s.ngroups = 1;
     s.groups = &grp;

@@ -43,6 +43,7 @@ typedef struct {
 static inline void hand_init(hand_sched *h, int world) {
     memset(h, 0, sizeof *h);
     ep_config_defaults(&h->s.cfg);
+    ep_config_resolve(&h->s.cfg); /* built by hand: no validation */
     h->s.world = world;
     h->s.ranks = h->rs;
     h->s.groups = h->groups;

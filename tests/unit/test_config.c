@@ -612,6 +612,92 @@ static void test_validate_idempotent(void) {
     CU_ASSERT_STRING_EQUAL(a, b);
 }
 
+/* ep_config_resolve: each "0 = derived" field gets the effective value --help documents, a
+ * given value stays, and a resolved configuration resolves to itself. */
+static void test_resolve_unset(void) {
+    ep_config_defaults(&g_cfg);
+    g_cfg.hidden_size = 1024;
+    g_cfg.num_attention_heads = 16;
+    g_cfg.tensor_model_parallel_size = 2;
+    g_cfg.seq_length = 4096;
+    g_cfg.ffn_hidden_size = 0;
+    g_cfg.moe_ffn_hidden_size = 0;
+    g_cfg.kv_channels = 0;
+    g_cfg.num_query_groups = 0;
+    g_cfg.expert_tensor_parallel_size = 0;
+    g_cfg.seqlen_mean = 0;
+    ep_config_resolve(&g_cfg);
+    CU_ASSERT_EQUAL(g_cfg.ffn_hidden_size, 4096);          /* 4 x hidden */
+    CU_ASSERT_EQUAL(g_cfg.moe_ffn_hidden_size, 4096);      /* the dense FFN */
+    CU_ASSERT_EQUAL(g_cfg.kv_channels, 64);                /* hidden / heads */
+    CU_ASSERT_EQUAL(g_cfg.num_query_groups, 16);           /* heads */
+    CU_ASSERT_EQUAL(g_cfg.expert_tensor_parallel_size, 2); /* TP */
+    CU_ASSERT_EQUAL(g_cfg.seqlen_mean, 2048);              /* seq-length / 2 */
+    ep_config once;
+    memcpy(&once, &g_cfg, sizeof once);
+    ep_config_resolve(&g_cfg);
+    CU_ASSERT_EQUAL(memcmp(&once, &g_cfg, sizeof once), 0);
+    /* given values stay */
+    g_cfg.ffn_hidden_size = 3000;
+    g_cfg.moe_ffn_hidden_size = 512;
+    g_cfg.kv_channels = 96;
+    g_cfg.num_query_groups = 4;
+    g_cfg.expert_tensor_parallel_size = 1;
+    g_cfg.seqlen_mean = 700;
+    memcpy(&once, &g_cfg, sizeof once);
+    ep_config_resolve(&g_cfg);
+    CU_ASSERT_EQUAL(memcmp(&once, &g_cfg, sizeof once), 0);
+    /* a one-token sequence still has a mean of at least one */
+    g_cfg.seq_length = 1;
+    g_cfg.seqlen_mean = 0;
+    ep_config_resolve(&g_cfg);
+    CU_ASSERT_EQUAL(g_cfg.seqlen_mean, 1);
+}
+
+/* Validation resolves: a validated configuration holds the effective values, and neither
+ * ep_config_resolve nor a second validation changes a byte of it. The Mamba heads keep their 0
+ * where no Mamba layer needs them (the metadata prints it) and are read through the accessor. */
+static void test_resolve_in_validation(void) {
+    CU_ASSERT_EQUAL_FATAL(ep_test_config(&g_cfg,
+                                         "--ffn-hidden-size 0 --moe-ffn-hidden-size 0 "
+                                         "--tensor-model-parallel-size 2 --seq-length 1024 "
+                                         "--pipeline-model-parallel-size 2 --world-size 8",
+                                         g_err),
+                          0);
+    CU_ASSERT_EQUAL(g_cfg.ffn_hidden_size, 4096);
+    CU_ASSERT_EQUAL(g_cfg.moe_ffn_hidden_size, 4096);
+    CU_ASSERT_EQUAL(g_cfg.kv_channels, 64);
+    CU_ASSERT_EQUAL(g_cfg.num_query_groups, 16);
+    CU_ASSERT_EQUAL(g_cfg.expert_tensor_parallel_size, 2);
+    CU_ASSERT_EQUAL(g_cfg.seqlen_mean, 512);
+    CU_ASSERT_EQUAL(g_cfg.data_parallel_size, 2);
+    CU_ASSERT_EQUAL(g_cfg.pad_multiple, 1);
+    CU_ASSERT_EQUAL(g_cfg.mamba_num_heads, 0);
+    CU_ASSERT_DOUBLE_EQUAL(ep_config_mamba_heads(&g_cfg), 2.0 * 1024 / 64, 0);
+    ep_config once;
+    memcpy(&once, &g_cfg, sizeof once);
+    ep_config_resolve(&g_cfg);
+    CU_ASSERT_EQUAL(memcmp(&once, &g_cfg, sizeof once), 0);
+    CU_ASSERT_EQUAL_FATAL(ep_config_validate(&g_cfg, g_err), 0);
+    CU_ASSERT_EQUAL(memcmp(&once, &g_cfg, sizeof once), 0);
+    /* Mamba layers: validation writes the heads; GDN layers alone leave the 0 */
+    CU_ASSERT_EQUAL_FATAL(
+        ep_test_config(&g_cfg, "--hybrid-override-pattern M*ME --num-layers 4", g_err), 0);
+    CU_ASSERT_EQUAL(g_cfg.mamba_num_heads, 32);
+    CU_ASSERT_EQUAL_FATAL(
+        ep_test_config(&g_cfg, "--hybrid-override-pattern G*GE --num-layers 4", g_err), 0);
+    CU_ASSERT_EQUAL(g_cfg.mamba_num_heads, 0);
+    CU_ASSERT_DOUBLE_EQUAL(ep_config_mamba_heads(&g_cfg), 32, 0);
+    g_cfg.mamba_num_heads = 48;
+    CU_ASSERT_DOUBLE_EQUAL(ep_config_mamba_heads(&g_cfg), 48, 0);
+    /* ETP before validation: TP where unset */
+    ep_config_defaults(&g_cfg);
+    g_cfg.tensor_model_parallel_size = 4;
+    CU_ASSERT_EQUAL(ep_config_expert_tensor_parallel(&g_cfg), 4);
+    g_cfg.expert_tensor_parallel_size = 1;
+    CU_ASSERT_EQUAL(ep_config_expert_tensor_parallel(&g_cfg), 1);
+}
+
 static char *capture(void (*fn)(const ep_config *, FILE *), const ep_config *cfg) {
     static char buf[1 << 16];
     FILE *f = fmemopen(buf, sizeof buf, "w");
@@ -813,4 +899,6 @@ void ep_suite_config(void) {
     CU_add_test(s, "validation is idempotent", test_validate_idempotent);
     CU_add_test(s, "presets load and validate", test_presets);
     CU_add_test(s, "--recompute-modules words", test_recompute_modules_words);
+    CU_add_test(s, "unset fields resolve to their effective values", test_resolve_unset);
+    CU_add_test(s, "validation resolves once, idempotently", test_resolve_in_validation);
 }

@@ -36,6 +36,12 @@ static void test_exposure_known_answer(void) {
     ep_sched s;
     memset(&s, 0, sizeof s);
     s.world = 2;
+    /* no model, and a layout of one in every parallel dimension (sizes as validation leaves
+     * them: readers no longer default a 0) */
+    s.cfg.tensor_model_parallel_size = s.cfg.context_parallel_size = 1;
+    s.cfg.pipeline_model_parallel_size = s.cfg.virtual_pipeline_model_parallel_size = 1;
+    s.cfg.data_parallel_size = s.cfg.expert_model_parallel_size = 1;
+    s.cfg.expert_tensor_parallel_size = s.cfg.num_distributed_optimizer_instances = 1;
     s.ranks = ranks;
     s.tokens_per_iteration = 4000;
     s.model_flops_per_token = 1e9;

@@ -14,6 +14,7 @@ static void thd_cfg(ep_config *c, ep_seqlen_dist d, int seq, int mbs, int mean, 
     c->seqlen_mean = mean;
     c->seqlen_min = min;
     c->seed = 77;
+    ep_config_resolve(c); /* built by hand: mean 0 becomes seq_length / 2 */
 }
 
 static void test_deterministic(void) {
