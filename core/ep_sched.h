@@ -169,6 +169,11 @@ typedef struct {
  * line in err. The sched owns everything it points to. */
 int ep_sched_build(const ep_config *cfg, ep_sched *out, char err[EP_ERRLEN]);
 void ep_sched_free(ep_sched *s);
+/* The same for the ranks with only[r] != 0 ([world] flags); the others hold no ops. Routes are
+ * drawn on demand, so only the EP groups of those ranks are drawn: one rank per pipeline stage
+ * gives the memory and compute of a layout at a fraction of the cost (epsim search). */
+int ep_sched_build_ranks(const ep_config *cfg, const unsigned char *only, ep_sched *out,
+                         char err[EP_ERRLEN]);
 
 /* Writes the op's name: mb{m}.c{c}.L{l}.B{bucket}.{label}.{phase}, absent parts left out, e.g.
  * "mb3.c0.L5.dispatch.fwd", "mb1.L5.fsdp.ag_dense.bwd", "mb2.c1.pp.send.fwd", "optimizer.step". */

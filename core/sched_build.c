@@ -346,7 +346,10 @@ static double tokens_per_iteration(const ep_sched *s) {
     return sum;
 }
 
-int ep_sched_build(const ep_config *cfg_in, ep_sched *s, char err[EP_ERRLEN]) {
+/* only: NULL builds every rank (routes drawn ahead on worker threads); else the ranks with
+ * only[r] != 0, routes drawn on demand. */
+static int build(const ep_config *cfg_in, const unsigned char *only, ep_sched *s,
+                 char err[EP_ERRLEN]) {
     memset(s, 0, sizeof *s);
     s->cfg = *cfg_in;
     const ep_config *cfg = &s->cfg;
@@ -381,11 +384,12 @@ int ep_sched_build(const ep_config *cfg_in, ep_sched *s, char err[EP_ERRLEN]) {
             goto done;
         }
     }
-    if (ep_sched_traffic_start(s, ep_sched_thread_count()) != 0) {
+    if (ep_sched_traffic_start(s, only ? 1 : ep_sched_thread_count()) != 0) {
         snprintf(err, EP_ERRLEN, "out of memory for the routing draws");
         goto done;
     }
     for (int r = 0; r < s->world; r++) {
+        if (only && !only[r]) continue;
         ep_coords dense, expert;
         ep_rank_coords(cfg, r, &dense, &expert);
         if (build_rank(s, r, steps[dense.pp], nsteps[dense.pp], buf, err) != 0) goto done;
@@ -400,4 +404,13 @@ done:
     free(buf);
     if (rc != 0) ep_sched_free(s);
     return rc;
+}
+
+int ep_sched_build(const ep_config *cfg, ep_sched *s, char err[EP_ERRLEN]) {
+    return build(cfg, NULL, s, err);
+}
+
+int ep_sched_build_ranks(const ep_config *cfg, const unsigned char *only, ep_sched *s,
+                         char err[EP_ERRLEN]) {
+    return build(cfg, only, s, err);
 }

@@ -11,4 +11,9 @@ int sim_cli_run(int argc, char **argv);
  * every combination in its own process, ranked by tokens/s/GPU. */
 int sim_sweep_main(int argc, char **argv);
 
+/* `epsim search --global-batch-size N --out CSV [--budget N] [--jobs N] [--shard i/n]
+ * [--max-gpu-memory GIB] [--topo T] [flags]`: the legal layouts, pruned, the rest simulated by
+ * increasing lower bound within the budget (sim_search.c). */
+int sim_search_main(int argc, char **argv);
+
 #endif

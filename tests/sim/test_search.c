@@ -1,0 +1,176 @@
+/* epsim search end to end (docs/epsim.md, "Search"): the enumeration is exactly the legal set of
+ * a small case counted by hand, memory pruning, ranking, the budget, shards, bad input. */
+#include <CUnit/CUnit.h>
+
+#include "sim_test_util.h"
+
+/* The library's small MoE (8 experts, top-2) with 2 layers on 2 GPUs; dispatcher, micro batch,
+ * recomputation and CP fixed, so the axes left are TP, PP/VPP, EP, ETP, DP sharding, EP overlap. */
+#define SMALL                                                                                      \
+    "search --topo h200x2 --no-preset --num-layers 2 --seq-length 512 --global-batch-size 4 "    \
+    "--moe-token-dispatcher-type alltoall --micro-batch-size 1 --recompute-granularity none "      \
+    "--context-parallel-size 1 --jobs 2"
+
+/* Field `col` (0-based) of each data row of a CSV into out (at most n); returns the rows. */
+static int csv_col(const char *path, int col, char out[][64], int n) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[4096];
+    int k = 0;
+    if (!fgets(line, sizeof line, f)) k = -1;
+    while (k >= 0 && k < n && fgets(line, sizeof line, f)) {
+        char *p = line;
+        for (int c = 0; c < col && p; c++) {
+            p = strchr(p, ',');
+            if (p) p++;
+        }
+        size_t len = p ? strcspn(p, ",\n") : 0;
+        snprintf(out[k], 64, "%.*s", (int)len, p ? p : "");
+        k++;
+    }
+    fclose(f);
+    return k;
+}
+
+static int count_status(const char *path, const char *status) {
+    char cmd[1024], res[512];
+    tmp_path(res, sizeof res, "search_count.txt");
+    snprintf(cmd, sizeof cmd, "grep -c ',%s$' %s > %s", status, path, res);
+    if (system(cmd) < 0) return -1;
+    FILE *f = fopen(res, "r");
+    int n = -1;
+    if (f) {
+        if (fscanf(f, "%d", &n) != 1) n = -1;
+        fclose(f);
+    }
+    remove(res);
+    return n;
+}
+
+/* By hand, world 2: TP 1 or 2, PP 1 or 2 (VPP 2 needs 4 layers), EP 1 or 2, ETP 1 or TP, DP
+ * sharding ddp/distopt/fsdp/hsdp2, EP overlap off/on/on+wgrad: 192 combinations, 48 of them ETP=TP
+ * at TP 1 (duplicates). Legal: TP 1 PP 1 (DP 2): EP 1 with 4 shardings x overlap off (4), EP 2
+ * with ddp/distopt/fsdp (HSDP 2 needs an expert DP of 2) x 3 overlaps (9); TP 1 PP 2 (DP 1): EP 1,
+ * 3 shardings, overlap off (3; no HSDP at DP 1, no EP overlap at EP 1 or PP 2 without VPP);
+ * TP 2 PP 1 (DP 1): EP 1 ETP 1 (3), EP 2 ETP 1 (3 x 3 = 9), EP 1 ETP 2 (3); TP 2 PP 2 needs 4
+ * GPUs. 13 + 3 + 15 = 31. */
+static void test_enumeration_is_the_legal_set(void) {
+    char out[512], so[512], args[2048];
+    tmp_path(out, sizeof out, "search.csv");
+    tmp_path(so, sizeof so, "search.out");
+    snprintf(args, sizeof args, SMALL " --budget 3 --out %s", out);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, so, NULL), 0);
+    CU_ASSERT(file_has(so, "192 combinations (48 duplicates), 31 legal layouts, 113 illegal"));
+    CU_ASSERT_EQUAL(lines_of(out), 32); /* header + every legal layout */
+    /* budget: exactly 3 simulated, ranked 1..3 by step time */
+    static char rank[64][64], iter[64][64];
+    CU_ASSERT_EQUAL(csv_col(out, 0, rank, 64), 31);
+    CU_ASSERT_EQUAL(csv_col(out, 12, iter, 64), 31);
+    int ranked = 0, sorted = 1;
+    for (int i = 0; i < 31; i++)
+        if (rank[i][0]) {
+            ranked++;
+            CU_ASSERT_EQUAL(atoi(rank[i]), ranked);
+            if (i > 0 && rank[i - 1][0]) sorted &= atof(iter[i - 1]) <= atof(iter[i]);
+        }
+    CU_ASSERT_EQUAL(ranked, 3);
+    CU_ASSERT(sorted);
+    CU_ASSERT_EQUAL(count_status(out, "ok"), 3);
+    CU_ASSERT_EQUAL(count_status(out, "not simulated: budget"), 28);
+    CU_ASSERT(file_has(so, "simulated 3 (3 fit"));
+    remove(out);
+    remove(so);
+}
+
+/* A GPU memory limit between the layouts' model states: those above it are pruned without a
+ * simulation (the most sharded fit), and nothing simulated exceeds it. */
+static void test_memory_pruning(void) {
+    char out[512], so[512], args[2048];
+    tmp_path(out, sizeof out, "search_mem.csv");
+    tmp_path(so, sizeof so, "search_mem.out");
+    /* model states here: 0.7 to 2.1 GiB (fsdp EP 2 the least, ddp EP 1 the most) */
+    snprintf(args, sizeof args, SMALL " --budget 40 --max-gpu-memory 1.3 --out %s", out);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, so, NULL), 0);
+    int state = count_status(out, "pruned: model state exceeds the GPU memory");
+    int peak = count_status(out, "pruned: estimated peak memory exceeds the GPU memory");
+    CU_ASSERT(state > 0);
+    CU_ASSERT(state + peak < 31);
+    /* ddp at EP 1, TP 1, PP 1 (index 0) holds every weight, gradient and moment: pruned */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "grep -q '^,0,1,given,1/1,1,1,ddp,.*,pruned: model state' %s", out);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    static char mem[64][64];
+    int n = csv_col(out, 22, mem, 64), over = 0;
+    for (int i = 0; i < n; i++)
+        over += mem[i][0] && atof(mem[i]) > 1.3;
+    CU_ASSERT_EQUAL(over, 0);
+    /* nothing fits: every layout pruned, none simulated */
+    snprintf(args, sizeof args, SMALL " --max-gpu-memory 0.01 --out %s", out);
+    CU_ASSERT_EQUAL(epsim_exec(args, so, NULL), 0);
+    CU_ASSERT_EQUAL(count_status(out, "pruned: model state exceeds the GPU memory"), 31);
+    CU_ASSERT(file_has(so, "simulated 0"));
+    remove(out);
+    remove(so);
+}
+
+/* --shard i/n: the shards' layouts are disjoint and together the whole legal set. */
+static void test_shards_cover_once(void) {
+    char a[512], b[512], all[512], args[2048];
+    tmp_path(a, sizeof a, "search_s0.csv");
+    tmp_path(b, sizeof b, "search_s1.csv");
+    tmp_path(all, sizeof all, "search_all.csv");
+    snprintf(args, sizeof args, SMALL " --budget 1 --shard 0/2 --out %s", a);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    snprintf(args, sizeof args, SMALL " --budget 1 --shard 1/2 --out %s", b);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    snprintf(args, sizeof args, SMALL " --budget 1 --out %s", all);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "test \"$(for f in %s %s; do tail -n +2 $f | cut -d, -f2; done | sort -n | uniq -d)\" "
+             "= '' && "
+             "test \"$(for f in %s %s; do tail -n +2 $f | cut -d, -f2; done | sort -n)\" = "
+             "\"$(tail -n +2 %s | cut -d, -f2 | sort -n)\"",
+             a, b, a, b, all);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "tail -n +2 %s | cut -d, -f2 | awk '$1 %% 2 != 0 { exit 1 }'", a);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    remove(a);
+    remove(b);
+    remove(all);
+}
+
+/* Bad input: one line on stderr, exit 2, no CSV. */
+static void test_search_bad_input(void) {
+    char out[512], args[2048];
+    tmp_path(out, sizeof out, "search_bad.csv");
+    static const char *const cases[] = {
+        "--budget 0",
+        "--budget many",
+        "--jobs 0",
+        "--shard 3/2",
+        "--max-gpu-memory abc",
+        "--csv=x.csv",
+        "--summary-json x.json",
+        "--tensor-model-parallel-size 3", /* no legal layout */
+        "--topo no-such-topology",
+        "--no-such-flag 1",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, SMALL " %s --out %s", cases[i], out);
+        expect_exit2(args, out);
+    }
+    /* no --out; no --global-batch-size */
+    expect_exit2("search --topo h200x2 --no-preset --num-layers 2 --global-batch-size 4", NULL);
+    snprintf(args, sizeof args, "search --topo h200x2 --no-preset --num-layers 2 --out %s", out);
+    expect_exit2(args, out);
+}
+
+void ep_suite_search(void) {
+    CU_pSuite s = CU_add_suite("epsim search", NULL, NULL);
+    CU_add_test(s, "the enumeration is the legal set; budget; ranking",
+                test_enumeration_is_the_legal_set);
+    CU_add_test(s, "layouts that cannot fit are pruned", test_memory_pruning);
+    CU_add_test(s, "shards cover the space once", test_shards_cover_once);
+    CU_add_test(s, "bad input: one line, exit 2, no CSV", test_search_bad_input);
+}
