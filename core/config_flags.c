@@ -264,6 +264,10 @@ static const ep_flag k_flags[] = {
     PU("routing-budget", routing_budget, "16777216", GX,
        "token selections drawn per iteration; beyond it microbatch m reuses the routing of "
        "m mod P (0 = draw every microbatch)"),
+    PI("routing-layer-draws", routing_layer_draws, "0", GX,
+       "MoE layers with a routing draw of their own; the k-th MoE layer reuses the draw of the "
+       "(k mod N)-th (0 = every layer; 1: one draw for all, what epsim search's memory estimate "
+       "uses)"),
     PE("moe-pad-mode", pad_mode, k_pad, "none", GX,
        "expert row padding: host (a sync per layer) or device (inside hybridep permute)"),
     PI("moe-pad-multiple", pad_multiple, "0", GX,

@@ -209,6 +209,8 @@ typedef struct {
     int num_layers_per_virtual_pipeline_stage; /* older Megatron spelling of VPP; converted by
                                                   ep_config_validate (0 = not given) */
     uint64_t routing_budget;   /* project --routing-budget: token selections drawn per iteration */
+    int routing_layer_draws;   /* project --routing-layer-draws: MoE layers with a draw of their own
+                                  (0 = all; N: the k-th MoE layer reuses the (k mod N)-th's) */
     ep_transport ep_transport; /* project --moe-flex-transport kernel|nccl */
     char ignored_flags[256];   /* Megatron-LM flags accepted without effect, as given ("--lr ...",
                                   truncated with "..."; see ep_config_ignored_flag) */

@@ -44,6 +44,8 @@ void ep_sched_traffic_setup(ep_sched *s) {
     int moe = 0;
     for (int i = 0; i < s->plan.num_layers + s->plan.num_mtp; i++)
         moe += s->plan.layers[i].is_moe;
+    if (cfg->routing_layer_draws > 0 && cfg->routing_layer_draws < moe)
+        moe = cfg->routing_layer_draws; /* the layers that draw */
     int pp = cfg->pipeline_model_parallel_size;
     long long per_mb = (long long)(s->world / pp) * cfg->seq_length * cfg->micro_batch_size /
                        divisor(cfg) * cfg->moe_router_topk * moe;
@@ -63,6 +65,18 @@ void ep_sched_traffic_setup(ep_sched *s) {
         if (q < 1) q = 1;
         if (q < groups) s->route_groups = (int)q;
     }
+}
+
+/* The layer whose draw `layer` uses (--routing-layer-draws N: the k-th MoE layer of the plan takes
+ * the draw of the (k mod N)-th; every layer its own otherwise). */
+static int drawn_layer(const ep_sched *s, int layer) {
+    int N = s->cfg.routing_layer_draws, nl = s->plan.num_layers + s->plan.num_mtp, k = 0;
+    if (N <= 0) return layer;
+    for (int l = 0; l < layer && l < nl; l++)
+        k += s->plan.layers[l].is_moe;
+    for (int l = 0, j = 0; l < nl; l++)
+        if (s->plan.layers[l].is_moe && j++ == k % N) return l;
+    return layer;
 }
 
 /* The group ordinal whose draw an EP group of ordinal o uses. */
@@ -315,7 +329,7 @@ static int list_items(ep_sched *s, ep_traffic_pool *p) {
             int first, count;
             ep_layer_range(&s->plan, pp, vpp, dense.pp, c, &first, &count);
             for (int l = first; l < first + count && l < nl; l++)
-                if (s->plan.layers[l].is_moe) stage_layers[nmoe++] = l;
+                if (s->plan.layers[l].is_moe && drawn_layer(s, l) == l) stage_layers[nmoe++] = l;
         }
         int *pr = realloc(p->ranks, (size_t)(ngroups + 1) * ep * sizeof *pr);
         if (!pr) goto out;
@@ -496,6 +510,7 @@ static int copy_traffic(ep_traffic *t, const ep_traffic *src) {
 int ep_sched_traffic_get(ep_sched *s, int mb, int layer, int ep_group) {
     ep_sched_state *st = s->internal;
     int key_mb = ep_sched_route_mb(s, mb); /* reused draws share their instance */
+    layer = drawn_layer(s, layer);
     if (st->traffic_slot_cap < 2 * (s->ntraffic + 1) &&
         rehash_traffic(s, st, st->traffic_slot_cap ? st->traffic_slot_cap * 2 : 1024) != 0)
         return -1;

@@ -283,7 +283,8 @@ typedef struct {
 static int estimate(const ep_config *full, const plat_info *pi, const sim_calib *calib,
                     double *state, double *mem, double *lb, int state_only, char err[EP_ERRLEN]) {
     ep_config cfg = *full;
-    cfg.routing_budget = 1; /* one draw per layer, shared by microbatches and EP groups */
+    cfg.routing_budget = 1;      /* one draw, shared by microbatches and EP groups, */
+    cfg.routing_layer_draws = 1; /* and by the layers: the rows of a layer, not of each */
     int pp = cfg.pipeline_model_parallel_size, nmb = ep_config_num_microbatches(&cfg);
     int nmb2 = state_only ? pp : 2 * pp;
     if (nmb2 < 2) nmb2 = 2;
@@ -359,7 +360,7 @@ static void worker(cand *c, long nc, const ep_config *base, const axis *ax, cons
     char err[EP_ERRLEN];
     if (pi->calib[0] && sim_calib_load(&calib, pi->calib, err) != 0) _exit(3);
     long state_key = -1;
-    double key_state = 0;
+    double key_state = 0, least[MAX_VALS]; /* per dispatcher of the key: its least-memory peak */
     long fit_group = -1;
     for (long i = 0; i < nc; i++) {
         if (c[i].key % n != w) continue;
@@ -371,9 +372,28 @@ static void worker(cand *c, long nc, const ep_config *base, const axis *ax, cons
             double m, l;
             key_state = -1;
             if (estimate(&cfg, pi, &calib, &key_state, &m, &l, 1, err) != 0) key_state = -1;
+            for (int d = 0; d < MAX_VALS; d++)
+                least[d] = -1;
+        }
+        /* The key's least-memory variant of this dispatcher (EP overlap off, micro batch 1, full
+         * recomputation: every other variant holds at least its activations): when it does not
+         * fit, none does, and one estimate settles them all. */
+        int d = c[i].vi[AX_DISP];
+        if (hbm > 0 && key_state <= hbm && least[d] < 0) {
+            unsigned char vi[NAXES];
+            memcpy(vi, c[i].vi, sizeof vi);
+            vi[AX_OVL] = 0, vi[AX_MBS] = 0, vi[AX_RC] = (unsigned char)(ax[AX_RC].n - 1);
+            ep_config lc;
+            double st, lb;
+            least[d] = 0; /* unknown: no shortcut */
+            if (apply(base, ax, vi, &lc, err) == 0 &&
+                estimate(&lc, pi, &calib, &st, &least[d], &lb, 0, err) != 0)
+                least[d] = 0;
         }
         if (hbm > 0 && key_state > hbm) {
             rec.status = ST_STATE, rec.state = key_state;
+        } else if (hbm > 0 && least[d] > hbm) {
+            rec.status = ST_MEMORY, rec.state = key_state, rec.mem = least[d];
         } else if (c[i].group == fit_group) {
             rec.status = ST_RECOMPUTE;
         } else if (estimate(&cfg, pi, &calib, &rec.state, &rec.mem, &rec.lb, 0, err) == 0) {

@@ -302,6 +302,31 @@ static void test_routing_budget_groups(void) {
     ep_sched_free(&all);
 }
 
+/* --routing-layer-draws 1: every MoE layer reuses one draw (one traffic instance per microbatch
+ * and EP group); 0: every MoE layer draws its own. */
+static void test_routing_layer_draws(void) {
+    const char *base = SCHED_SMALL "--num-layers 4 --expert-model-parallel-size 2 --world-size 2 "
+                                   "--global-batch-size 2 --gpus-per-node 2";
+    char flags[1024];
+    ep_sched one, all;
+    snprintf(flags, sizeof flags, "%s --routing-layer-draws 1", base);
+    if (sched_build_flags(&one, flags) != 0) return;
+    snprintf(flags, sizeof flags, "%s --routing-layer-draws 0", base);
+    if (sched_build_flags(&all, flags) != 0) {
+        ep_sched_free(&one);
+        return;
+    }
+    int moe = 0;
+    for (int l = 0; l < all.plan.num_layers + all.plan.num_mtp; l++)
+        moe += all.plan.layers[l].is_moe;
+    CU_ASSERT(moe >= 2);
+    CU_ASSERT_EQUAL(all.ntraffic, moe * all.num_microbatches);
+    CU_ASSERT_EQUAL(one.ntraffic, one.num_microbatches);
+    CU_ASSERT_EQUAL(one.ranks[0].nops, all.ranks[0].nops); /* the same schedule, fewer draws */
+    ep_sched_free(&one);
+    ep_sched_free(&all);
+}
+
 /* Model state of rank 0 (weights, fp32 gradients, Adam state) for a flag string; -1 on failure. */
 static double model_state(const char *flags, double *total_params) {
     ep_sched s;
@@ -872,6 +897,7 @@ void ep_suite_sched_variants(void) {
     CU_add_test(s, "selective recomputation: modules before their backward",
                 test_recompute_selective);
     CU_add_test(s, "same schedule for 1, 2 and 5 routing threads", test_threads_same_schedule);
+    CU_add_test(s, "--routing-layer-draws 1: one draw for every MoE layer", test_routing_layer_draws);
     CU_add_test(s, "PP: the optimizer step waits for the last exchange",
                 test_optimizer_waits_for_last_exchange);
     CU_add_test(s, "--moe-shared-expert-overlap: shared experts beside dispatch and combine",
