@@ -14,6 +14,7 @@
  *    (recomputation only adds compute ops); then, simulating by increasing lower bound, every
  *    layout whose bound is not below the best simulated step time; and what the --budget leaves.
  */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS: the workers' shared records */
 #include "sim_cli.h"
 
 #include <errno.h>
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xbt/config.h>
@@ -352,56 +354,104 @@ typedef struct {
     double state, mem, lb;
 } est_rec;
 
-/* Worker w of n: the groups with key % n == w, recomputation variants in order; records to fd. */
-static void worker(cand *c, long nc, const ep_config *base, const axis *ax, const plat_info *pi,
-                   double hbm, int w, int n, int fd) {
+/* Workers share one mapping: the next layout to claim, then a record per candidate. */
+typedef struct {
+    long next_unit;
+    est_rec rec[];
+} est_shared;
+
+/* The variant of a candidate within its key (dispatcher, overlap, micro batch, recomputation). */
+static int variant_of(const axis *ax, const unsigned char *vi) {
+    return ((vi[AX_DISP] * ax[AX_OVL].n + vi[AX_OVL]) * ax[AX_MBS].n + vi[AX_MBS]) * ax[AX_RC].n +
+           vi[AX_RC];
+}
+
+/* A worker claims layouts one at a time: the keys from unit_first[u] to unit_first[u + 1] (in
+ * key_first) differ only in the DP sharding, which changes the model state and nothing of the
+ * activations or buffers the memory model counts (metrics.md), so a variant is estimated once per
+ * layout and its activations, buffers and bound reused with each sharding's own model state.
+ * Within a key, recomputation variants run least first; each candidate's record goes to
+ * sh->rec[i]. Claiming balances the workers however the layouts prune. */
+static void worker(cand *c, const long *key_first, const long *unit_first, long nunits,
+                   const ep_config *base, const axis *ax, const plat_info *pi, double hbm,
+                   est_shared *sh) {
     sim_calib calib;
     sim_calib_default(&calib);
     char err[EP_ERRLEN];
     if (pi->calib[0] && sim_calib_load(&calib, pi->calib, err) != 0) _exit(3);
-    long state_key = -1;
-    double key_state = 0, least[MAX_VALS]; /* per dispatcher of the key: its least-memory peak */
-    long fit_group = -1;
-    for (long i = 0; i < nc; i++) {
-        if (c[i].key % n != w) continue;
-        est_rec rec = {i, ST_ERROR, 0, 0, 0};
-        ep_config cfg;
-        if (apply(base, ax, c[i].vi, &cfg, err) != 0) continue; /* legal: cannot happen */
-        if (c[i].key != state_key) { /* model state: one build of the key */
-            state_key = c[i].key;
-            double m, l;
-            key_state = -1;
-            if (estimate(&cfg, pi, &calib, &key_state, &m, &l, 1, err) != 0) key_state = -1;
+    int nv = ax[AX_DISP].n * ax[AX_OVL].n * ax[AX_MBS].n * ax[AX_RC].n;
+    double *act = malloc((size_t)nv * sizeof *act), *vlb = malloc((size_t)nv * sizeof *vlb);
+    double least_act[MAX_VALS];
+    if (!act || !vlb) _exit(5);
+    for (;;) {
+        long u = __atomic_fetch_add(&sh->next_unit, 1, __ATOMIC_RELAXED);
+        if (u >= nunits) break;
+        for (int v = 0; v < nv; v++)
+            act[v] = -1; /* not estimated yet (>= 0: activations + buffers + margin) */
+        for (int d = 0; d < MAX_VALS; d++)
+            least_act[d] = -2; /* -2 unknown, -1 no shortcut */
+        for (long k = unit_first[u]; k < unit_first[u + 1]; k++) {
+            double key_state = -1, least[MAX_VALS];
+            long fit_group = -1;
             for (int d = 0; d < MAX_VALS; d++)
                 least[d] = -1;
+            for (long i = key_first[k]; i < key_first[k + 1]; i++) {
+                est_rec rec = {i, ST_ERROR, 0, 0, 0};
+                ep_config cfg;
+                if (apply(base, ax, c[i].vi, &cfg, err) != 0) { /* legal: cannot happen */
+                    sh->rec[i] = rec;
+                    continue;
+                }
+                if (i == key_first[k]) { /* model state: one build of the key */
+                    double m, l;
+                    if (estimate(&cfg, pi, &calib, &key_state, &m, &l, 1, err) != 0)
+                        key_state = -1;
+                }
+                /* The dispatcher's least-memory variant (EP overlap off, micro batch 1, full
+                 * recomputation: every other variant holds at least its activations): when it
+                 * does not fit, none does, and one estimate settles them all. */
+                int d = c[i].vi[AX_DISP];
+                if (hbm > 0 && key_state >= 0 && key_state <= hbm && least[d] < 0) {
+                    least[d] = 0; /* no shortcut */
+                    if (least_act[d] == -2) {
+                        unsigned char vi[NAXES];
+                        memcpy(vi, c[i].vi, sizeof vi);
+                        vi[AX_OVL] = 0, vi[AX_MBS] = 0, vi[AX_RC] = (unsigned char)(ax[AX_RC].n - 1);
+                        ep_config lc;
+                        double st, mem, lb;
+                        least_act[d] = -1;
+                        if (apply(base, ax, vi, &lc, err) == 0 &&
+                            estimate(&lc, pi, &calib, &st, &mem, &lb, 0, err) == 0)
+                            least_act[d] = mem - st;
+                    }
+                    if (least_act[d] >= 0) least[d] = key_state + least_act[d];
+                }
+                int v = variant_of(ax, c[i].vi);
+                if (hbm > 0 && key_state > hbm) {
+                    rec.status = ST_STATE, rec.state = key_state;
+                } else if (hbm > 0 && least[d] > hbm) {
+                    rec.status = ST_MEMORY, rec.state = key_state, rec.mem = least[d];
+                } else if (c[i].group == fit_group) {
+                    rec.status = ST_RECOMPUTE;
+                } else {
+                    int ok = 1;
+                    if (act[v] < 0 || key_state < 0) {
+                        ok = estimate(&cfg, pi, &calib, &rec.state, &rec.mem, &rec.lb, 0, err) == 0;
+                        if (ok) act[v] = rec.mem - rec.state, vlb[v] = rec.lb;
+                    } else {
+                        rec.state = key_state, rec.mem = key_state + act[v], rec.lb = vlb[v];
+                    }
+                    if (ok) {
+                        rec.status = hbm > 0 && rec.mem > hbm ? ST_MEMORY : ST_FIT;
+                        if (rec.status == ST_FIT) fit_group = c[i].group;
+                    }
+                }
+                sh->rec[i] = rec;
+            }
         }
-        /* The key's least-memory variant of this dispatcher (EP overlap off, micro batch 1, full
-         * recomputation: every other variant holds at least its activations): when it does not
-         * fit, none does, and one estimate settles them all. */
-        int d = c[i].vi[AX_DISP];
-        if (hbm > 0 && key_state <= hbm && least[d] < 0) {
-            unsigned char vi[NAXES];
-            memcpy(vi, c[i].vi, sizeof vi);
-            vi[AX_OVL] = 0, vi[AX_MBS] = 0, vi[AX_RC] = (unsigned char)(ax[AX_RC].n - 1);
-            ep_config lc;
-            double st, lb;
-            least[d] = 0; /* unknown: no shortcut */
-            if (apply(base, ax, vi, &lc, err) == 0 &&
-                estimate(&lc, pi, &calib, &st, &least[d], &lb, 0, err) != 0)
-                least[d] = 0;
-        }
-        if (hbm > 0 && key_state > hbm) {
-            rec.status = ST_STATE, rec.state = key_state;
-        } else if (hbm > 0 && least[d] > hbm) {
-            rec.status = ST_MEMORY, rec.state = key_state, rec.mem = least[d];
-        } else if (c[i].group == fit_group) {
-            rec.status = ST_RECOMPUTE;
-        } else if (estimate(&cfg, pi, &calib, &rec.state, &rec.mem, &rec.lb, 0, err) == 0) {
-            rec.status = hbm > 0 && rec.mem > hbm ? ST_MEMORY : ST_FIT;
-            if (rec.status == ST_FIT) fit_group = c[i].group;
-        }
-        if (write(fd, &rec, sizeof rec) != (ssize_t)sizeof rec) _exit(4);
     }
+    free(act);
+    free(vlb);
     sim_calib_free(&calib);
     _exit(0);
 }
@@ -725,41 +775,54 @@ int sim_search_main(int argc, char **argv) {
         goto out_c;
     }
     double t_enum = sim_runs_clock();
-    /* 2. estimate in workers */
+    /* 2. estimate in workers, which claim keys from a shared counter and write their records
+     * into a shared mapping */
     int nw = so.jobs < nc ? so.jobs : (int)nc;
+    long nkeys = 0, *key_first = malloc(((size_t)nc + 1) * sizeof *key_first);
+    size_t shbytes = sizeof(est_shared) + (size_t)nc * sizeof(est_rec);
+    est_shared *sh = mmap(NULL, shbytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     pid_t *wp = calloc((size_t)nw, sizeof *wp);
-    int *wfd = calloc((size_t)nw, sizeof *wfd);
+    if (!key_first || sh == MAP_FAILED || !wp) {
+        fprintf(stderr, "epsim search: out of memory\n");
+        rc = 1;
+        goto out_c;
+    }
+    long nunits = 0, *unit_first = malloc(((size_t)nc + 1) * sizeof *unit_first);
+    if (!unit_first) {
+        fprintf(stderr, "epsim search: out of memory\n");
+        rc = 1;
+        goto out_c;
+    }
+    for (long i = 0; i < nc; i++) {
+        if (i == 0 || c[i].key != c[i - 1].key) {
+            /* a new layout unless only the DP sharding (the key's last axis) changed */
+            if (nkeys == 0 || memcmp(c[i].vi, c[key_first[nkeys - 1]].vi, AX_DP) != 0)
+                unit_first[nunits++] = nkeys;
+            key_first[nkeys++] = i;
+        }
+        sh->rec[i] = (est_rec){i, ST_ERROR, 0, 0, 0};
+    }
+    key_first[nkeys] = nc;
+    unit_first[nunits] = nkeys;
+    sh->next_unit = 0;
     fflush(NULL);
     for (int w = 0; w < nw; w++) {
-        int fd[2];
-        if (pipe(fd) != 0) {
-            fprintf(stderr, "epsim search: pipe: %s\n", strerror(errno));
-            rc = 1;
-            goto out_c;
-        }
         wp[w] = fork();
-        if (wp[w] == 0) {
-            close(fd[0]);
-            worker(c, nc, &base, ax, &pi, hbm, w, nw, fd[1]);
-        }
-        close(fd[1]);
-        wfd[w] = fd[0];
+        if (wp[w] == 0) worker(c, key_first, unit_first, nunits, &base, ax, &pi, hbm, sh);
     }
-    for (int w = 0; w < nw; w++) { /* read each pipe to its end (workers write little) */
-        est_rec rec;
-        ssize_t got;
-        while ((got = read(wfd[w], &rec, sizeof rec)) == (ssize_t)sizeof rec) {
-            cand *x = &c[rec.i];
-            x->status = rec.status;
-            x->state = rec.state;
-            x->mem = rec.mem;
-            x->lb = rec.lb;
-        }
-        close(wfd[w]);
-        waitpid(wp[w], NULL, 0);
+    for (int w = 0; w < nw; w++)
+        if (wp[w] > 0) waitpid(wp[w], NULL, 0);
+    for (long i = 0; i < nc; i++) {
+        cand *x = &c[i];
+        x->status = sh->rec[i].status;
+        x->state = sh->rec[i].state;
+        x->mem = sh->rec[i].mem;
+        x->lb = sh->rec[i].lb;
     }
+    munmap(sh, shbytes);
     free(wp);
-    free(wfd);
+    free(key_first);
+    free(unit_first);
     double t_est = sim_runs_clock();
     /* 3. simulate by increasing lower bound, while below the best step, within the budget */
     long nfit = 0;
