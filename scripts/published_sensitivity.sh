@@ -3,7 +3,9 @@
 # calibration and with one calibration key scaled at a time (the table below), and prints each
 # variant's mean |error|, worst error and the mean signed error of three families - MoE cases on
 # one node (host-bound small models), MoE cases across nodes, dense cases. A diagnosis, not a
-# fit: no variant is adopted from it (docs/validation.md, "Sensitivity").
+# fit: no variant is adopted from it (docs/validation.md, "Sensitivity"). Compute keys are left
+# out: the calibration's GEMM and attention times are measured shape tables, not scalars; so is
+# the deepep/hybridep RDMA efficiency (ep_rdma_nodes, a table by node count).
 # usage: scripts/published_sensitivity.sh [BUILD_DIR]   (ONLY=regex as published.sh; by default
 #        Llama 3.1 405B on 1024 GPUs is left out: 89 of the suite's 112 s)
 set -euo pipefail
@@ -19,8 +21,6 @@ variants=(
   "host per op x0.67|op_overhead_s|0.67"
   "host per op x1.5|op_overhead_s|1.5"
   "NCCL over IB x0.6|nccl_ib_efficiency|0.6"
-  "attention x0.8|attention_efficiency|0.8"
-  "grouped GEMM x0.8|grouped_gemm_factor|0.8"
 )
 printf '| variant | mean abs error | worst | MoE, one node | MoE, across nodes | dense |\n|---|---|---|---|---|---|\n'
 for v in "${variants[@]}"; do
