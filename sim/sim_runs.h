@@ -60,4 +60,40 @@ static inline int sim_runs_mine(long k, const sim_runs_shard *s) {
  * program's; the row's target is the text after "not available in" ("a sweep"). */
 int sim_runs_no_output(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]);
 
+#define SIM_RUNS_STR_(x) #x
+#define SIM_RUNS_STR(x)  SIM_RUNS_STR_(x)
+/* The option rows of a program of runs (epsim sweep, epsim search): --jobs into *JOBS, --shard
+ * into *SHARD, --progress / --no-progress into *SHOW, and --summary-json, --trace, --csv refused
+ * (WHAT names the program in the message: "a sweep"). */
+#define SIM_RUNS_OPT_ROWS(JOBS, SHARD, SHOW, WHAT)                                                 \
+    {.name = "--jobs",                                                                             \
+     .takes = EP_OPT_VALUE,                                                                        \
+     .kind = EP_OPT_INT,                                                                           \
+     .target = (JOBS),                                                                             \
+     .min = 1,                                                                                     \
+     .max = SIM_RUNS_MAX_JOBS,                                                                     \
+     .bad = ": give a number of processes from 1 to " SIM_RUNS_STR(SIM_RUNS_MAX_JOBS)},            \
+        {.name = "--shard",                                                                        \
+         .takes = EP_OPT_VALUE,                                                                    \
+         .kind = EP_OPT_CALL,                                                                      \
+         .fn = sim_runs_shard_opt,                                                                 \
+         .target = (SHARD)},                                                                       \
+        {.name = "--progress", .kind = EP_OPT_FLAG, .target = (SHOW), .set = 1},                   \
+        {.name = "--no-progress", .kind = EP_OPT_FLAG, .target = (SHOW), .set = 0},                \
+        {.name = "--summary-json",                                                                 \
+         .takes = EP_OPT_JOINED,                                                                   \
+         .kind = EP_OPT_CALL,                                                                      \
+         .fn = sim_runs_no_output,                                                                 \
+         .target = (WHAT)},                                                                        \
+        {.name = "--trace",                                                                        \
+         .takes = EP_OPT_JOINED,                                                                   \
+         .kind = EP_OPT_CALL,                                                                      \
+         .fn = sim_runs_no_output,                                                                 \
+         .target = (WHAT)},                                                                        \
+        {.name = "--csv",                                                                          \
+         .takes = EP_OPT_JOINED,                                                                   \
+         .kind = EP_OPT_CALL,                                                                      \
+         .fn = sim_runs_no_output,                                                                 \
+         .target = (WHAT)}
+
 #endif

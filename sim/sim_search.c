@@ -577,8 +577,6 @@ static void flags_text(const axis *ax, const cand *c, char *buf, size_t n) {
     }
 }
 
-#define STR_(x) #x
-#define STR(x)  STR_(x)
 #define DEFAULT_PRESET "deepseek-v3-proxy16"
 
 int sim_search_main(int argc, char **argv) {
@@ -603,35 +601,7 @@ int sim_search_main(int argc, char **argv) {
          .takes = EP_OPT_VALUE,
          .kind = EP_OPT_STRING,
          .target = &so.max_mem},
-        {.name = "--jobs",
-         .takes = EP_OPT_VALUE,
-         .kind = EP_OPT_INT,
-         .target = &so.jobs,
-         .min = 1,
-         .max = SIM_RUNS_MAX_JOBS,
-         .bad = ": give a number of processes from 1 to " STR(SIM_RUNS_MAX_JOBS)},
-        {.name = "--shard",
-         .takes = EP_OPT_VALUE,
-         .kind = EP_OPT_CALL,
-         .fn = sim_runs_shard_opt,
-         .target = &so.shard},
-        {.name = "--progress", .kind = EP_OPT_FLAG, .target = &so.show, .set = 1},
-        {.name = "--no-progress", .kind = EP_OPT_FLAG, .target = &so.show, .set = 0},
-        {.name = "--summary-json",
-         .takes = EP_OPT_JOINED,
-         .kind = EP_OPT_CALL,
-         .fn = sim_runs_no_output,
-         .target = "a search"},
-        {.name = "--trace",
-         .takes = EP_OPT_JOINED,
-         .kind = EP_OPT_CALL,
-         .fn = sim_runs_no_output,
-         .target = "a search"},
-        {.name = "--csv",
-         .takes = EP_OPT_JOINED,
-         .kind = EP_OPT_CALL,
-         .fn = sim_runs_no_output,
-         .target = "a search"},
+        SIM_RUNS_OPT_ROWS(&so.jobs, &so.shard, &so.show, "a search"),
         {.name = NULL},
     };
     ep_opts p = {rows, search_other, &so, 0};

@@ -151,8 +151,6 @@ static void sweep_show(void *ctx, long done, long running, long left, double ela
     sweep_progress(c->rows, c->n, done, running, c->ax, c->nax, elapsed);
 }
 
-#define STR_(x) #x
-#define STR(x)  STR_(x)
 
 int sim_sweep_main(int argc, char **argv) {
     char err[EP_ERRLEN];
@@ -164,36 +162,7 @@ int sim_sweep_main(int argc, char **argv) {
     const ep_opt opt_rows[] = {
         {.name = "--grid", .takes = EP_OPT_VALUE, .kind = EP_OPT_STRING, .target = &so.grid},
         {.name = "--out", .takes = EP_OPT_VALUE, .kind = EP_OPT_STRING, .target = &so.out},
-        {.name = "--jobs",
-         .takes = EP_OPT_VALUE,
-         .kind = EP_OPT_INT,
-         .target = &so.jobs,
-         .min = 1,
-         .max = SIM_RUNS_MAX_JOBS,
-         .bad = ": give a number of processes from 1 to " STR(SIM_RUNS_MAX_JOBS)},
-        {.name = "--shard",
-         .takes = EP_OPT_VALUE,
-         .kind = EP_OPT_CALL,
-         .fn = sim_runs_shard_opt,
-         .target = &so.shard},
-        /* the sweep's own line: its runs show none */
-        {.name = "--progress", .kind = EP_OPT_FLAG, .target = &so.show, .set = 1},
-        {.name = "--no-progress", .kind = EP_OPT_FLAG, .target = &so.show, .set = 0},
-        {.name = "--summary-json",
-         .takes = EP_OPT_JOINED,
-         .kind = EP_OPT_CALL,
-         .fn = sim_runs_no_output,
-         .target = "a sweep"},
-        {.name = "--trace",
-         .takes = EP_OPT_JOINED,
-         .kind = EP_OPT_CALL,
-         .fn = sim_runs_no_output,
-         .target = "a sweep"},
-        {.name = "--csv",
-         .takes = EP_OPT_JOINED,
-         .kind = EP_OPT_CALL,
-         .fn = sim_runs_no_output,
-         .target = "a sweep"},
+        SIM_RUNS_OPT_ROWS(&so.jobs, &so.shard, &so.show, "a sweep"),
         {.name = NULL},
     };
     ep_opts p = {opt_rows, sweep_other, &so, 0};
