@@ -206,6 +206,10 @@ double exec_gpu_buffer_bytes(const exec_gpu *g) {
     return g->alloc_bytes;
 }
 
+double exec_gpu_used_peak(const exec_gpu *g) {
+    return g->used_peak;
+}
+
 /* GEMM: C[m][n] = A[m][k] B[k][n] row-major (dgrad: B stored [n][k], transposed; wgrad: A
  * stored [k][m], transposed). Grouped: the rows (m; k for wgrad) split evenly over `batch`
  * experts, each expert its own weight block; wgrad writes one m x n gradient per expert. */
@@ -340,6 +344,11 @@ void exec_gpu_iteration(exec_gpu *g, exec_span *t) {
     }
     CUDA_CHECK(cudaDeviceSynchronize());
     atomic_store(&g->watch.launched, -1);
+    /* the device's use at the iteration's end: context, NCCL, cuBLAS and epref's buffers (no
+     * model state, no activations: docs/epref-run.md, "Memory") */
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if ((double)(total_b - free_b) > g->used_peak) g->used_peak = (double)(total_b - free_b);
     if (g->nvl_on && ep_nvl_failed(&g->nvl))
         REF_DIE("an NVLink spin-wait of a token all-to-all timed out (see the device message)");
     for (int i = 0; i < g->nops; i++) {

@@ -48,5 +48,8 @@ void exec_nvl_push(ep_nvl *nvl, const void *src, const size_t *out, int n, int m
 
 /* Bytes of device memory the executor allocated (buffers only). */
 double exec_gpu_buffer_bytes(const exec_gpu *g);
+/* The device memory in use (cudaMemGetInfo: every allocation of the process, the CUDA context,
+ * NCCL and cuBLAS included) at the end of an iteration, the most seen. */
+double exec_gpu_used_peak(const exec_gpu *g);
 
 #endif

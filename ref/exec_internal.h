@@ -63,6 +63,7 @@ struct exec_gpu {
     ep_bf16 **gC;
     char (*names)[160];
     double alloc_bytes;
+    double used_peak; /* device memory in use at the end of an iteration, the most seen */
     /* the NVLink transport of EP_ALGO_NVLINK token all-to-alls (SM stores into the peers'
      * buffers) over this rank's EP group (exec_comm.c) */
     int nvl_on;

@@ -98,8 +98,14 @@ int exec_main(ref_ctx *ctx, int argc, char **argv) {
         for (int i = 0; i < nops; i++)
             if (t[i].end > ends[it]) ends[it] = t[i].end;
     }
-    double buf_bytes = exec_gpu_buffer_bytes(g);
+    double buf_bytes = exec_gpu_buffer_bytes(g), used = exec_gpu_used_peak(g), used_max = 0;
     exec_gpu_destroy(g);
+    double *all_used = calloc((size_t)W, sizeof *all_used);
+    if (!all_used || ref_boot_allgather(&ctx->w, &used, all_used, sizeof used))
+        REF_DIE("lost a peer");
+    for (int r = 0; r < W; r++)
+        if (all_used[r] > used_max) used_max = all_used[r];
+    free(all_used);
     /* the iteration time of each measured iteration is its latest end over all ranks */
     if (ref_boot_allgather(&ctx->w, ends, all_ends, sizeof *ends * (size_t)o.iters))
         REF_DIE("lost a peer");
@@ -122,7 +128,8 @@ int exec_main(ref_ctx *ctx, int argc, char **argv) {
     if (me == 0) {
         char members[2048];
         ref_meta_members(ctx, members, sizeof members);
-        exec_run_info ri = {members, o.iters, o.warmup, chosen, iter_t, EXEC_PEAK_FLOPS, buf_bytes};
+        exec_run_info ri = {members, o.iters,         o.warmup, chosen, iter_t, EXEC_PEAK_FLOPS,
+                            buf_bytes, used_max};
         exec_metrics m;
         if (exec_metrics_compute(&s, tr, EXEC_PEAK_FLOPS, &m)) REF_DIE("out of memory");
         exec_print_summary(stdout, &s, &m, &ri);

@@ -57,6 +57,7 @@ int exec_write_summary(const char *path, const ep_sched *s, const exec_metrics *
         fprintf(f, "%s%.9g", i ? "," : "", ri->iter_times[i]);
     fprintf(f, "],\"reported_iteration\":%d", ri->chosen);
     num(f, "buffer_bytes_rank0", ri->buffer_bytes, 1);
+    num(f, "device_memory_used_peak_bytes", ri->device_used_peak, 1);
     fputs(",\"config\":", f);
     ep_config_write_json(&s->cfg, f);
     fputs(",\"meta\":", f);
@@ -90,4 +91,9 @@ void exec_print_summary(FILE *f, const ep_sched *s, const exec_metrics *m,
         fprintf(f, "    %-10s          %12.6f s  (%.1f%%)\n", ep_comm_class_name(order[i]),
                 m->exposed_s[order[i]], T > 0 ? 100 * m->exposed_s[order[i]] / T : 0);
     fprintf(f, "  host syncs            %12ld\n", m->host_syncs);
+    const double gib = 1024.0 * 1024 * 1024;
+    fprintf(f,
+            "  device memory used    %12.1f GiB  (most of any rank; epref's buffers %.1f GiB on "
+            "rank 0; it holds no model state or activations)\n",
+            ri->device_used_peak / gib, ri->buffer_bytes / gib);
 }

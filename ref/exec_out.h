@@ -13,6 +13,7 @@ typedef struct {
     const double *iter_times;  /* [iters] iteration time of each measured iteration */
     double peak_flops;
     double buffer_bytes; /* device memory of rank 0's executor */
+    double device_used_peak; /* largest cudaMemGetInfo total - free over ranks and iterations */
 } exec_run_info;
 
 int exec_write_trace(const char *path, const ep_sched *s, exec_span *const *t,
