@@ -4,44 +4,17 @@
  * pre-MLP norm, router, shared experts, dispatch preprocess), dispatch, mlp, combine, mtp. Each
  * node is first described as a list of forward op specs; the backward walks the list in reverse,
  * turning each GEMM into a dgrad op (phase bwd) and a weight-gradient op (phase bwd_dw).
- * The dispatcher variants, padding modes and THD add their ops here (docs/schedule.md, "Layers").
+ * The dispatcher backends add their ops through the hooks of sched_gen.h, one file each
+ * (disp_<name>.c, the table k_disp below); padding modes and THD add theirs here
+ * (docs/schedule.md, "Layers").
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "sched_internal.h"
+#include "sched_gen.h"
 
-typedef struct {
-    const char *label;
-    ep_op_kind kind;
-    double flops, bytes;
-    int m, n, k, batch;
-    int group, traffic, transpose;
-    int fp8;    /* an FP8 GEMM (its backward quantizes the incoming gradient first), or a
-                   forward-only FP8 cast (ep_op.fp8) */
-    int side;   /* a TP collective beside its GEMM (--tp-comm-overlap): on the tp stream */
-    int weight; /* has a weight gradient */
-    int fwd_only;
-    int mods; /* EP_RC_* recompute modules the op belongs to */
-    int cg;   /* EP_CG_* CUDA-graph scopes that capture it */
-} spec;
 
-typedef struct {
-    ep_rank_builder *rb;
-    const ep_config *cfg;
-    const ep_layer *L;
-    int layer, mb;
-    double t, tg, R; /* tokens (sequence-parallel shard), GEMM rows, bytes per token row */
-    int tp, etp;
-    const char *prefix; /* "" or "b2_" for a repeated block family inside a bracket group */
-    int mods;           /* EP_RC_* modules of the ops being added */
-    int cg;             /* EP_CG_* scopes that capture the ops being added (0: none) */
-    spec *out;
-    int n;
-    int failed;
-} gen;
-
-static spec *add(gen *g, const char *label, ep_op_kind kind) {
+spec *gen_add(gen *g, const char *label, ep_op_kind kind) {
     if (g->n >= EP_MAX_NODE_OPS) {
         g->failed = 1;
         return &g->out[EP_MAX_NODE_OPS - 1];
@@ -120,7 +93,7 @@ static void fp8_cast(gen *g, const char *label, double elements) {
         g->failed = 1;
         return;
     }
-    spec *s = add(g, l, EP_OP_ELEMENTWISE);
+    spec *s = gen_add(g, l, EP_OP_ELEMENTWISE);
     s->bytes = elements * fp8_cast_bytes_per_element(g->cfg);
     s->fwd_only = 1;
     s->fp8 = 1; /* inside the GEMM's module: no module call of its own */
@@ -143,7 +116,7 @@ static int fp8_norm_fused(const char *label) {
  * first unless fused), BF16 otherwise. */
 static void gemm(gen *g, const char *label, double m, double n, double k) {
     if (fp8_on(g) && !fp8_norm_fused(label)) fp8_cast(g, label, m * k);
-    spec *s = add(g, label, EP_OP_GEMM);
+    spec *s = gen_add(g, label, EP_OP_GEMM);
     s->m = (int)m, s->n = (int)n, s->k = (int)k, s->batch = 1;
     s->flops = ep_cost_gemm_flops(m, n, k);
     s->bytes = ep_cost_gemm_bytes(m, n, k);
@@ -153,7 +126,7 @@ static void gemm(gen *g, const char *label, double m, double n, double k) {
 
 /* A GEMM kept in BF16 under FP8: the output layer (a vocabulary projection). */
 static void gemm_bf16(gen *g, const char *label, double m, double n, double k) {
-    spec *s = add(g, label, EP_OP_GEMM);
+    spec *s = gen_add(g, label, EP_OP_GEMM);
     s->m = (int)m, s->n = (int)n, s->k = (int)k, s->batch = 1;
     s->flops = ep_cost_gemm_flops(m, n, k);
     s->bytes = ep_cost_gemm_bytes(m, n, k);
@@ -162,7 +135,7 @@ static void gemm_bf16(gen *g, const char *label, double m, double n, double k) {
 
 static void grouped_gemm(gen *g, const char *label, double m, double n, double k, int batch) {
     if (fp8_on(g)) fp8_cast(g, label, m * k);
-    spec *s = add(g, label, EP_OP_GROUPED_GEMM);
+    spec *s = gen_add(g, label, EP_OP_GROUPED_GEMM);
     s->fp8 = fp8_on(g);
     s->m = (int)m, s->n = (int)n, s->k = (int)k, s->batch = batch;
     s->flops = ep_cost_gemm_flops(m, n, k);
@@ -171,19 +144,19 @@ static void grouped_gemm(gen *g, const char *label, double m, double n, double k
     s->weight = 1;
 }
 
-static void mem(gen *g, const char *label, ep_op_kind kind, double bytes) {
-    add(g, label, kind)->bytes = bytes;
+void gen_mem(gen *g, const char *label, ep_op_kind kind, double bytes) {
+    gen_add(g, label, kind)->bytes = bytes;
 }
 
-static spec *coll(gen *g, const char *label, ep_op_kind kind, int group, double bytes) {
-    spec *s = add(g, label, kind);
+spec *gen_coll(gen *g, const char *label, ep_op_kind kind, int group, double bytes) {
+    spec *s = gen_add(g, label, kind);
     s->group = group;
     s->bytes = bytes;
     return s;
 }
 
-static void host_sync(gen *g, const char *label) {
-    add(g, label, EP_OP_HOST_SYNC)->fwd_only = 1;
+void gen_host_sync(gen *g, const char *label) {
+    gen_add(g, label, EP_OP_HOST_SYNC)->fwd_only = 1;
 }
 
 /* --- mixer blocks ------------------------------------------------------------------------------
@@ -193,11 +166,11 @@ static void host_sync(gen *g, const char *label) {
  * --tp-comm-overlap they run beside the GEMM on the tp stream (emit_list). */
 static void tp_gather(gen *g, const char *label) {
     if (g->tp > 1)
-        coll(g, label, EP_OP_ALL_GATHER, g->rb->g_tp, g->t * g->R)->side = g->cfg->tp_comm_overlap;
+        gen_coll(g, label, EP_OP_ALL_GATHER, g->rb->g_tp, g->t * g->R)->side = g->cfg->tp_comm_overlap;
 }
 static void tp_scatter(gen *g, const char *label) {
     if (g->tp > 1)
-        coll(g, label, EP_OP_REDUCE_SCATTER, g->rb->g_tp, g->tg * g->R)->side =
+        gen_coll(g, label, EP_OP_REDUCE_SCATTER, g->rb->g_tp, g->tg * g->R)->side =
             g->cfg->tp_comm_overlap;
 }
 
@@ -208,7 +181,7 @@ static void vocab_parallel_loss(gen *g) {
     if (g->tp < 2) return;
     static const char *const labels[] = {"loss_max_ar", "loss_target_ar", "loss_sum_ar"};
     for (int i = 0; i < 3; i++)
-        coll(g, labels[i], EP_OP_ALL_REDUCE, g->rb->g_tp, 4 * g->tg)->fwd_only = 1;
+        gen_coll(g, labels[i], EP_OP_ALL_REDUCE, g->rb->g_tp, 4 * g->tg)->fwd_only = 1;
 }
 
 static double attn_seq(const ep_config *c) {
@@ -226,7 +199,7 @@ static void attention(gen *g, int mla) {
     int saved_cg = g->cg;
     g->cg = CG_LAYER(EP_CG_ATTN);
     int heads = c->num_attention_heads / g->tp;
-    mem(g, "attn_norm", EP_OP_NORM, 2 * g->t * g->R);
+    gen_mem(g, "attn_norm", EP_OP_NORM, 2 * g->t * g->R);
     tag_last(g, EP_RC_LAYERNORM);
     tp_gather(g, "attn_ag");
     int qk, v, kv_heads;
@@ -250,7 +223,7 @@ static void attention(gen *g, int mla) {
         kv_heads = groups / g->tp > 0 ? groups / g->tp : 1;
         gemm(g, "qkv", tg, (double)(heads + 2 * kv_heads) * qk, H);
     }
-    spec *a = add(g, "core_attn", EP_OP_ATTENTION);
+    spec *a = gen_add(g, "core_attn", EP_OP_ATTENTION);
     a->mods |= EP_RC_CORE_ATTN;
     a->m = (int)tg; /* query tokens of this rank (CP: its share of each sequence) */
     a->flops = ep_cost_attention_flops(tg, attn_seq(c), heads, qk, v, 1);
@@ -272,11 +245,11 @@ static void ssm(gen *g, int gdn) {
     heads /= g->tp;
     int saved_cg = g->cg;
     g->cg = CG_LAYER(EP_CG_MAMBA);
-    mem(g, gdn ? "gdn_norm" : "mamba_norm", EP_OP_NORM, 2 * g->t * g->R);
+    gen_mem(g, gdn ? "gdn_norm" : "mamba_norm", EP_OP_NORM, 2 * g->t * g->R);
     tag_last(g, EP_RC_LAYERNORM);
     tp_gather(g, gdn ? "gdn_ag" : "mamba_ag");
     gemm(g, gdn ? "gdn_in_proj" : "mamba_in_proj", tg, 2 * inner + 2 * state + heads, H);
-    spec *s = add(g, gdn ? "gdn_scan" : "mamba_scan", EP_OP_SCAN);
+    spec *s = gen_add(g, gdn ? "gdn_scan" : "mamba_scan", EP_OP_SCAN);
     s->m = (int)tg;
     s->flops = 9.0 * tg * inner * state;
     s->bytes = tg * (3 * inner + 2 * state) * EP_BF16;
@@ -287,12 +260,6 @@ static void ssm(gen *g, int gdn) {
 
 /* --- MoE ------------------------------------------------------------------------------------- */
 
-typedef struct {
-    const ep_traffic *tr;
-    int ti, me;
-    double send, recv, erows, prows, gemm_rows, sent_bytes, recv_bytes;
-    double tmax; /* largest token count in the group */
-} moe_rows;
 
 static int moe_rows_get(gen *g, moe_rows *r) {
     ep_rank_builder *rb = g->rb;
@@ -316,8 +283,8 @@ static int moe_rows_get(gen *g, moe_rows *r) {
     return 0;
 }
 
-static void a2a(gen *g, const char *label, const moe_rows *r, int combine) {
-    spec *s = add(g, label, combine ? EP_OP_A2A_COMBINE : EP_OP_A2A_DISPATCH);
+void gen_a2a(gen *g, const char *label, const moe_rows *r, int combine) {
+    spec *s = gen_add(g, label, combine ? EP_OP_A2A_COMBINE : EP_OP_A2A_DISPATCH);
     s->group = g->rb->g_ep;
     s->traffic = r->ti;
     s->transpose = combine;
@@ -330,15 +297,15 @@ static void experts(gen *g, const moe_rows *r) {
     double F = (double)c->moe_ffn_hidden_size / g->etp, H = c->hidden_size;
     double m = r->gemm_rows;
     if (c->pad_mode == EP_PAD_HOST) {
-        host_sync(g, "pad_sync"); /* tokens_per_expert.tolist() */
-        mem(g, "pad", EP_OP_ELEMENTWISE, (r->erows + r->prows) * g->R);
+        gen_host_sync(g, "pad_sync"); /* tokens_per_expert.tolist() */
+        gen_mem(g, "pad", EP_OP_ELEMENTWISE, (r->erows + r->prows) * g->R);
     }
     grouped_gemm(g, "expert_fc1", m, F * (c->swiglu ? 2 : 1), H, local);
-    mem(g, "expert_act", EP_OP_ELEMENTWISE, m * F * (c->swiglu ? 3 : 2) * EP_BF16);
+    gen_mem(g, "expert_act", EP_OP_ELEMENTWISE, m * F * (c->swiglu ? 3 : 2) * EP_BF16);
     tag_last(g, EP_RC_MOE_ACT);
     grouped_gemm(g, "expert_fc2", m, H, F, local);
     if (c->pad_mode == EP_PAD_HOST)
-        mem(g, "unpad", EP_OP_ELEMENTWISE, (r->prows + r->erows) * g->R);
+        gen_mem(g, "unpad", EP_OP_ELEMENTWISE, (r->prows + r->erows) * g->R);
 }
 
 /* The shared experts: a TP MLP on the gathered tokens. Part FC1 is the gather, fc1 and the
@@ -355,7 +322,7 @@ static void shared_experts(gen *g, int part) {
     if (part == SHARED_FC1) {
         tp_gather(g, "shared_ag");
         gemm(g, "shared_fc1", g->tg, S * (c->swiglu ? 2 : 1), H);
-        mem(g, "shared_act", EP_OP_ELEMENTWISE, g->tg * S * (c->swiglu ? 3 : 2) * EP_BF16);
+        gen_mem(g, "shared_act", EP_OP_ELEMENTWISE, g->tg * S * (c->swiglu ? 3 : 2) * EP_BF16);
     } else {
         gemm(g, "shared_fc2", g->tg, H, S);
         tp_scatter(g, "shared_rs");
@@ -364,7 +331,7 @@ static void shared_experts(gen *g, int part) {
 }
 
 /* Rows the experts see after the receive-side permute (device padding pads inside it). */
-static double permuted_rows(const ep_config *c, const moe_rows *r) {
+double gen_permuted_rows(const ep_config *c, const moe_rows *r) {
     return c->pad_mode == EP_PAD_DEVICE ? r->prows : r->erows;
 }
 
@@ -381,18 +348,26 @@ static int moe_node(gen *g, ep_node node) {
     return rc;
 }
 
+/* The dispatcher backends, one file each (disp_<name>.c): a new backend is a row here. */
+static const ep_disp_gen *const k_disp[] = {
+    [EP_BACKEND_ALLTOALL] = &ep_disp_alltoall,
+    [EP_BACKEND_ALLGATHER] = &ep_disp_allgather,
+    [EP_BACKEND_DEEPEP] = &ep_disp_deepep,
+    [EP_BACKEND_HYBRIDEP] = &ep_disp_hybridep,
+};
+_Static_assert(sizeof k_disp / sizeof k_disp[0] == EP_BACKEND_HYBRIDEP + 1,
+               "every dispatcher backend has its row");
+
 static int moe_node_specs(gen *g, ep_node node) {
     const ep_config *c = g->cfg;
-    ep_backend be = ep_config_backend(c);
+    const ep_disp_gen *d = k_disp[ep_config_backend(c)];
     moe_rows r;
     if (moe_rows_get(g, &r) != 0) return -1;
-    double R = g->R, t = g->t, H = c->hidden_size, E = c->num_experts;
-    int ep = g->rb->ep_size;
-    int fused = be == EP_BACKEND_HYBRIDEP && c->moe_hybridep_permute_fusion;
+    double t = g->t, H = c->hidden_size, E = c->num_experts;
     switch (node) {
     case EP_NODE_PRE_DISPATCH: {
         g->cg = CG_LAYER(EP_CG_MOE | EP_CG_MOE_ROUTER);
-        spec *s = add(g, "router", EP_OP_ROUTER);
+        spec *s = gen_add(g, "router", EP_OP_ROUTER);
         s->m = (int)t, s->n = (int)E, s->k = (int)H, s->batch = 1;
         s->flops = ep_cost_gemm_flops(t, E, H) + 8 * t * E; /* scores, then top-k and softmax */
         s->bytes = ep_cost_gemm_bytes(t, E, H) + t * E * 4;
@@ -402,61 +377,22 @@ static int moe_node_specs(gen *g, ep_node node) {
             shared_experts(g, SHARED_FC2);
         }
         g->cg = CG_LAYER(EP_CG_MOE | EP_CG_MOE_PREPROCESS); /* up to the dispatch */
-        if (be == EP_BACKEND_ALLTOALL) {
-            mem(g, "permute", EP_OP_PERMUTE, (t + r.send) * R);
-            if (!c->moe_pad_expert_input_to_capacity) { /* padded: every split size is known */
-                coll(g, "count_a2a", EP_OP_ALLTOALL, g->rb->g_ep, E / ep * 8.0)->fwd_only = 1;
-                host_sync(g, "count_sync");
-            }
-        }
+        if (d->preprocess) d->preprocess(g, &r);
         return 0;
     }
     case EP_NODE_DISPATCH:
         g->cg = CG_LAYER(EP_CG_MOE | EP_CG_MOE_PREPROCESS); /* the layout / routing metadata */
-        if (be == EP_BACKEND_DEEPEP) {
-            mem(g, "layout", EP_OP_ELEMENTWISE, t * (E + c->moe_router_topk * 8.0));
-            g->out[g->n - 1].fwd_only = 1;
-            coll(g, "notify", EP_OP_ALLTOALL, g->rb->g_ep, (E / ep + 1) * 4.0)->fwd_only = 1;
-            host_sync(g, "notify_sync");
-        } else if (be == EP_BACKEND_HYBRIDEP) {
-            double tp_tokens = t;
-            if (c->sequence_packing) {
-                coll(g, "thd_max", EP_OP_ALL_REDUCE, g->rb->g_tpep, 8.0)->fwd_only = 1;
-                host_sync(g, "thd_sync");
-                tp_tokens = r.tr->thd_padded_tokens;
-            }
-            coll(g, "routing_ag", EP_OP_ALL_GATHER, g->rb->g_ep, tp_tokens * E / 8.0)->fwd_only = 1;
-            mem(g, "metadata", EP_OP_ELEMENTWISE, ep * tp_tokens * E / 8.0 + E * ep * 8.0);
-            g->out[g->n - 1].fwd_only = 1;
-        }
+        if (d->metadata) d->metadata(g, &r);
         g->cg = CG_LAYER(EP_CG_MOE);
-        if (be == EP_BACKEND_ALLGATHER) /* NCCL needs one size: the group's largest count */
-            coll(g, "dispatch", EP_OP_ALL_GATHER, g->rb->g_ep, r.tmax * R);
-        else
-            a2a(g, "dispatch", &r, 0);
+        d->dispatch(g, &r);
         return 0;
     case EP_NODE_MLP:
-        if (be == EP_BACKEND_ALLTOALL)
-            mem(g, "sort_chunks", EP_OP_PERMUTE, (r.recv + permuted_rows(c, &r)) * R);
-        else if (be == EP_BACKEND_ALLGATHER)
-            mem(g, "permute", EP_OP_PERMUTE, (ep * r.tmax + permuted_rows(c, &r)) * R);
-        else if (!fused)
-            mem(g, "permute", EP_OP_PERMUTE, (r.recv + permuted_rows(c, &r)) * R);
+        if (d->permute) d->permute(g, &r);
         experts(g, &r);
-        if (be == EP_BACKEND_ALLTOALL)
-            mem(g, "unsort_chunks", EP_OP_PERMUTE, (permuted_rows(c, &r) + r.recv) * R);
-        else if (be == EP_BACKEND_ALLGATHER)
-            mem(g, "unpermute", EP_OP_UNPERMUTE, (permuted_rows(c, &r) + ep * r.tmax) * R);
-        else if (!fused)
-            mem(g, "unpermute", EP_OP_UNPERMUTE, (permuted_rows(c, &r) + r.recv) * R);
+        if (d->unpermute) d->unpermute(g, &r);
         return 0;
     case EP_NODE_COMBINE:
-        if (be == EP_BACKEND_ALLGATHER) {
-            coll(g, "combine", EP_OP_REDUCE_SCATTER, g->rb->g_ep, ep * r.tmax * R);
-        } else {
-            a2a(g, "combine", &r, 1);
-            if (be == EP_BACKEND_ALLTOALL) mem(g, "unpermute", EP_OP_UNPERMUTE, (r.send + t) * R);
-        }
+        d->combine(g, &r);
         return 0;
     default:
         return 0;
@@ -512,13 +448,13 @@ static int node_specs(gen *g, ep_node node) {
     switch (node) {
     case EP_NODE_PRE_DISPATCH:
         if (L->is_mtp) {
-            mem(g, "mtp_enorm", EP_OP_NORM, 4 * g->t * g->R);
+            gen_mem(g, "mtp_enorm", EP_OP_NORM, 4 * g->t * g->R);
             gemm(g, "eh_proj", g->tg, H, 2 * H);
         }
         mixers(g);
         if (last == 'E' || last == '-') {
             g->cg = CG_LAYER(last == 'E' ? EP_CG_MOE | EP_CG_MOE_ROUTER : EP_CG_MLP);
-            mem(g, "mlp_norm", EP_OP_NORM, 2 * g->t * g->R);
+            gen_mem(g, "mlp_norm", EP_OP_NORM, 2 * g->t * g->R);
             tag_last(g, EP_RC_LAYERNORM);
         }
         if (last == 'E') return moe_node(g, node);
@@ -534,7 +470,7 @@ static int node_specs(gen *g, ep_node node) {
             g->cg = CG_LAYER(EP_CG_MLP);
             tp_gather(g, "mlp_ag");
             gemm(g, "fc1", g->tg, F * (c->swiglu ? 2 : 1), H);
-            mem(g, "act", EP_OP_ELEMENTWISE, g->tg * F * (c->swiglu ? 3 : 2) * EP_BF16);
+            gen_mem(g, "act", EP_OP_ELEMENTWISE, g->tg * F * (c->swiglu ? 3 : 2) * EP_BF16);
             gemm(g, "fc2", g->tg, H, F);
             tp_scatter(g, "mlp_rs");
             g->mods = 0;
@@ -543,10 +479,10 @@ static int node_specs(gen *g, ep_node node) {
         return 0;
     case EP_NODE_MTP:
         if (L->is_mtp) {
-            mem(g, "mtp_norm", EP_OP_NORM, 2 * g->t * g->R);
+            gen_mem(g, "mtp_norm", EP_OP_NORM, 2 * g->t * g->R);
             tp_gather(g, "mtp_output_ag");
             gemm_bf16(g, "mtp_output", g->tg, V / g->tp, H);
-            spec *s = add(g, "mtp_loss", EP_OP_LOSS);
+            spec *s = gen_add(g, "mtp_loss", EP_OP_LOSS);
             s->flops = 5 * g->tg * V / g->tp;
             s->bytes = 2 * g->tg * V / g->tp * 4;
             vocab_parallel_loss(g);
@@ -829,7 +765,7 @@ static int shared_side(ep_rank_builder *rb, ep_chain *c, const ep_chain *before,
     if (node != EP_NODE_DISPATCH && node != EP_NODE_COMBINE) return 0;
     const ep_layer *L = &rb->s->plan.layers[layer];
     if (L->nblocks == 0 || L->blocks[L->nblocks - 1] != 'E') return 0;
-    spec specs[EP_MAX_NODE_OPS]; /* add() guards this size */
+    spec specs[EP_MAX_NODE_OPS]; /* gen_add() guards this size */
     gen g;
     gen_init(&g, rb, layer, mb, specs);
     shared_experts(&g, node == EP_NODE_DISPATCH ? SHARED_FC1 : SHARED_FC2);
@@ -950,7 +886,7 @@ int ep_layer_emit_embedding(ep_rank_builder *rb, ep_chain *c, int mb, int chunk,
     /* a row gather from this rank's vocabulary shard of the table (rows of other shards zero);
      * with TP the shards' rows are summed and scattered to the sequence-parallel ranks
      * (Megatron's VocabParallelEmbedding: a reduce-scatter; its backward an all-gather) */
-    mem(&g, "embedding", EP_OP_ELEMENTWISE, g.tg * g.R / g.tp + g.tg * g.R);
+    gen_mem(&g, "embedding", EP_OP_ELEMENTWISE, g.tg * g.R / g.tp + g.tg * g.R);
     tp_scatter(&g, "embedding_rs");
     int n = pass_ops(&g, chunk, EP_NODE_NONE, EP_STREAM_COMP, phase, 0, ops, wait);
     return emit_list(rb, c, ops, wait, n, EP_STREAM_COMP, -1, 0);
@@ -964,10 +900,10 @@ int ep_layer_emit_output(ep_rank_builder *rb, ep_chain *c, int mb, int chunk, ep
     gen_init(&g, rb, -1, mb, specs);
     const ep_config *cfg = rb->cfg;
     double V = cfg->vocab_size;
-    mem(&g, "final_norm", EP_OP_NORM, 2 * g.t * g.R);
+    gen_mem(&g, "final_norm", EP_OP_NORM, 2 * g.t * g.R);
     tp_gather(&g, "output_ag"); /* the sequence-parallel rows, for the vocabulary shard's logits */
     gemm_bf16(&g, "output", g.tg, V / g.tp, cfg->hidden_size);
-    spec *s = add(&g, "loss", EP_OP_LOSS);
+    spec *s = gen_add(&g, "loss", EP_OP_LOSS);
     s->flops = 5 * g.tg * V / g.tp; /* max, exp, sum, log over the vocabulary shard */
     s->bytes = 2 * g.tg * V / g.tp * 4;
     vocab_parallel_loss(&g);

@@ -1,0 +1,43 @@
+/* disp_hybridep: the flex dispatcher with Hybrid-EP - the routing map all-gathered and turned
+ * into metadata on the device (with THD, the largest packed length first: an all-reduce and a
+ * host sync), one row per (token, destination rank), and the permute either separate or fused
+ * into the dispatch and combine kernels (--moe-hybridep-fuse-permute; docs/schedule.md). */
+#include "sched_gen.h"
+
+static int fused(const gen *g) {
+    return g->cfg->moe_hybridep_permute_fusion;
+}
+
+static void metadata(gen *g, const moe_rows *r) {
+    const ep_config *c = g->cfg;
+    double E = c->num_experts, tp_tokens = g->t;
+    int ep = g->rb->ep_size;
+    if (c->sequence_packing) {
+        gen_coll(g, "thd_max", EP_OP_ALL_REDUCE, g->rb->g_tpep, 8.0)->fwd_only = 1;
+        gen_host_sync(g, "thd_sync");
+        tp_tokens = r->tr->thd_padded_tokens;
+    }
+    gen_coll(g, "routing_ag", EP_OP_ALL_GATHER, g->rb->g_ep, tp_tokens * E / 8.0)->fwd_only = 1;
+    gen_mem(g, "metadata", EP_OP_ELEMENTWISE, ep * tp_tokens * E / 8.0 + E * ep * 8.0);
+    g->out[g->n - 1].fwd_only = 1;
+}
+
+static void dispatch(gen *g, const moe_rows *r) {
+    gen_a2a(g, "dispatch", r, 0);
+}
+
+static void permute(gen *g, const moe_rows *r) {
+    if (!fused(g))
+        gen_mem(g, "permute", EP_OP_PERMUTE, (r->recv + gen_permuted_rows(g->cfg, r)) * g->R);
+}
+
+static void unpermute(gen *g, const moe_rows *r) {
+    if (!fused(g))
+        gen_mem(g, "unpermute", EP_OP_UNPERMUTE, (gen_permuted_rows(g->cfg, r) + r->recv) * g->R);
+}
+
+static void combine(gen *g, const moe_rows *r) {
+    gen_a2a(g, "combine", r, 1);
+}
+
+const ep_disp_gen ep_disp_hybridep = {NULL, metadata, dispatch, permute, unpermute, combine};

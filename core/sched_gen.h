@@ -1,0 +1,74 @@
+/* sched_gen: the state of the layer generator (sched_layer.c) that the dispatcher backends
+ * (disp_<name>.c) add their ops through, and the table row a backend fills. Internal to the
+ * schedule generators. */
+#ifndef SCHED_GEN_H
+#define SCHED_GEN_H
+
+#include "sched_internal.h"
+
+/* One forward op of a node, before it becomes forward, backward and weight-gradient ops. */
+typedef struct {
+    const char *label;
+    ep_op_kind kind;
+    double flops, bytes;
+    int m, n, k, batch;
+    int group, traffic, transpose;
+    int fp8;    /* an FP8 GEMM (its backward quantizes the incoming gradient first), or a
+                   forward-only FP8 cast (ep_op.fp8) */
+    int side;   /* a TP collective beside its GEMM (--tp-comm-overlap): on the tp stream */
+    int weight; /* has a weight gradient */
+    int fwd_only;
+    int mods; /* EP_RC_* recompute modules the op belongs to */
+    int cg;   /* EP_CG_* CUDA-graph scopes that capture it */
+} spec;
+
+typedef struct {
+    ep_rank_builder *rb;
+    const ep_config *cfg;
+    const ep_layer *L;
+    int layer, mb;
+    double t, tg, R; /* tokens (sequence-parallel shard), GEMM rows, bytes per token row */
+    int tp, etp;
+    const char *prefix; /* "" or "b2_" for a repeated block family inside a bracket group */
+    int mods;           /* EP_RC_* modules of the ops being added */
+    int cg;             /* EP_CG_* scopes that capture the ops being added (0: none) */
+    spec *out;
+    int n;
+    int failed;
+} gen;
+
+/* The rows of one MoE layer's token exchange on this rank (its traffic instance). */
+typedef struct {
+    const ep_traffic *tr;
+    int ti, me;
+    double send, recv, erows, prows, gemm_rows, sent_bytes, recv_bytes;
+    double tmax; /* largest token count in the group */
+} moe_rows;
+
+/* Add a forward op spec to the node (NULL and g->failed set past EP_MAX_NODE_OPS). */
+spec *gen_add(gen *g, const char *label, ep_op_kind kind);
+/* A memory-bound op moving `bytes`. */
+void gen_mem(gen *g, const char *label, ep_op_kind kind, double bytes);
+/* A collective over group `group` of `bytes` (the meaning per kind: docs/schedule.md). */
+spec *gen_coll(gen *g, const char *label, ep_op_kind kind, int group, double bytes);
+/* The host waits for the GPU (forward only). */
+void gen_host_sync(gen *g, const char *label);
+/* The token all-to-all of r: dispatch (combine 0) or combine (1, the transpose). */
+void gen_a2a(gen *g, const char *label, const moe_rows *r, int combine);
+/* Rows the experts see after the receive-side permute (device padding pads inside it). */
+double gen_permuted_rows(const ep_config *c, const moe_rows *r);
+
+/* What a token dispatcher adds to the MoE layer's nodes (docs/schedule.md, "Layers"): one file
+ * per backend, core/disp_<name>.c, and its row in k_disp (sched_layer.c). A hook may add nothing. */
+typedef struct {
+    void (*preprocess)(gen *g, const moe_rows *r); /* pre_dispatch, after router, shared experts */
+    void (*metadata)(gen *g, const moe_rows *r);   /* dispatch node, before the transfer */
+    void (*dispatch)(gen *g, const moe_rows *r);   /* the transfer */
+    void (*permute)(gen *g, const moe_rows *r);    /* mlp node, before the experts */
+    void (*unpermute)(gen *g, const moe_rows *r);  /* mlp node, after the experts */
+    void (*combine)(gen *g, const moe_rows *r);    /* combine node */
+} ep_disp_gen;
+
+extern const ep_disp_gen ep_disp_alltoall, ep_disp_allgather, ep_disp_deepep, ep_disp_hybridep;
+
+#endif
