@@ -21,4 +21,7 @@ static void combine(gen *g, const moe_rows *r) {
     gen_coll(g, "combine", EP_OP_REDUCE_SCATTER, g->rb->g_ep, g->rb->ep_size * r->tmax * g->R);
 }
 
-const ep_disp_gen ep_disp_allgather = {NULL, NULL, dispatch, permute, unpermute, combine};
+const ep_dispatcher ep_disp_allgather = {.dispatch = dispatch,
+                                       .permute = permute,
+                                       .unpermute = unpermute,
+                                       .combine = combine};

@@ -30,4 +30,9 @@ static void combine(gen *g, const moe_rows *r) {
     gen_mem(g, "unpermute", EP_OP_UNPERMUTE, (r->send + g->t) * g->R);
 }
 
-const ep_disp_gen ep_disp_alltoall = {preprocess, NULL, dispatch, permute, unpermute, combine};
+const ep_dispatcher ep_disp_alltoall = {.pair_rows = 1,
+                                      .preprocess = preprocess,
+                                      .dispatch = dispatch,
+                                      .permute = permute,
+                                      .unpermute = unpermute,
+                                      .combine = combine};

@@ -29,4 +29,14 @@ static void combine(gen *g, const moe_rows *r) {
     gen_a2a(g, "combine", r, 1);
 }
 
-const ep_disp_gen ep_disp_deepep = {NULL, metadata, dispatch, permute, unpermute, combine};
+static int kernel_sms(const ep_config *c) {
+    return c->moe_deepep_num_sms;
+}
+
+const ep_dispatcher ep_disp_deepep = {.node_bytes = 1,
+                                    .kernel_sms = kernel_sms,
+                                    .metadata = metadata,
+                                    .dispatch = dispatch,
+                                    .permute = permute,
+                                    .unpermute = unpermute,
+                                    .combine = combine};

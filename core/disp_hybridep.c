@@ -40,4 +40,17 @@ static void combine(gen *g, const moe_rows *r) {
     gen_a2a(g, "combine", r, 1);
 }
 
-const ep_disp_gen ep_disp_hybridep = {NULL, metadata, dispatch, permute, unpermute, combine};
+/* its dispatch kernel's SMs, and the permute blocks when the permute is fused into it */
+static int kernel_sms(const ep_config *c) {
+    return c->moe_hybridep_num_sms +
+           (c->moe_hybridep_permute_fusion ? c->moe_hybridep_num_blocks_permute : 0);
+}
+
+const ep_dispatcher ep_disp_hybridep = {.node_bytes = 1,
+                                      .thd_padded = 1,
+                                      .kernel_sms = kernel_sms,
+                                      .metadata = metadata,
+                                      .dispatch = dispatch,
+                                      .permute = permute,
+                                      .unpermute = unpermute,
+                                      .combine = combine};

@@ -4,6 +4,7 @@
 #ifndef SCHED_GEN_H
 #define SCHED_GEN_H
 
+#include "ep_disp.h"
 #include "sched_internal.h"
 
 /* One forward op of a node, before it becomes forward, backward and weight-gradient ops. */
@@ -22,7 +23,7 @@ typedef struct {
     int cg;   /* EP_CG_* CUDA-graph scopes that capture it */
 } spec;
 
-typedef struct {
+typedef struct gen {
     ep_rank_builder *rb;
     const ep_config *cfg;
     const ep_layer *L;
@@ -38,7 +39,7 @@ typedef struct {
 } gen;
 
 /* The rows of one MoE layer's token exchange on this rank (its traffic instance). */
-typedef struct {
+typedef struct moe_rows {
     const ep_traffic *tr;
     int ti, me;
     double send, recv, erows, prows, gemm_rows, sent_bytes, recv_bytes;
@@ -57,18 +58,5 @@ void gen_host_sync(gen *g, const char *label);
 void gen_a2a(gen *g, const char *label, const moe_rows *r, int combine);
 /* Rows the experts see after the receive-side permute (device padding pads inside it). */
 double gen_permuted_rows(const ep_config *c, const moe_rows *r);
-
-/* What a token dispatcher adds to the MoE layer's nodes (docs/schedule.md, "Layers"): one file
- * per backend, core/disp_<name>.c, and its row in k_disp (sched_layer.c). A hook may add nothing. */
-typedef struct {
-    void (*preprocess)(gen *g, const moe_rows *r); /* pre_dispatch, after router, shared experts */
-    void (*metadata)(gen *g, const moe_rows *r);   /* dispatch node, before the transfer */
-    void (*dispatch)(gen *g, const moe_rows *r);   /* the transfer */
-    void (*permute)(gen *g, const moe_rows *r);    /* mlp node, before the experts */
-    void (*unpermute)(gen *g, const moe_rows *r);  /* mlp node, after the experts */
-    void (*combine)(gen *g, const moe_rows *r);    /* combine node */
-} ep_disp_gen;
-
-extern const ep_disp_gen ep_disp_alltoall, ep_disp_allgather, ep_disp_deepep, ep_disp_hybridep;
 
 #endif

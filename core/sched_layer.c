@@ -4,8 +4,8 @@
  * pre-MLP norm, router, shared experts, dispatch preprocess), dispatch, mlp, combine, mtp. Each
  * node is first described as a list of forward op specs; the backward walks the list in reverse,
  * turning each GEMM into a dgrad op (phase bwd) and a weight-gradient op (phase bwd_dw).
- * The dispatcher backends add their ops through the hooks of sched_gen.h, one file each
- * (disp_<name>.c, the table k_disp below); padding modes and THD add theirs here
+ * The dispatcher backends add their ops through their hooks (ep_disp.h: one file each,
+ * disp_<name>.c, their rows in disp.c); padding modes and THD add theirs here
  * (docs/schedule.md, "Layers").
  */
 #include <stdio.h>
@@ -348,19 +348,9 @@ static int moe_node(gen *g, ep_node node) {
     return rc;
 }
 
-/* The dispatcher backends, one file each (disp_<name>.c): a new backend is a row here. */
-static const ep_disp_gen *const k_disp[] = {
-    [EP_BACKEND_ALLTOALL] = &ep_disp_alltoall,
-    [EP_BACKEND_ALLGATHER] = &ep_disp_allgather,
-    [EP_BACKEND_DEEPEP] = &ep_disp_deepep,
-    [EP_BACKEND_HYBRIDEP] = &ep_disp_hybridep,
-};
-_Static_assert(sizeof k_disp / sizeof k_disp[0] == EP_BACKEND_HYBRIDEP + 1,
-               "every dispatcher backend has its row");
-
 static int moe_node_specs(gen *g, ep_node node) {
     const ep_config *c = g->cfg;
-    const ep_disp_gen *d = k_disp[ep_config_backend(c)];
+    const ep_dispatcher *d = ep_disp_of(c);
     moe_rows r;
     if (moe_rows_get(g, &r) != 0) return -1;
     double t = g->t, H = c->hidden_size, E = c->num_experts;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ep_disp.h"
 #include "sched_internal.h"
 
 static int divisor(const ep_config *cfg) {
@@ -159,11 +160,11 @@ static int fill_traffic(const ep_config *cfg, ep_traffic *t, int route_mb, int l
     t->route_mb = route_mb;
     double row = EP_ROW_BYTES(cfg);
     int multiple = pad_multiple(cfg);
-    ep_backend be = ep_config_backend(cfg);
+    const ep_dispatcher *disp = ep_disp_of(cfg);
     /* Megatron's alltoall dispatcher permutes one row per (token, expert) pair and sends each
      * (input_splits sum the experts' counts per rank); deepep and hybridep send a token once per
-     * destination rank, whose experts share it */
-    int pairs = be == EP_BACKEND_ALLTOALL && !cfg->moe_alltoall_per_rank;
+     * destination rank, whose experts share it (ep_dispatcher.pair_rows) */
+    int pairs = disp->pair_rows && !cfg->moe_alltoall_per_rank;
     for (int i = 0; i < n; i++)
         t->recv_rows[i] = pairs ? 0 : ep_route_recv_rows(&r, i);
     for (int i = 0; i < n; i++) {
@@ -189,9 +190,8 @@ static int fill_traffic(const ep_config *cfg, ep_traffic *t, int route_mb, int l
             r.tokens_per_expert + (size_t)i * r.experts_per_rank, r.experts_per_rank, 1);
         t->pad_rows[i] = ep_route_recv_padded_rows(&r, i, multiple);
     }
-    if (be == EP_BACKEND_ALLTOALL || be == EP_BACKEND_ALLGATHER)
-        t->node_bytes = NULL; /* only the per-node deduplicating dispatchers use it */
-    if (cfg->sequence_packing && be == EP_BACKEND_HYBRIDEP) {
+    if (!disp->node_bytes) t->node_bytes = NULL; /* only the per-node deduplicating ones use it */
+    if (cfg->sequence_packing && disp->thd_padded) {
         /* the MAX runs over TP x EP: with TP>1 it spans more ranks than the EP group */
         int *m = malloc((size_t)cfg->world_size * sizeof *m);
         int nm = m ? ep_group_members(cfg, EP_GROUP_TPEP, ranks[0], m) : 0;

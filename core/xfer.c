@@ -2,6 +2,8 @@
  * member (ep_xfer.h). */
 #include "ep_xfer.h"
 
+#include "ep_disp.h"
+
 #include <math.h>
 
 /* ---- algorithms ---------------------------------------------------------------------------- */
@@ -32,17 +34,10 @@ static int one_node(const ep_config *cfg, const ep_group *g) {
     return 1;
 }
 
-/* SMs the dispatcher's kernels hold: deepep's, hybridep's plus its fused-permute blocks. */
+/* SMs the dispatcher's kernels hold (its row's kernel_sms; 0: NCCL moves its tokens). */
 static int kernel_sms(const ep_config *cfg) {
-    switch (ep_config_backend(cfg)) {
-    case EP_BACKEND_DEEPEP:
-        return cfg->moe_deepep_num_sms;
-    case EP_BACKEND_HYBRIDEP:
-        return cfg->moe_hybridep_num_sms +
-               (cfg->moe_hybridep_permute_fusion ? cfg->moe_hybridep_num_blocks_permute : 0);
-    default:
-        return 0;
-    }
+    const ep_dispatcher *d = ep_disp_of(cfg);
+    return d->kernel_sms ? d->kernel_sms(cfg) : 0;
 }
 
 ep_xfer_plan ep_xfer_plan_of(const ep_config *cfg, ep_op_kind kind, const ep_group *g) {
