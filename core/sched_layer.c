@@ -14,26 +14,6 @@
 #include "sched_gen.h"
 
 
-spec *gen_add(gen *g, const char *label, ep_op_kind kind) {
-    if (g->n >= EP_MAX_NODE_OPS) {
-        g->failed = 1;
-        return &g->out[EP_MAX_NODE_OPS - 1];
-    }
-    spec *s = &g->out[g->n++];
-    memset(s, 0, sizeof *s);
-    s->label = label;
-    if (g->prefix[0]) {
-        char buf[64];
-        snprintf(buf, sizeof buf, "%s%s", g->prefix, label);
-        s->label = ep_sched_intern(g->rb->s, buf);
-        if (!s->label) g->failed = 1;
-    }
-    s->kind = kind;
-    s->group = s->traffic = -1;
-    s->mods = g->mods;
-    s->cg = g->cg;
-    return s;
-}
 
 /* Puts the op just added into recompute modules (a norm, core attention, an up projection). */
 static void tag_last(gen *g, int mods) {
@@ -144,20 +124,8 @@ static void grouped_gemm(gen *g, const char *label, double m, double n, double k
     s->weight = 1;
 }
 
-void gen_mem(gen *g, const char *label, ep_op_kind kind, double bytes) {
-    gen_add(g, label, kind)->bytes = bytes;
-}
 
-spec *gen_coll(gen *g, const char *label, ep_op_kind kind, int group, double bytes) {
-    spec *s = gen_add(g, label, kind);
-    s->group = group;
-    s->bytes = bytes;
-    return s;
-}
 
-void gen_host_sync(gen *g, const char *label) {
-    gen_add(g, label, EP_OP_HOST_SYNC)->fwd_only = 1;
-}
 
 /* --- mixer blocks ------------------------------------------------------------------------------
  */
@@ -283,13 +251,6 @@ static int moe_rows_get(gen *g, moe_rows *r) {
     return 0;
 }
 
-void gen_a2a(gen *g, const char *label, const moe_rows *r, int combine) {
-    spec *s = gen_add(g, label, combine ? EP_OP_A2A_COMBINE : EP_OP_A2A_DISPATCH);
-    s->group = g->rb->g_ep;
-    s->traffic = r->ti;
-    s->transpose = combine;
-    s->bytes = combine ? r->recv_bytes : r->sent_bytes;
-}
 
 static void experts(gen *g, const moe_rows *r) {
     const ep_config *c = g->cfg;
@@ -330,10 +291,6 @@ static void shared_experts(gen *g, int part) {
     g->mods = saved;
 }
 
-/* Rows the experts see after the receive-side permute (device padding pads inside it). */
-double gen_permuted_rows(const ep_config *c, const moe_rows *r) {
-    return c->pad_mode == EP_PAD_DEVICE ? r->prows : r->erows;
-}
 
 static int moe_node_specs(gen *g, ep_node node);
 
