@@ -1,7 +1,7 @@
 /* config_validate: cross-flag checks and derived settings of a parsed configuration.
  *
  * Every rule returns one line that names the flags involved, so that the programs can print it and
- * exit 2 (DESIGN.md, "Errors"). Most rules mirror Megatron-LM's own assertions
+ * exit 2 (docs/epsim.md, "Failure behaviour"). Most rules mirror Megatron-LM's own assertions
  * (megatron/training/arguments.py); the rest keep the schedule generators' inputs well formed.
  * Derived fields are written back so that a second call returns the same result; the plain
  * "0 = derived" defaults are ep_config_resolve's (config_derived.c), called once the checks that

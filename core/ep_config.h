@@ -1,6 +1,6 @@
 /* ep_config: one resolved training configuration, parsed from Megatron-LM flag names.
  *
- * Both epsim and epref take the same flags (DESIGN.md, "Interfaces"). Flags that Megatron has are
+ * Both epsim and epref take the same flags (docs/configuration.md). Flags that Megatron has are
  * spelled as Megatron spells them; project flags (routing, THD, padding, world layout) are marked
  * "project" in --help. The flag table lives in config_flags.c; validation in config_validate.c.
  */

@@ -1,6 +1,6 @@
-/* Chrome-trace writer (format in ep_trace.h and DESIGN.md). Events are streamed to a temporary
- * file as they come, so memory stays flat for million-op traces; the file is renamed into place
- * only when complete. */
+/* Chrome-trace writer (format in ep_trace.h and docs/epsim.md, "Metrics"). Events are streamed
+ * to a temporary file as they come, so memory stays flat for million-op traces; the file is
+ * renamed into place only when complete. */
 #include "ep_trace.h"
 
 #include <stdlib.h>
