@@ -20,52 +20,6 @@
 #define MODEL_OPS_CAP 2000 /* distinct ops timed per model (the first ones met) */
 #define NVL_CALIB_SMS 16   /* Hybrid-EP's default SMs */
 
-void calib_add(calib_list *l, const char *fmt, ...) {
-    char rec[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(rec, sizeof rec, fmt, ap);
-    va_end(ap);
-    if (n < 0 || n >= (int)sizeof rec) REF_DIE("calibration record too long");
-    if (l->len + (size_t)n + 3 > l->cap) {
-        l->cap = (l->cap ? 2 * l->cap : 65536) + (size_t)n;
-        l->text = realloc(l->text, l->cap);
-        if (!l->text) REF_DIE("out of memory");
-    }
-    l->len += (size_t)sprintf(l->text + l->len, ",\n%s", rec);
-    l->n++;
-}
-
-/* ---- synthetic schedules ----------------------------------------------------------------- */
-
-void calib_synth_init(calib_synth *y, const ep_config *cfg, int world) {
-    memset(y, 0, sizeof *y);
-    y->s.cfg = *cfg;
-    y->s.world = world;
-    y->s.ranks = y->rk;
-    y->s.groups = y->grp;
-    for (int r = 0; r < world; r++)
-        y->members[r] = r;
-    y->grp[0] = (ep_group){EP_GROUP_EP, world, y->members};
-    y->pair[0] = 0, y->pair[1] = 1;
-    y->grp[1] = (ep_group){EP_GROUP_P2P, 2, y->pair};
-    y->s.ngroups = world >= 2 ? 2 : 0;
-}
-
-ep_op *calib_synth_op(ep_op *ops, int *n, int cap, ep_op_kind kind, ep_phase phase) {
-    if (*n == cap) REF_DIE("too many calibration ops");
-    ep_op *op = &ops[(*n)++];
-    memset(op, 0, sizeof *op);
-    op->kind = kind;
-    op->phase = phase;
-    op->stream = EP_STREAM_COMP;
-    op->label = "calib";
-    op->mb = op->chunk = op->layer = op->index = -1;
-    op->group = op->traffic = op->peer = -1;
-    op->batch = 1;
-    return op;
-}
-
 /* ---- compute ------------------------------------------------------------------------------ */
 
 typedef struct {

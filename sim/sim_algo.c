@@ -11,12 +11,6 @@ static const sim_algo_fn k_algos[EP_ALGO_NUM] = {
     [EP_ALGO_P2P] = sim_algo_p2p,
 };
 
-const sim_coll_curve *sim_algo_nccl_curve(const sim_calib *c, ep_op_kind k) {
-    sim_coll i = sim_coll_of(k);
-    if (i == SIM_COLL_NUM) return NULL;
-    return c->nccl_nvlink[i].efficiency.n > 0 ? &c->nccl_nvlink[i] : NULL;
-}
-
 sim_algo_fn sim_algo_of(int algo) {
     return algo > EP_ALGO_NONE && algo < EP_ALGO_NUM ? k_algos[algo] : NULL;
 }

@@ -35,8 +35,6 @@ double sim_algo_direct(sim_flows *f, const sim_algo_args *a, double *fixed_s); /
 double sim_algo_kernel(sim_flows *f, const sim_algo_args *a, double *fixed_s); /* algo/kernel.c */
 double sim_algo_p2p(sim_flows *f, const sim_algo_args *a, double *fixed_s);    /* algo/p2p.c */
 
-/* The measured NCCL curve of an op kind, or NULL where the calibration has none. */
-const sim_coll_curve *sim_algo_nccl_curve(const sim_calib *c, ep_op_kind k);
 
 /* The function of an algorithm; NULL for EP_ALGO_NONE (and out of range). */
 sim_algo_fn sim_algo_of(int algo);

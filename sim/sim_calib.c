@@ -105,6 +105,12 @@ const char *sim_coll_name(sim_coll k) {
     return k >= 0 && k < SIM_COLL_NUM ? names[k] : "?";
 }
 
+const sim_coll_curve *sim_calib_nccl_curve(const sim_calib *c, ep_op_kind k) {
+    sim_coll i = sim_coll_of(k);
+    if (i == SIM_COLL_NUM) return NULL;
+    return c->nccl_nvlink[i].efficiency.n > 0 ? &c->nccl_nvlink[i] : NULL;
+}
+
 sim_coll sim_coll_of(ep_op_kind k) {
     switch (k) {
     case EP_OP_A2A_DISPATCH:

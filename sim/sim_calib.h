@@ -107,6 +107,10 @@ typedef struct {
     char source[512];         /* "built-in defaults" or the file the values came from */
 } sim_calib;
 
+/* The measured NCCL curve that times an op kind on this calibration (sim_coll_of), NULL where
+ * none was measured (the scalar efficiencies apply). */
+const sim_coll_curve *sim_calib_nccl_curve(const sim_calib *c, ep_op_kind k);
+
 /* The documented defaults (docs/epsim.md lists each with its source). */
 void sim_calib_default(sim_calib *c);
 void sim_calib_free(sim_calib *c);

@@ -5,7 +5,7 @@
 double sim_algo_p2p(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
     const sim_calib *c = a->c;
     const ep_op *op = a->ops[0];
-    const sim_coll_curve *curve = sim_algo_nccl_curve(c, op->kind);
+    const sim_coll_curve *curve = sim_calib_nccl_curve(c, op->kind);
     sim_flows_begin(f, curve ? sim_table_eval(&curve->efficiency, op->bytes)
                              : c->nccl_nvlink_efficiency,
                     c->nccl_ib_efficiency, NULL);

@@ -6,7 +6,7 @@
 double sim_algo_ring(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
     const sim_calib *c = a->c;
     const ep_op *op = a->ops[0];
-    const sim_coll_curve *curve = sim_algo_nccl_curve(c, op->kind);
+    const sim_coll_curve *curve = sim_calib_nccl_curve(c, op->kind);
     /* measured: its base, and its efficiency at this size */
     sim_flows_begin(f, curve ? sim_table_eval(&curve->efficiency, op->bytes)
                              : c->nccl_nvlink_efficiency,
