@@ -13,10 +13,6 @@ static void preprocess(gen *g, const moe_rows *r) {
     }
 }
 
-static void dispatch(gen *g, const moe_rows *r) {
-    gen_a2a(g, "dispatch", r, 0);
-}
-
 static void permute(gen *g, const moe_rows *r) {
     gen_mem(g, "sort_chunks", EP_OP_PERMUTE, (r->recv + gen_permuted_rows(g->cfg, r)) * g->R);
 }
@@ -32,7 +28,7 @@ static void combine(gen *g, const moe_rows *r) {
 
 const ep_dispatcher ep_disp_alltoall = {.pair_rows = 1,
                                       .preprocess = preprocess,
-                                      .dispatch = dispatch,
+                                      .dispatch = gen_dispatch_a2a,
                                       .permute = permute,
                                       .unpermute = unpermute,
                                       .combine = combine};

@@ -13,22 +13,6 @@ static void metadata(gen *g, const moe_rows *r) {
     gen_host_sync(g, "notify_sync");
 }
 
-static void dispatch(gen *g, const moe_rows *r) {
-    gen_a2a(g, "dispatch", r, 0);
-}
-
-static void permute(gen *g, const moe_rows *r) {
-    gen_mem(g, "permute", EP_OP_PERMUTE, (r->recv + gen_permuted_rows(g->cfg, r)) * g->R);
-}
-
-static void unpermute(gen *g, const moe_rows *r) {
-    gen_mem(g, "unpermute", EP_OP_UNPERMUTE, (gen_permuted_rows(g->cfg, r) + r->recv) * g->R);
-}
-
-static void combine(gen *g, const moe_rows *r) {
-    gen_a2a(g, "combine", r, 1);
-}
-
 static int kernel_sms(const ep_config *c) {
     return c->moe_deepep_num_sms;
 }
@@ -36,7 +20,7 @@ static int kernel_sms(const ep_config *c) {
 const ep_dispatcher ep_disp_deepep = {.node_bytes = 1,
                                     .kernel_sms = kernel_sms,
                                     .metadata = metadata,
-                                    .dispatch = dispatch,
-                                    .permute = permute,
-                                    .unpermute = unpermute,
-                                    .combine = combine};
+                                    .dispatch = gen_dispatch_a2a,
+                                    .permute = gen_permute_recv,
+                                    .unpermute = gen_unpermute_recv,
+                                    .combine = gen_combine_a2a};

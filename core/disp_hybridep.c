@@ -22,22 +22,12 @@ static void metadata(gen *g, const moe_rows *r) {
     g->out[g->n - 1].fwd_only = 1;
 }
 
-static void dispatch(gen *g, const moe_rows *r) {
-    gen_a2a(g, "dispatch", r, 0);
-}
-
 static void permute(gen *g, const moe_rows *r) {
-    if (!fused(g))
-        gen_mem(g, "permute", EP_OP_PERMUTE, (r->recv + gen_permuted_rows(g->cfg, r)) * g->R);
+    if (!fused(g)) gen_permute_recv(g, r);
 }
 
 static void unpermute(gen *g, const moe_rows *r) {
-    if (!fused(g))
-        gen_mem(g, "unpermute", EP_OP_UNPERMUTE, (gen_permuted_rows(g->cfg, r) + r->recv) * g->R);
-}
-
-static void combine(gen *g, const moe_rows *r) {
-    gen_a2a(g, "combine", r, 1);
+    if (!fused(g)) gen_unpermute_recv(g, r);
 }
 
 /* its dispatch kernel's SMs, and the permute blocks when the permute is fused into it */
@@ -50,7 +40,7 @@ const ep_dispatcher ep_disp_hybridep = {.node_bytes = 1,
                                       .thd_padded = 1,
                                       .kernel_sms = kernel_sms,
                                       .metadata = metadata,
-                                      .dispatch = dispatch,
+                                      .dispatch = gen_dispatch_a2a,
                                       .permute = permute,
                                       .unpermute = unpermute,
-                                      .combine = combine};
+                                      .combine = gen_combine_a2a};

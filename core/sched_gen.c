@@ -53,3 +53,21 @@ void gen_a2a(gen *g, const char *label, const moe_rows *r, int combine) {
 double gen_permuted_rows(const ep_config *c, const moe_rows *r) {
     return c->pad_mode == EP_PAD_DEVICE ? r->prows : r->erows;
 }
+
+/* Hooks several dispatchers share (ep_dispatcher): the token all-to-all each way, and the
+ * receive-side permute of rows that arrive one per (token, destination rank). */
+void gen_dispatch_a2a(gen *g, const moe_rows *r) {
+    gen_a2a(g, "dispatch", r, 0);
+}
+
+void gen_combine_a2a(gen *g, const moe_rows *r) {
+    gen_a2a(g, "combine", r, 1);
+}
+
+void gen_permute_recv(gen *g, const moe_rows *r) {
+    gen_mem(g, "permute", EP_OP_PERMUTE, (r->recv + gen_permuted_rows(g->cfg, r)) * g->R);
+}
+
+void gen_unpermute_recv(gen *g, const moe_rows *r) {
+    gen_mem(g, "unpermute", EP_OP_UNPERMUTE, (gen_permuted_rows(g->cfg, r) + r->recv) * g->R);
+}

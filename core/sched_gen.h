@@ -58,5 +58,11 @@ void gen_host_sync(gen *g, const char *label);
 void gen_a2a(gen *g, const char *label, const moe_rows *r, int combine);
 /* Rows the experts see after the receive-side permute (device padding pads inside it). */
 double gen_permuted_rows(const ep_config *c, const moe_rows *r);
+/* Hooks several dispatchers share: the token all-to-all each way ("dispatch", "combine"), and the
+ * permute / unpermute of rows received one per (token, destination rank). */
+void gen_dispatch_a2a(gen *g, const moe_rows *r);
+void gen_combine_a2a(gen *g, const moe_rows *r);
+void gen_permute_recv(gen *g, const moe_rows *r);
+void gen_unpermute_recv(gen *g, const moe_rows *r);
 
 #endif
