@@ -128,8 +128,8 @@ int exec_main(ref_ctx *ctx, int argc, char **argv) {
     if (me == 0) {
         char members[2048];
         ref_meta_members(ctx, members, sizeof members);
-        exec_run_info ri = {members, o.iters,         o.warmup, chosen, iter_t, EXEC_PEAK_FLOPS,
-                            buf_bytes, used_max};
+        exec_run_info ri = {members, o.iters, o.warmup, chosen, iter_t,
+                            EXEC_PEAK_FLOPS, buf_bytes, used_max};
         exec_metrics m;
         if (exec_metrics_compute(&s, tr, EXEC_PEAK_FLOPS, &m)) REF_DIE("out of memory");
         exec_print_summary(stdout, &s, &m, &ri);

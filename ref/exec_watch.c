@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "exec_internal.h"
+#include "ref_boot.h"
 
 /* Seconds a rank may go with no op of its own launched or finished before it gives up: a peer
  * died or never reached a collective (NCCL waits for it forever). EPREF_OP_TIMEOUT overrides. */
@@ -14,12 +15,6 @@ static double op_timeout_s(void) {
     const char *v = getenv("EPREF_OP_TIMEOUT");
     double t = v ? atof(v) : 0;
     return t > 0 ? t : EXEC_OP_TIMEOUT_S;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* The watchdog: a thread of its own, so it fires wherever the rank is blocked (a host sync, the
@@ -32,14 +27,14 @@ static void *watch_main(void *arg) {
     exec_gpu *g = arg;
     if (cudaSetDevice(g->watch.device) != cudaSuccess) return NULL;
     const double limit = op_timeout_s();
-    double last = now_s();
+    double last = ref_mono_s();
     int seen_launched = -2, seen_done = -1, lo = 0;
     while (!atomic_load(&g->watch.stop)) {
         struct timespec nap = {0, 100 * 1000 * 1000};
         nanosleep(&nap, NULL);
         int n = atomic_load(&g->watch.launched);
         if (n < 0) { /* between iterations: nothing to watch */
-            seen_launched = -2, lo = 0, last = now_s();
+            seen_launched = -2, lo = 0, last = ref_mono_s();
             continue;
         }
         if (n < seen_launched) lo = 0; /* a new iteration */
@@ -49,10 +44,10 @@ static void *watch_main(void *arg) {
         for (int i = lo + 1; i < n; i++)
             done += cudaEventQuery(g->ev1[i]) == cudaSuccess;
         if (n != seen_launched || done != seen_done) {
-            seen_launched = n, seen_done = done, last = now_s();
+            seen_launched = n, seen_done = done, last = ref_mono_s();
             continue;
         }
-        if (now_s() - last < limit) continue;
+        if (ref_mono_s() - last < limit) continue;
         if (lo < n)
             fprintf(stderr,
                     "epref: rank %d: no op finished for %.0f s; waiting on %s (%s, group %d): a "

@@ -18,7 +18,7 @@
 #define CONNECT_TIMEOUT_S 120
 #define LAUNCH_GRACE_S    10.0 /* after SIGTERM, the ranks left get SIGKILL (ref_boot_launch) */
 
-static double mono_s(void) {
+double ref_mono_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
@@ -141,7 +141,8 @@ int ref_boot_launch(int *argc, char **argv, int *exit_status) {
      * timeout). They get SIGTERM, and SIGKILL after LAUNCH_GRACE_S (a rank blocked in a kernel
      * that spins on the dead peer may not get as far as dying). */
     int status_out = 0, left = n;
-    double killed_at = -1;
+    double killed_at = -1; /* when SIGTERM went out; -1: not yet */
+    int hard = 0;           /* SIGKILL went out */
     while (left > 0) {
         int st;
         pid_t p = waitpid(-1, &st, WNOHANG);
@@ -152,10 +153,10 @@ int ref_boot_launch(int *argc, char **argv, int *exit_status) {
         if (p == 0) {
             struct timespec nap = {0, 50 * 1000 * 1000};
             nanosleep(&nap, NULL);
-            if (killed_at >= 0 && mono_s() - killed_at > LAUNCH_GRACE_S) {
+            if (!hard && killed_at >= 0 && ref_mono_s() - killed_at > LAUNCH_GRACE_S) {
                 for (int k = 0; k < n; k++)
                     if (pids[k] > 0) kill(pids[k], SIGKILL);
-                killed_at = mono_s() + 1e9; /* once */
+                hard = 1;
             }
             continue;
         }
@@ -175,7 +176,7 @@ int ref_boot_launch(int *argc, char **argv, int *exit_status) {
                         r, code);
             for (int k = 0; k < n; k++)
                 if (pids[k] > 0) kill(pids[k], SIGTERM);
-            killed_at = mono_s();
+            killed_at = ref_mono_s();
         }
     }
     free(pids);

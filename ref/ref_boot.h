@@ -38,4 +38,7 @@ int ref_boot_allgather(ref_world *w, const void *mine, void *all, size_t bytes);
 int ref_boot_bcast(ref_world *w, void *buf, size_t bytes);
 int ref_boot_barrier(ref_world *w);
 
+/* Seconds on the monotonic clock (the launcher's grace period, the executor's watchdog). */
+double ref_mono_s(void);
+
 #endif

@@ -366,6 +366,23 @@ static int variant_of(const axis *ax, const unsigned char *vi) {
            vi[AX_RC];
 }
 
+/* The activations, buffers and margin of a candidate's least-memory variant (EP overlap off, micro
+ * batch 1, full recomputation: every other variant of its layout and dispatcher holds at least
+ * these), -1 when it cannot be estimated. */
+static double least_activations(const ep_config *base, const axis *ax, const unsigned char *vi_of,
+                                const plat_info *pi, const sim_calib *calib) {
+    unsigned char vi[NAXES];
+    memcpy(vi, vi_of, sizeof vi);
+    vi[AX_OVL] = 0, vi[AX_MBS] = 0, vi[AX_RC] = (unsigned char)(ax[AX_RC].n - 1);
+    ep_config cfg;
+    double state, mem, lb;
+    char err[EP_ERRLEN];
+    if (apply(base, ax, vi, &cfg, err) != 0 ||
+        estimate(&cfg, pi, calib, &state, &mem, &lb, 0, err) != 0)
+        return -1;
+    return mem - state;
+}
+
 /* A worker claims layouts one at a time: the keys from unit_first[u] to unit_first[u + 1] (in
  * key_first) differ only in the DP sharding, which changes the model state and nothing of the
  * activations or buffers the memory model counts (metrics.md), so a variant is estimated once per
@@ -407,24 +424,13 @@ static void worker(cand *c, const long *key_first, const long *unit_first, long 
                     if (estimate(&cfg, pi, &calib, &key_state, &m, &l, 1, err) != 0)
                         key_state = -1;
                 }
-                /* The dispatcher's least-memory variant (EP overlap off, micro batch 1, full
-                 * recomputation: every other variant holds at least its activations): when it
-                 * does not fit, none does, and one estimate settles them all. */
+                /* The dispatcher's least-memory variant: when it does not fit, none does, and
+                 * one estimate settles them all. */
                 int d = c[i].vi[AX_DISP];
                 if (hbm > 0 && key_state >= 0 && key_state <= hbm && least[d] < 0) {
-                    least[d] = 0; /* no shortcut */
-                    if (least_act[d] == -2) {
-                        unsigned char vi[NAXES];
-                        memcpy(vi, c[i].vi, sizeof vi);
-                        vi[AX_OVL] = 0, vi[AX_MBS] = 0, vi[AX_RC] = (unsigned char)(ax[AX_RC].n - 1);
-                        ep_config lc;
-                        double st, mem, lb;
-                        least_act[d] = -1;
-                        if (apply(base, ax, vi, &lc, err) == 0 &&
-                            estimate(&lc, pi, &calib, &st, &mem, &lb, 0, err) == 0)
-                            least_act[d] = mem - st;
-                    }
-                    if (least_act[d] >= 0) least[d] = key_state + least_act[d];
+                    if (least_act[d] == -2)
+                        least_act[d] = least_activations(base, ax, c[i].vi, pi, &calib);
+                    least[d] = least_act[d] >= 0 ? key_state + least_act[d] : 0; /* 0: none */
                 }
                 int v = variant_of(ax, c[i].vi);
                 if (hbm > 0 && key_state > hbm) {
