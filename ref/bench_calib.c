@@ -83,59 +83,98 @@ static void add_gemm3(ep_op *ops, int *n, ep_op_kind kind, int m, int nn, int k,
     *w = *f, w->phase = EP_PHASE_BWD_DW, w->m = k, w->n = nn, w->k = m;
 }
 
+/* The shape grid (docs/calibration.md, "The grid"): geometric, powers of two only, so that no
+ * model's widths are in it and a model can be predicted from shapes it never had timed. Ops
+ * above GRID_MAX_FLOPS are left out (their efficiency is the largest point's); grouped GEMMs
+ * whose weights exceed GRID_MAX_WEIGHTS too (an H100 still holds them beside the activations). */
+#define GRID_MAX_FLOPS   4e12
+#define GRID_MAX_WEIGHTS 24e9
+#define GRID_MAX_ROWS    65536
+static const int GRID_ROWS[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
+static const int GRID_WIDTHS[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
+static const int GRID_HIDDEN[] = {1024, 2048, 4096, 8192};
+static const int GRID_FFN[] = {32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+static const int GRID_EXPERTS[] = {1, 4, 16, 64, 256};
+static const int GRID_EXPERT_ROWS[] = {16, 32, 64, 128, 256, 512, 1024, 4096, 16384};
+static const int GRID_SEQ[] = {512, 1024, 2048, 4096, 8192, 16384};
+static const int GRID_ATTN_DIMS[][2] = {{64, 64}, {128, 128}, {192, 128}}; /* MHA, MLA */
+static const int GRID_ATTN_BLOCKS[] = {1, 2, 4, 8, 16, 32, 64, 128};
+#define LEN(a) (int)(sizeof(a) / sizeof((a)[0]))
+
+/* Times ops gathered so far when the next shape could overflow the batch. */
+static void grid_flush(bench *b, const ep_config *cfg, ep_op *ops, int *n, int room,
+                       calib_list *out) {
+    if (*n + room <= MAX_OPS) return;
+    time_compute(b, cfg, ops, *n, "grid", out);
+    *n = 0;
+}
+
 static void grid_compute(bench *b, calib_list *out) {
     static ep_op ops[MAX_OPS];
     int n = 0;
     ep_config cfg;
     ep_config_defaults(&cfg);
     ep_config_resolve(&cfg); /* built by hand: no validation */
-    /* dense GEMMs: hidden/FFN/projection widths of the bundled models, rows 128..16384 */
-    static const int nk[][2] = {{1024, 1024},  {2048, 2048},  {4096, 4096}, {7168, 7168},
-                                {2048, 7168},  {7168, 2048},  {4096, 7168}, {7168, 4096},
-                                {18432, 7168}, {7168, 18432}, {1536, 7168}, {24576, 1536}};
-    for (size_t s = 0; s < sizeof nk / sizeof nk[0]; s++)
-        for (int m = 128; m <= 16384; m *= 2)
-            add_gemm3(ops, &n, EP_OP_GEMM, m, nk[s][0], nk[s][1], 1);
-    /* grouped expert GEMMs (fwd up: n = 2F, k = H; fwd down: n = H, k = F), rows per expert
-     * 32..2048, 8..128 experts, at most 65536 rows */
-    static const int hf[][2] = {{7168, 2048}, {7168, 256}, {4096, 128}, {2048, 768}};
-    for (size_t s = 0; s < sizeof hf / sizeof hf[0]; s++)
-        for (int e = 8; e <= 128; e *= 2)
-            for (int r = 32; r <= 2048; r *= 4) {
-                if ((long)e * r > 65536) continue;
-                add_gemm3(ops, &n, EP_OP_GROUPED_GEMM, e * r, 2 * hf[s][1], hf[s][0], e);
-                add_gemm3(ops, &n, EP_OP_GROUPED_GEMM, e * r, hf[s][0], hf[s][1], e);
+    /* dense GEMMs: M x N x K over the grid, with their dgrad and wgrad */
+    for (int in = 0; in < LEN(GRID_WIDTHS); in++)
+        for (int ik = 0; ik < LEN(GRID_WIDTHS); ik++)
+            for (int im = 0; im < LEN(GRID_ROWS); im++) {
+                int m = GRID_ROWS[im], nn = GRID_WIDTHS[in], k = GRID_WIDTHS[ik];
+                if (ep_cost_gemm_flops(m, nn, k) > GRID_MAX_FLOPS) continue;
+                grid_flush(b, &cfg, ops, &n, 3, out);
+                add_gemm3(ops, &n, EP_OP_GEMM, m, nn, k, 1);
             }
+    /* grouped expert GEMMs: hidden x FFN x experts x rows per expert, both projections (up: n =
+     * 2 FFN, k = hidden; down: n = hidden, k = FFN) */
+    for (int ih = 0; ih < LEN(GRID_HIDDEN); ih++)
+        for (int iff = 0; iff < LEN(GRID_FFN); iff++)
+            for (int ie = 0; ie < LEN(GRID_EXPERTS); ie++)
+                for (int ir = 0; ir < LEN(GRID_EXPERT_ROWS); ir++)
+                    for (int proj = 0; proj < 2; proj++) {
+                        int h = GRID_HIDDEN[ih], f = GRID_FFN[iff], e = GRID_EXPERTS[ie];
+                        int rows = e * GRID_EXPERT_ROWS[ir];
+                        int nn = proj ? h : 2 * f, k = proj ? f : h;
+                        if (rows > GRID_MAX_ROWS ||
+                            (double)e * nn * k * EP_BF16 > GRID_MAX_WEIGHTS ||
+                            ep_cost_gemm_flops(rows, nn, k) > GRID_MAX_FLOPS)
+                            continue;
+                        grid_flush(b, &cfg, ops, &n, 3, out);
+                        add_gemm3(ops, &n, EP_OP_GROUPED_GEMM, rows, nn, k, e);
+                    }
     /* memory-bound kernel: one kernel moves `bytes` for every memory-bound kind */
     for (double by = 1e4; by < 1.1e10; by *= 3.1623) {
+        grid_flush(b, &cfg, ops, &n, 1, out);
         ep_op *op = calib_synth_op(ops, &n, MAX_OPS, EP_OP_ELEMENTWISE, EP_PHASE_FWD);
         op->bytes = (double)(long long)by;
     }
-    time_compute(b, &cfg, ops, n, "grid", out);
-    /* attention: geometry from the config (MHA widths 64/128 and MLA 192/128) */
-    static const int dims[][2] = {{64, 64}, {128, 128}, {192, 128}};
-    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
-        for (int seq = 1024; seq <= 8192; seq *= 2) {
+    if (n) time_compute(b, &cfg, ops, n, "grid", out);
+    /* attention: one config per (head dims, sequence), whose geometry the executor takes; the
+     * forward op of each block count and its backward (2.5x the flops, as core/sched_layer.c) */
+    for (int d = 0; d < LEN(GRID_ATTN_DIMS); d++)
+        for (int is = 0; is < LEN(GRID_SEQ); is++) {
+            int dqk = GRID_ATTN_DIMS[d][0], dv = GRID_ATTN_DIMS[d][1], seq = GRID_SEQ[is];
             ep_config_defaults(&cfg);
             cfg.seq_length = seq;
             cfg.num_attention_heads = 8;
-            cfg.hidden_size = 8 * dims[d][1];
-            if (dims[d][0] != dims[d][1]) {
+            cfg.hidden_size = 8 * dv;
+            if (dqk != dv) {
                 cfg.multi_latent_attention = 1;
                 cfg.qk_head_dim = 128;
-                cfg.qk_pos_emb_head_dim = dims[d][0] - 128;
-                cfg.v_head_dim = dims[d][1];
+                cfg.qk_pos_emb_head_dim = dqk - 128;
+                cfg.v_head_dim = dv;
             } else {
-                cfg.kv_channels = dims[d][0];
+                cfg.kv_channels = dqk;
             }
             ep_config_resolve(&cfg); /* built by hand: no validation */
             n = 0;
-            for (int blocks = 4; blocks <= 32; blocks *= 8) {
-                double per = 2.0 * seq * (double)seq * (dims[d][0] + dims[d][1]);
-                calib_synth_op(ops, &n, MAX_OPS, EP_OP_ATTENTION, EP_PHASE_FWD)->flops =
-                    blocks * per;
+            double per = 2.0 * seq * (double)seq * (dqk + dv);
+            for (int ib = 0; ib < LEN(GRID_ATTN_BLOCKS); ib++) {
+                double fl = GRID_ATTN_BLOCKS[ib] * per;
+                if (fl > GRID_MAX_FLOPS) continue;
+                calib_synth_op(ops, &n, MAX_OPS, EP_OP_ATTENTION, EP_PHASE_FWD)->flops = fl;
+                calib_synth_op(ops, &n, MAX_OPS, EP_OP_ATTENTION, EP_PHASE_BWD)->flops = 2.5 * fl;
             }
-            time_compute(b, &cfg, ops, n, "grid", out);
+            if (n) time_compute(b, &cfg, ops, n, "grid", out);
         }
 }
 

@@ -126,6 +126,70 @@ if [ "${RUNSET:-h200x2}" = h200x1 ]; then
   )
 fi
 
+# RUNSET=heldout2 (NPROC=2) and heldout4 (NPROC=4): models whose shapes appear in no calibration
+# input (issue 24; traces/h200x{2,4}/heldout/): every width, expert count, top-k, sequence and
+# pattern differs from the validation models of configs/calib/*.models, and none is a power of two
+# (the shape grid of `epref bench calib` is powers of two only). REPEAT=3 launches each 3 times.
+# QW: GQA attention (24 x 128, 4 groups), 48 experts top-4 of FFN 1408, sequence 3072
+QW='--num-layers 4 --hidden-size 3072 --num-attention-heads 24 --group-query-attention
+ --num-query-groups 4 --kv-channels 128 --ffn-hidden-size 8960 --swiglu --num-experts 48
+ --moe-router-topk 4 --moe-ffn-hidden-size 1408 --seq-length 3072 --micro-batch-size 1
+ --padded-vocab-size 40000'
+# WD: wide (5120, 40 heads, 8 groups), 1 dense layer of FFN 13824 then MoE, 24 experts top-6 of
+# FFN 2816 and a shared expert of 2816, sequence 2560
+WD='--num-layers 3 --moe-layer-freq ([0]*1+[1]*2) --hidden-size 5120 --num-attention-heads 40
+ --group-query-attention --num-query-groups 8 --kv-channels 128 --ffn-hidden-size 13824 --swiglu
+ --num-experts 24 --moe-router-topk 6 --moe-ffn-hidden-size 2816
+ --moe-shared-expert-intermediate-size 2816 --seq-length 2560 --micro-batch-size 1
+ --padded-vocab-size 50000'
+# NR: narrow with many small experts (2560, 20 heads of 128 MHA, 160 experts top-8 of FFN 640),
+# sequence 6144
+NR='--num-layers 3 --hidden-size 2560 --num-attention-heads 20 --kv-channels 128
+ --ffn-hidden-size 6912 --swiglu --num-experts 160 --moe-router-topk 8 --moe-ffn-hidden-size 640
+ --seq-length 6144 --micro-batch-size 1 --padded-vocab-size 36000'
+# ML: the DeepSeek-V3 proxy's MLA with 96 experts top-6 of FFN 1536, sequence 3072
+ML='@configs/deepseek-v3-proxy16.args --num-layers 3 --moe-layer-freq ([0]*1+[1]*2)
+ --num-experts 96 --moe-router-topk 6 --moe-ffn-hidden-size 1536
+ --moe-shared-expert-intermediate-size 1536 --seq-length 3072 --micro-batch-size 1'
+# HY: the hybrid model's widths in another pattern (M*EME: attention alone, Mamba and MoE apart),
+# sequence 3072
+HY2='@configs/hybrid-mamba-moe.args --num-layers 5 --hybrid-override-pattern M*EME
+ --seq-length 3072 --micro-batch-size 1'
+if [ "${RUNSET:-h200x2}" = heldout2 ]; then
+  E2='--expert-model-parallel-size 2'
+  RUNS=(
+    "qw_alltoall_none|$QW $E2 --global-batch-size 8 $A2A"
+    "qw_alltoall_epov|$QW $E2 --global-batch-size 8 $A2A $OV"
+    "qw_hybridep_fused_epov_dw|$QW $E2 --global-batch-size 8 $HEPF $DW"
+    "wd_alltoall_none|$WD $E2 --global-batch-size 8 $A2A"
+    "wd_deepep_epov|$WD $E2 --global-batch-size 8 $DEEPEP $OV"
+    "nr_hybridep_none|$NR $E2 --global-batch-size 4 $HEP"
+    "nr_alltoall_epov|$NR $E2 --global-batch-size 4 $A2A $OV"
+    "ml_alltoall_none|$ML $E2 --global-batch-size 8 $A2A"
+    "ml_hybridep_pad64|$ML $E2 --global-batch-size 8 $HEP --moe-pad-mode device --moe-pad-multiple 64"
+    "hy_alltoall_none|$HY2 $E2 --global-batch-size 4 $A2A"
+    "qw_pp2_mb8|${QW/--num-layers 4/--num-layers 6} --pipeline-model-parallel-size 2
+     --expert-model-parallel-size 1 --global-batch-size 8 $A2A"
+  )
+fi
+if [ "${RUNSET:-h200x2}" = heldout4 ]; then
+  E4='--expert-model-parallel-size 4'
+  RUNS=(
+    "x4_qw_alltoall_none|$QW $E4 --global-batch-size 16 $A2A"
+    "x4_qw_alltoall_epov|$QW $E4 --global-batch-size 16 $A2A $OV"
+    "x4_qw_hybridep_fused_epov_dw|$QW $E4 --global-batch-size 16 $HEPF $DW"
+    "x4_wd_alltoall_none|$WD $E4 --global-batch-size 16 $A2A"
+    "x4_wd_deepep_none|$WD $E4 --global-batch-size 16 $DEEPEP"
+    "x4_nr_hybridep_epov|$NR $E4 --global-batch-size 8 $HEP $OV"
+    "x4_nr_alltoall_none|$NR $E4 --global-batch-size 8 $A2A"
+    "x4_ml_alltoall_epov|$ML $E4 --global-batch-size 16 $A2A $OV"
+    "x4_wd_hybridep_fused_epov_dw|$WD $E4 --global-batch-size 16 $HEPF $DW"
+    "x4_hy_alltoall_none|$HY2 $E4 --global-batch-size 8 $A2A"
+    "x4_qw_pp2_ep2|${QW/--num-layers 4/--num-layers 6} --pipeline-model-parallel-size 2
+     --expert-model-parallel-size 2 --global-batch-size 16 $A2A"
+  )
+fi
+
 if [ "$LIST" = "--list" ]; then
   for r in "${RUNS[@]}"; do printf '%s\t%s\n' "${r%%|*}" "$(echo ${r#*|})"; done
   exit 0
@@ -158,3 +222,28 @@ for r in "${RUNS[@]}"; do
 done
 mv "$INDEX" "$OUT/index.csv"
 echo "wrote $OUT/index.csv"
+# REPEAT=N (default 1): N-1 more rounds of every run that went through, each a separate launch,
+# for the run-to-run spread; round K writes only <name>.rK.summary.json and a line of repeats.csv
+REP=${REPEAT:-1}
+if [ "$REP" -gt 1 ]; then
+  echo "name,round,iteration_time_s" >"$OUT/repeats.csv"
+  for r in "${RUNS[@]}"; do
+    name=${r%%|*}
+    [ -f "$OUT/$name.summary.json" ] && echo "$name,1,$(field "$OUT/$name.summary.json" iteration_time_s)" >>"$OUT/repeats.csv"
+  done
+  for k in $(seq 2 "$REP"); do
+    for r in "${RUNS[@]}"; do
+      name=${r%%|*}
+      [ -f "$OUT/$name.summary.json" ] || continue
+      # shellcheck disable=SC2086
+      if timeout -k 5 "${RUN_TIMEOUT:-120}" "$EPREF" --nproc "${NPROC:-2}" run $(cat "$OUT/$name.args") \
+          --iters "$ITERS" --warmup "$WARMUP" --summary-json "$OUT/$name.r$k.summary.json" \
+          >"$OUT/$name.r$k.log" 2>&1; then
+        echo "$name,$k,$(field "$OUT/$name.r$k.summary.json" iteration_time_s)" >>"$OUT/repeats.csv"
+      else
+        echo "$name,$k," >>"$OUT/repeats.csv"
+      fi
+    done
+  done
+  echo "wrote $OUT/repeats.csv"
+fi

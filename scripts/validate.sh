@@ -5,6 +5,10 @@
 # override).
 # usage: scripts/validate.sh [BUILD_DIR] [RUNS_DIR] [SCATTER_PNG]
 #   (defaults: build, traces/h200x2/runs; with SCATTER_PNG also draws predicted vs measured with epplot)
+# CALIB_GRID=FILE adds a column: the iteration error with that calibration too (the grid-only one,
+# docs/validation.md "Held out"). Where RUNS_DIR has repeats.csv (runs launched several times,
+# scripts/gpu_runs.sh REPEAT=N), a column gives each run's spread over its launches, (max - min) /
+# median of the iteration times, and the error against the median of the launches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -18,12 +22,17 @@ trap 'rm -f "$csv"' EXIT
 echo "name,measured_s,predicted_s" >"$csv"
 [ -x "$epsim" ] || { echo "validate.sh: $epsim not built" >&2; exit 2; }
 kinds="gemm grouped_gemm attention a2a_dispatch a2a_combine"
+reps="$runs/repeats.csv"
+[ -f "$reps" ] || reps=
+extra=""
+[ -n "$reps" ] && extra="$extra launches | spread | error vs median |"
+[ -n "${CALIB_GRID:-}" ] && extra="$extra error, grid only |"
 printf '| run | measured s | predicted s | error | op median | op p90 |'
 for k in $kinds; do printf ' %s |' "$k"; done
-printf '\n|---|---|---|---|---|---|'
+printf '%s\n|---|---|---|---|---|---|' "$extra"
 for k in $kinds; do printf -- '---|'; done
-printf '\n'
-sum=0; n=0; worst=0; p90s=""
+printf '%s\n' "$(printf '%s' "$extra" | sed 's/[^|]*|/---|/g')"
+sum=0; n=0; worst=0; p90s=""; gsum=0; gworst=0; msum=0; mworst=0; spreads=""
 for args in "$runs"/*.args; do
   run=${args%.args}
   out=$("$epsim" compare "$run" "${calib[@]}")
@@ -39,6 +48,25 @@ for args in "$runs"/*.args; do
     ke=$(printf '%s\n' "$out" | awk -v k="$k" '$1==k && NF==5 {print $5}')
     printf ' %s |' "${ke:--}"
   done
+  if [ -n "$reps" ]; then # launches, spread, the error against their median
+    set -- $(awk -F, -v r="$(basename "$run")" -v p="$pred" '$1==r && $3!="" {v[++n]=$3}
+      END { if (!n) { print "0 - -"; exit }
+            for (i=1;i<=n;i++) for (j=i+1;j<=n;j++) if (v[j]<v[i]) { t=v[i]; v[i]=v[j]; v[j]=t }
+            m = (n%2) ? v[(n+1)/2] : (v[n/2]+v[n/2+1])/2
+            printf "%d %.1f%% %+.1f%%\n", n, 100*(v[n]-v[1])/m, 100*(p/m-1) }' "$reps")
+    printf ' %s | %s | %s |' "$1" "$2" "$3"
+    spreads="$spreads $(printf '%s' "$2" | tr -d '%')"
+    a=$(printf '%s\n' "$3" | tr -d '%+-')
+    msum=$(awk -v s="$msum" -v a="$a" 'BEGIN{print s+a}')
+    mworst=$(awk -v w="$mworst" -v a="$a" 'BEGIN{print (a>w)?a:w}')
+  fi
+  if [ -n "${CALIB_GRID:-}" ]; then
+    gerr=$("$epsim" compare "$run" --calib "$CALIB_GRID" | grep -m1 '  iteration time' | awk '{print $NF}')
+    printf ' %s |' "$gerr"
+    a=$(printf '%s\n' "$gerr" | tr -d '%+-')
+    gsum=$(awk -v s="$gsum" -v a="$a" 'BEGIN{print s+a}')
+    gworst=$(awk -v w="$gworst" -v a="$a" 'BEGIN{print (a>w)?a:w}')
+  fi
   printf '\n'
   echo "$(basename "$run"),$meas,$pred" >>"$csv"
   a=$(printf '%s\n' "$err" | tr -d '%+-')
@@ -50,6 +78,15 @@ done
 p90med=$(printf '%s\n' $p90s | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}')
 awk -v s="$sum" -v n="$n" -v w="$worst" -v p="$p90med" \
   'BEGIN{printf "\n%d runs: mean absolute iteration-time error %.1f%%, worst %.1f%%; per-op p90 error, median over runs %.1f%%\n", n, s/n, w, p}'
+if [ -n "$reps" ]; then
+  smax=$(printf '%s\n' $spreads | sort -g | tail -1)
+  awk -v s="$msum" -v n="$n" -v w="$mworst" -v x="$smax" \
+    'BEGIN{printf "against the median of each run'"'"'s launches: mean %.1f%%, worst %.1f%%; spread over launches at most %.1f%%\n", s/n, w, x}'
+fi
+if [ -n "${CALIB_GRID:-}" ]; then
+  awk -v s="$gsum" -v n="$n" -v w="$gworst" -v c="$CALIB_GRID" \
+    'BEGIN{printf "grid only (%s): mean absolute iteration-time error %.1f%%, worst %.1f%%\n", c, s/n, w}'
+fi
 if [ -n "$png" ]; then
   "$build/plots/epplot" scatter --runs "$csv" --title "epsim (calibrated) vs epref, $(basename "$(dirname "$runs")")" -o "$png"
 fi

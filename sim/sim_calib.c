@@ -278,22 +278,28 @@ static int load_shapes(ctx *x, sim_shape_table *tabs, json_t *v, const char *key
         size_t i;
         json_t *row;
         json_array_foreach(rows, i, row) {
-            double r[5];
-            int ok = json_is_array(row) && json_array_size(row) == 5;
-            for (int j = 0; ok && j < 5; j++) {
-                json_t *e = json_array_get(row, (size_t)j);
-                ok = json_is_number(e) && json_number_value(e) > 0;
+            /* [m, n, k, batch, efficiency] of a grid point, [..., 1] of a model's own shape */
+            double r[6] = {0};
+            size_t len = json_is_array(row) ? json_array_size(row) : 0;
+            int ok = len == 5 || len == 6;
+            for (size_t j = 0; ok && j < len; j++) {
+                json_t *e = json_array_get(row, j);
+                ok = json_is_number(e) && (j == 5 ? json_number_value(e) == 1
+                                                  : json_number_value(e) > 0);
                 if (ok) r[j] = json_number_value(e);
             }
-            if (!ok) return bad(x, "key %s.%s: rows are 5 positive numbers", key, ph);
+            if (!ok)
+                return bad(x, "key %s.%s: rows are 5 positive numbers (and 1 for a model shape)",
+                           key, ph);
             double f[SIM_SHAPE_DIMS];
             if (kind == SH_GEMM)
                 sim_gemm_features(p == EP_PHASE_BWD_DW - 1, r[0], r[1], r[2], r[3], f);
             else
                 memcpy(f, r, sizeof f);
-            if (sim_shape_add(&tabs[p], f, r[4]) != 0) return bad(x, "out of memory");
+            if ((r[5] ? sim_shape_add_exact : sim_shape_add)(&tabs[p], f, r[4]) != 0)
+                return bad(x, "out of memory");
         }
-        sim_shape_sort(&tabs[p]);
+        if (sim_shape_sort(&tabs[p]) != 0) return bad(x, "out of memory");
     }
     return 0;
 }
@@ -418,8 +424,8 @@ static void write_shapes(const sim_shape_table *tabs, shape_kind kind, FILE *f, 
             double r[4] = {x[0], x[1], x[2], x[3]};
             if (kind == SH_GEMM && p == EP_PHASE_BWD_DW - 1) /* features back to m, n, k */
                 r[0] = x[1], r[1] = x[2], r[2] = x[0];
-            fprintf(f, "%s\n[%.6g,%.6g,%.6g,%.6g,%.6g]", i ? "," : "", r[0], r[1], r[2], r[3],
-                    t->y[i]);
+            fprintf(f, "%s\n[%.6g,%.6g,%.6g,%.6g,%.6g%s]", i ? "," : "", r[0], r[1], r[2], r[3],
+                    t->y[i], t->exact[i] ? ",1" : "");
         }
         fputc(']', f);
     }

@@ -201,20 +201,20 @@ static int read_words(const char *path, char *buf, size_t cap, char **w, char er
     return nw;
 }
 
-/* The topology of a run without otherData.topology: the machine folder of
- * traces/<machine>/runs/<name> where a bundled topology has that name, else h200x2 (the lent
- * machine of the first runs). */
+/* The topology of a run without otherData.topology: the folder of the run or the one above it
+ * (traces/<machine>/runs/<name>, traces/<machine>/heldout/<name>) where a bundled topology has
+ * that name, else h200x2 (the lent machine of the first runs). */
 static const char *run_machine(const char *run, char *out, size_t len) {
     char d[4096], found[4096];
     snprintf(d, sizeof d, "%s", run);
-    char *s = strrchr(d, '/');
-    if (s) *s = 0; /* traces/<machine>/runs */
-    s = strrchr(d, '/');
-    if (s && strcmp(s + 1, "runs") == 0) *s = 0; /* traces/<machine> */
-    s = strrchr(d, '/');
-    snprintf(out, len, "%s", s ? s + 1 : d);
-    if (strchr(run, '/') && sim_find_data("topos", out, ".xml", found, sizeof found) == 0)
-        return out;
+    for (int up = 0; up < 2; up++) {
+        char *s = strrchr(d, '/');
+        if (!s) break;
+        *s = 0; /* up 0: the run's folder; up 1: the folder above */
+        s = strrchr(d, '/');
+        snprintf(out, len, "%s", s ? s + 1 : d);
+        if (sim_find_data("topos", out, ".xml", found, sizeof found) == 0) return out;
+    }
     return "h200x2";
 }
 

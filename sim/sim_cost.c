@@ -10,6 +10,7 @@
 struct sim_cost_memo {
     const sim_shape_table *t; /* NULL: empty slot */
     double q[SIM_SHAPE_DIMS], y;
+    int outside; /* q lies outside the table (sim_shape.h) */
 };
 
 void sim_cost_init(sim_cost *x, const sim_calib *c, const ep_config *cfg) {
@@ -55,21 +56,22 @@ static double gemm_below(double y0, double x0, const double q[SIM_SHAPE_DIMS], v
     return at > 0 ? y0 * sim_table_eval(curve, per) / at : y0 * q[0] / x0;
 }
 
-/* sim_shape_eval through the memo (GEMM tables with gemm_below); a failed allocation only costs
- * the memo */
+/* sim_shape_eval_rule through the memo (GEMM tables: gemm_below, and a grouped GEMM's rows are
+ * over its experts); a failed allocation only costs the memo */
 static double shape_eval(const sim_cost *x, const sim_shape_table *t,
-                         const double q[SIM_SHAPE_DIMS], int gemm) {
-    return gemm ? sim_shape_eval_below(t, q, gemm_below, (void *)&x->c->gemm_efficiency)
-                : sim_shape_eval(t, q);
+                         const double q[SIM_SHAPE_DIMS], int gemm, int *outside) {
+    sim_shape_rule r = {gemm ? gemm_below : NULL, (void *)&x->c->gemm_efficiency, gemm};
+    return sim_shape_eval_rule(t, q, &r, outside);
 }
 
 static double shape_eff(sim_cost *x, const sim_shape_table *t, const double q[SIM_SHAPE_DIMS],
-                        int gemm) {
+                        int gemm, int *outside) {
+    *outside = 0;
     if (t->n == 0) return -1;
     if (2 * (x->memo_n + 1) > x->memo_cap) {
         long cap = x->memo_cap ? 2 * x->memo_cap : 256;
         sim_cost_memo *m = calloc((size_t)cap, sizeof *m);
-        if (!m) return shape_eval(x, t, q, gemm);
+        if (!m) return shape_eval(x, t, q, gemm, outside);
         for (long i = 0; i < x->memo_cap; i++)
             if (x->memo[i].t) *memo_slot(m, cap, x->memo[i].t, x->memo[i].q) = x->memo[i];
         free(x->memo);
@@ -80,9 +82,10 @@ static double shape_eff(sim_cost *x, const sim_shape_table *t, const double q[SI
     if (!s->t) {
         s->t = t;
         memcpy(s->q, q, sizeof s->q);
-        s->y = shape_eval(x, t, q, gemm);
+        s->y = shape_eval(x, t, q, gemm, &s->outside);
         x->memo_n++;
     }
+    *outside = s->outside;
     return s->y;
 }
 
@@ -90,13 +93,14 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
     const sim_calib *c = x->c;
     int ph = op->phase >= EP_PHASE_FWD && op->phase <= EP_PHASE_BWD_DW ? op->phase - 1 : 0;
     double q[SIM_SHAPE_DIMS], eff, measured = -1;
+    int outside = 0;
     switch (op->kind) {
     case EP_OP_GEMM:
     case EP_OP_GROUPED_GEMM: {
         int grouped = op->kind == EP_OP_GROUPED_GEMM;
         const sim_shape_table *t = grouped ? &c->grouped_gemm_shapes[ph] : &c->gemm_shapes[ph];
         sim_gemm_features(op->phase == EP_PHASE_BWD_DW, op->m, op->n, op->k, op->batch, q);
-        measured = shape_eff(x, t, q, 1);
+        measured = shape_eff(x, t, q, 1, &outside);
         /* without a table: experts run as one grouped kernel, each expert's GEMM sets the
          * achievable efficiency */
         double per = grouped ? op->flops / (op->batch > 0 ? op->batch : 1) : op->flops;
@@ -104,7 +108,9 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
         if (op->fp8) { /* of the FP8 peak: its own shapes, else the BF16 shape's x the factor */
             const sim_shape_table *t8 =
                 grouped ? &c->fp8_grouped_gemm_shapes[ph] : &c->fp8_gemm_shapes[ph];
-            double m8 = shape_eff(x, t8, q, 1);
+            int outside8;
+            double m8 = shape_eff(x, t8, q, 1, &outside8);
+            if (m8 > 0) outside = outside8;
             measured = m8 > 0 ? m8 : measured > 0 ? measured * c->fp8_gemm_factor : -1;
             eff *= c->fp8_gemm_factor;
             peak *= c->fp8_flops_ratio;
@@ -113,7 +119,7 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
     }
     case EP_OP_ATTENTION:
         q[0] = op->flops, q[1] = x->attn_seq, q[2] = x->attn_dqk, q[3] = x->attn_dv;
-        measured = shape_eff(x, &c->attention_shapes[ph], q, 0);
+        measured = shape_eff(x, &c->attention_shapes[ph], q, 0, &outside);
         eff = c->attention_efficiency;
         break;
     case EP_OP_SCAN:
@@ -124,12 +130,14 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
         break;
     }
     w->t0 = op->flops > 0 || op->bytes > 0 ? c->kernel_overhead_s : 0;
+    w->outside = 0;
     w->t_mem =
         op->bytes > 0 ? op->bytes / (hbm * sim_table_eval(&c->memory_efficiency, op->bytes)) : 0;
     if (measured > 0 && op->flops > 0) {
         /* a measured shape sets the time alone; the HBM part only matters when HBM is shared */
         w->t_flop = op->flops / (peak * measured);
         if (w->t_mem > w->t_flop) w->t_mem = w->t_flop;
+        w->outside = outside;
     } else {
         w->t_flop = op->flops > 0 ? op->flops / (peak * eff) : 0;
     }

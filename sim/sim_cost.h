@@ -11,6 +11,7 @@
 typedef struct {
     double t0;     /* fixed kernel time */
     double t_flop; /* flops / (peak x efficiency) */
+    int outside;   /* its efficiency comes from a shape table the op lies outside of */
     double t_mem;  /* bytes / (HBM x efficiency) */
 } sim_work;
 

@@ -52,6 +52,8 @@ typedef struct {
      * records of that kind: another software stack's kernels for the same ops) */
     int from_kernels[EP_OP_NUM_KINDS];
     int nkernels, nfp8; /* kernels.json records fitted, FP8 ones among them */
+    int grid_only;      /* compute.json without the records of model shapes (--grid-only) */
+    const char *model_shapes; /* --model-shapes FILE, or NULL */
     char err[EP_ERRLEN];
 } fit;
 
@@ -122,6 +124,47 @@ static int load(fit *x, int which, char **dirs, int ndirs) {
         json_decref(r);
     }
     return 0;
+}
+
+/* --grid-only: compute.json keeps only the records of shapes no model chose (source "grid"), so
+ * a calibration can be held against models whose shapes it never timed (docs/validation.md,
+ * "Held out"). Returns the number of records dropped. */
+static int drop_model_records(fit *x) {
+    json_t *a = x->root[F_COMPUTE];
+    int dropped = 0;
+    for (size_t i = 1; a && i < json_array_size(a);) {
+        if (strncmp(str(json_array_get(a, i), "source"), "model:", 6) == 0) {
+            json_array_remove(a, i);
+            dropped++;
+        } else {
+            i++;
+        }
+    }
+    return dropped;
+}
+
+/* --model-shapes FILE: the model records (source model:*) of another compute.json join the
+ * loaded one, so a grid timed on one day and the validation models' own shapes timed on another
+ * make one calibration. Returns the number added, or -1 (x->err says why). */
+static int add_model_records(fit *x, const char *path) {
+    json_error_t je;
+    json_t *more = json_load_file(path, 0, &je);
+    if (!more || !json_is_array(more) || !x->root[F_COMPUTE]) {
+        snprintf(x->err, EP_ERRLEN, "--model-shapes %s: %s", path,
+                 !more ? je.text : !json_is_array(more) ? "not a compute.json"
+                                                        : "no compute.json to add to");
+        json_decref(more);
+        return -1;
+    }
+    int added = 0;
+    for (size_t i = 1; i < json_array_size(more); i++) {
+        json_t *r = json_array_get(more, i);
+        if (strncmp(str(r, "source"), "model:", 6) != 0) continue;
+        json_array_append(x->root[F_COMPUTE], r);
+        added++;
+    }
+    json_decref(more);
+    return added;
 }
 
 /* Records of a file (after its meta), as a jansson array index range. */
@@ -313,16 +356,17 @@ static int fit_shapes(fit *x, double t0, int *nshape) {
             if (is_memory_kind(op.kind) && eff > vec_need) vec_need = eff;
             continue;
         }
-        if (sim_shape_add(tab, f, eff) != 0) return -1;
+        /* a model's own shape answers its own series only; the grid answers the rest */
+        int exact = strncmp(str(r, "source"), "model:", 6) == 0;
+        if ((exact ? sim_shape_add_exact : sim_shape_add)(tab, f, eff) != 0) return -1;
         (*nshape)++;
     }
-    for (int ph = 0; ph < SIM_PHASES; ph++) {
-        sim_shape_sort(&x->c.gemm_shapes[ph]);
-        sim_shape_sort(&x->c.grouped_gemm_shapes[ph]);
-        sim_shape_sort(&x->c.attention_shapes[ph]);
-        sim_shape_sort(&x->c.fp8_gemm_shapes[ph]);
-        sim_shape_sort(&x->c.fp8_grouped_gemm_shapes[ph]);
-    }
+    for (int ph = 0; ph < SIM_PHASES; ph++)
+        if (sim_shape_sort(&x->c.gemm_shapes[ph]) || sim_shape_sort(&x->c.grouped_gemm_shapes[ph]) ||
+            sim_shape_sort(&x->c.attention_shapes[ph]) ||
+            sim_shape_sort(&x->c.fp8_gemm_shapes[ph]) ||
+            sim_shape_sort(&x->c.fp8_grouped_gemm_shapes[ph]))
+            return -1;
     if (vec_need > x->c.vector_flops_efficiency) x->c.vector_flops_efficiency = vec_need;
     if (scan_need > x->c.scan_efficiency) x->c.scan_efficiency = scan_need;
     return 0;
@@ -646,6 +690,62 @@ static void compute_residuals(fit *x, double *med, double *p90, double *worst) {
     free(e);
 }
 
+/* --holdout FILE: the compute records of another compute.json that no grid chose (source other
+ * than "grid": the ops of models) predicted by the fitted tables, per kind and phase: how the
+ * calibration carries to shapes it never timed (docs/validation.md, "Held out"). */
+static int holdout_report(fit *x, const char *path) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root || !json_is_array(root)) {
+        snprintf(x->err, EP_ERRLEN, "--holdout %s: not a compute.json (%s)", path,
+                 root ? "expected an array" : je.text);
+        json_decref(root);
+        return -1;
+    }
+    enum { NK = 3 };
+    static const ep_op_kind kinds[NK] = {EP_OP_GEMM, EP_OP_GROUPED_GEMM, EP_OP_ATTENTION};
+    sim_cost cost;
+    sim_cost_init(&cost, &x->c, NULL);
+    printf("  held out (%s, records not from the grid): |error| median / p90, summed time\n",
+           path);
+    for (int ki = 0; ki < NK; ki++)
+        for (int ph = EP_PHASE_FWD; ph <= EP_PHASE_BWD_DW; ph++) {
+            int n = 0;
+            double *e = malloc(sizeof *e * json_array_size(root)), meas = 0, pred = 0;
+            if (!e) break;
+            for (size_t i = 1; i < json_array_size(root); i++) {
+                json_t *r = json_array_get(root, i);
+                ep_op op;
+                if (!strcmp(str(r, "source"), "grid") || record_op(r, &op) ||
+                    op.kind != kinds[ki] || (int)op.phase != ph)
+                    continue;
+                cost.attn_seq = (int)num(r, "seq"), cost.attn_dqk = (int)num(r, "dqk");
+                cost.attn_dv = (int)num(r, "dv");
+                sim_work w;
+                sim_op_work(&cost, &op, x->peak, x->hbm, &w);
+                double t = num(r, "time_us") * 1e-6, y = sim_work_alone(&w);
+                e[n++] = fabs(y - t) / t;
+                meas += t, pred += y;
+                if (getenv("EPSIM_HOLDOUT_ALL"))
+                    printf("      %s %s m %d n %d k %d batch %d seq %d: measured %.1f us, "
+                           "predicted %.1f us (%+.1f%%)%s\n",
+                           ep_op_kind_name(op.kind), ep_phase_name(op.phase), op.m, op.n, op.k,
+                           op.batch, cost.attn_seq, t * 1e6, y * 1e6, 100 * (y / t - 1),
+                           w.outside ? " outside" : "");
+            }
+            if (n) {
+                double med = ep_median(e, n); /* sorts e */
+                printf("    %-13s %-7s %5d records  %5.1f%% / %5.1f%%  summed %+6.1f%%\n",
+                       ep_op_kind_name(kinds[ki]), ep_phase_name((ep_phase)ph), n, 100 * med,
+                       100 * e[(int)(0.9 * (n - 1))], 100 * (pred / meas - 1));
+            }
+            free(e);
+        }
+    sim_cost_free(&cost);
+    json_decref(root);
+    return 0;
+}
+
 /* ---- output ------------------------------------------------------------------------------- */
 
 static void write_sources(fit *x, FILE *f) {
@@ -683,7 +783,14 @@ static int write_out(fit *x, const char *out, const char *machine) {
     ep_json_string(f, machine);
     fputs(",\"topology\":", f);
     ep_json_string(f, x->plat.name);
-    fprintf(f, ",\"date\":\"%s\",\"format\":\"docs/calibration.md\",\"sources\":", date);
+    fprintf(f, ",\"date\":\"%s\",\"format\":\"docs/calibration.md\",%s", date,
+            x->grid_only ? "\"grid_only\":true," : "");
+    if (x->model_shapes) {
+        fputs("\"model_shapes\":", f);
+        ep_json_string(f, x->model_shapes);
+        fputc(',', f);
+    }
+    fputs("\"sources\":", f);
     write_sources(x, f);
     fputs("},", f);
     /* then every key sim_calib_load reads: the object sim_calib_write_json writes, whose opening
@@ -753,13 +860,19 @@ static void default_out(const char *dir, const char *machine, char *out, size_t 
     snprintf(out, len, "%s/calib/%s.json", d, machine);
 }
 
-#define FIT_USAGE "epsim calibrate DIR ... [--topo T] [--out FILE]"
+#define FIT_USAGE                                                                                  \
+    "epsim calibrate DIR ... [--topo T] [--out FILE] [--model-shapes FILE] [--grid-only] "         \
+    "[--holdout FILE]"
 
 static int fit_help(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
     (void)row, (void)v, (void)ctx, (void)err;
     puts("usage: epsim calibrate DIR[:file,...] [DIR ...] [--topo T] [--out FILE]\n"
+         "       [--model-shapes FILE] [--grid-only] [--holdout FILE]\n"
          "Fits the calibration from epref bench calib's raw files (docs/calibration.md);\n"
-         "each file from the first DIR that has it (DIR:a.json,b.json: only those).");
+         "each file from the first DIR that has it (DIR:a.json,b.json: only those).\n"
+         "--model-shapes FILE adds the model records (source model:*) of another compute.json;\n"
+         "--grid-only leaves out the compute records of model shapes (source model:*);\n"
+         "--holdout FILE predicts the model records of another compute.json and prints the error.");
     return 1;
 }
 
@@ -780,7 +893,8 @@ static int fit_other(const char *arg, void *ctx, char err[EP_ERRLEN]) {
 }
 
 int sim_fit_main(int argc, char **argv) {
-    const char *topo = NULL, *out = NULL;
+    const char *topo = NULL, *out = NULL, *holdout = NULL, *model_shapes = NULL;
+    int grid_only = 0;
     fit_dirs d = {.ndirs = 0};
     const ep_opt rows[] = {
         {.name = "--topo",
@@ -793,6 +907,17 @@ int sim_fit_main(int argc, char **argv) {
          .kind = EP_OPT_STRING,
          .target = &out,
          .missing = "unexpected argument --out (usage: " FIT_USAGE ")"},
+        {.name = "--grid-only", .kind = EP_OPT_FLAG, .target = &grid_only, .set = 1},
+        {.name = "--model-shapes",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &model_shapes,
+         .missing = "unexpected argument --model-shapes (usage: " FIT_USAGE ")"},
+        {.name = "--holdout",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &holdout,
+         .missing = "unexpected argument --holdout (usage: " FIT_USAGE ")"},
         {.name = "--help", .kind = EP_OPT_CALL, .fn = fit_help},
         {.name = "-h", .kind = EP_OPT_CALL, .fn = fit_help},
         {.name = NULL},
@@ -804,7 +929,7 @@ int sim_fit_main(int argc, char **argv) {
     if (prc != 0) return prc > 0 ? 0 : fail2(perr);
     char **dirs = d.dirs;
     int ndirs = d.ndirs;
-    if (ndirs == 0) return fail2("usage: epsim calibrate DIR [DIR ...] [--topo T] [--out FILE]");
+    if (ndirs == 0) return fail2("usage: " FIT_USAGE);
     char measured[256], machine[256], outbuf[4400];
     machine_of(dirs[0], measured, sizeof measured); /* traces/<measured>/calib */
     if (!topo) topo = measured;
@@ -825,6 +950,11 @@ int sim_fit_main(int argc, char **argv) {
                  dirs[0]);
         goto done;
     }
+    x.grid_only = grid_only;
+    int nadded = model_shapes && !grid_only ? add_model_records(&x, model_shapes) : 0;
+    if (nadded < 0) goto done;
+    if (nadded) x.model_shapes = model_shapes;
+    int ndropped = grid_only ? drop_model_records(&x) : 0;
     int one = 1;
     char *sgargv[] = {"epsim", NULL};
     xbt_log_control_set("root.thres:critical");
@@ -876,6 +1006,10 @@ int sim_fit_main(int argc, char **argv) {
     if (x.root[F_HOST_STACK] || x.root[F_HOST_LAYERS])
         printf("  software stack: per op %.2f us, per expert call %.2f us, graph launch %.2f us\n",
                x.c.op_overhead_s * 1e6, x.c.expert_call_s * 1e6, x.c.graph_launch_s * 1e6);
+    if (grid_only)
+        printf("  --grid-only: %d compute records of model shapes left out\n", ndropped);
+    if (nadded)
+        printf("  --model-shapes: %d model records of %s added\n", nadded, model_shapes);
     if (x.root[F_KERNELS]) {
         printf("  kernels.json: %d records fitted (%d FP8 GEMMs into fp8_*_shapes); its",
                x.nkernels, x.nfp8);
@@ -890,6 +1024,7 @@ int sim_fit_main(int argc, char **argv) {
                "within median %.2f%%, p90 %.2f%%, worst %.1f%%\n",
                nshape, x.c.memory_efficiency.n, 100 * med, 100 * p90, 100 * worst);
     }
+    if (holdout && holdout_report(&x, holdout) != 0) goto done;
     for (int k = 0; k < SIM_COLL_NUM; k++) {
         const sim_coll_curve *cv = &x.c.nccl_nvlink[k];
         if (!cv->efficiency.n) continue;

@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-int sim_shape_add(sim_shape_table *t, const double x[SIM_SHAPE_DIMS], double y) {
+static void drop_index(sim_shape_table *t);
+
+static int add_point(sim_shape_table *t, const double x[SIM_SHAPE_DIMS], double y, int exact) {
+    drop_index(t); /* queries wait for sim_shape_sort */
     if (t->n == t->cap) {
         int cap = t->cap ? 2 * t->cap : 64;
         double(*nx)[SIM_SHAPE_DIMS] = realloc(t->x, sizeof *nx * (size_t)cap);
@@ -14,12 +17,24 @@ int sim_shape_add(sim_shape_table *t, const double x[SIM_SHAPE_DIMS], double y) 
         double *ny = realloc(t->y, sizeof *ny * (size_t)cap);
         if (!ny) return -1;
         t->y = ny;
+        unsigned char *ne = realloc(t->exact, (size_t)cap);
+        if (!ne) return -1;
+        t->exact = ne;
         t->cap = cap;
     }
     memcpy(t->x[t->n], x, sizeof t->x[0]);
     t->y[t->n] = y;
+    t->exact[t->n] = (unsigned char)exact;
     t->n++;
     return 0;
+}
+
+int sim_shape_add(sim_shape_table *t, const double x[SIM_SHAPE_DIMS], double y) {
+    return add_point(t, x, y, 0);
+}
+
+int sim_shape_add_exact(sim_shape_table *t, const double x[SIM_SHAPE_DIMS], double y) {
+    return add_point(t, x, y, 1);
 }
 
 /* (x1, x2, x3) then x0: a series is one contiguous run, sorted by its varying feature */
@@ -33,6 +48,7 @@ static int cmp_features(const double *a, const double *b) {
 
 typedef struct {
     double x[SIM_SHAPE_DIMS], y;
+    int exact;
 } point;
 
 static int cmp_point(const void *a, const void *b) {
@@ -41,30 +57,17 @@ static int cmp_point(const void *a, const void *b) {
     return c ? c : (p->y > q->y) - (p->y < q->y);
 }
 
-void sim_shape_sort(sim_shape_table *t) {
-    if (t->n < 2) return;
-    point *p = malloc(sizeof *p * (size_t)t->n);
-    if (!p) return; /* unsorted: queries fall back to nearest points, still correct */
-    for (int i = 0; i < t->n; i++) {
-        memcpy(p[i].x, t->x[i], sizeof p[i].x);
-        p[i].y = t->y[i];
+static void drop_index(sim_shape_table *t) {
+    free(t->start);
+    free(t->grid);
+    t->start = NULL;
+    t->grid = NULL;
+    t->nseries = 0;
+    for (int d = 0; d < SIM_SHAPE_DIMS - 1; d++) {
+        free(t->vals[d]);
+        t->vals[d] = NULL;
+        t->nvals[d] = 0;
     }
-    qsort(p, (size_t)t->n, sizeof *p, cmp_point);
-    int n = 0;
-    for (int i = 0; i < t->n;) {
-        int j = i;
-        while (j < t->n && cmp_features(p[i].x, p[j].x) == 0)
-            j++;
-        /* equal shapes measured more than once (several models share it): the median */
-        int m = (j - i) / 2;
-        double y = (j - i) % 2 ? p[i + m].y : 0.5 * (p[i + m - 1].y + p[i + m].y);
-        memcpy(t->x[n], p[i].x, sizeof t->x[0]);
-        t->y[n] = y;
-        n++;
-        i = j;
-    }
-    t->n = n;
-    free(p);
 }
 
 static int same_series(const double *a, const double *b) {
@@ -73,31 +76,115 @@ static int same_series(const double *a, const double *b) {
     return 1;
 }
 
-/* first point of the series of q, or -1 */
-static int series_start(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS]) {
-    int lo = 0, hi = t->n;
-    double key[SIM_SHAPE_DIMS];
-    memcpy(key, q, sizeof key);
-    key[0] = 0; /* below every x0 of the series */
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (cmp_features(t->x[mid], key) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < t->n && same_series(t->x[lo], q) ? lo : -1;
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
-static double along_series(const sim_shape_table *t, int a, const double q[SIM_SHAPE_DIMS],
-                           sim_shape_below_fn below, void *ctx) {
-    double q0 = q[0];
-    int b = a;
-    while (b + 1 < t->n && same_series(t->x[b + 1], t->x[a]))
-        b++;
-    if (q0 == t->x[a][0]) return t->y[a];
-    if (q0 < t->x[a][0])
-        return below ? below(t->y[a], t->x[a][0], q, ctx) : t->y[a] * q0 / t->x[a][0];
+/* the series starts, which are grid series, and the distinct values of features 1..3 over
+ * the grid series (all series when none is) */
+static int build_index(sim_shape_table *t) {
+    drop_index(t);
+    if (t->n == 0) return 0;
+    t->start = malloc(sizeof *t->start * (size_t)(t->n + 1));
+    t->grid = calloc((size_t)t->n, 1);
+    if (!t->start || !t->grid) return -1;
+    int any_grid = 0;
+    for (int i = 0; i < t->n; i++) {
+        if (i == 0 || !same_series(t->x[i - 1], t->x[i])) t->start[t->nseries++] = i;
+        if (!t->exact[i]) t->grid[t->nseries - 1] = 1, any_grid = 1;
+    }
+    t->start[t->nseries] = t->n;
+    if (!any_grid) memset(t->grid, 1, (size_t)t->nseries);
+    for (int d = 0; d < SIM_SHAPE_DIMS - 1; d++) {
+        double *v = malloc(sizeof *v * (size_t)t->nseries);
+        if (!v) return -1;
+        int m = 0;
+        for (int s = 0; s < t->nseries; s++)
+            if (t->grid[s]) v[m++] = t->x[t->start[s]][d + 1];
+        qsort(v, (size_t)m, sizeof *v, cmp_double);
+        int nv = m;
+        m = 0;
+        for (int s = 0; s < nv; s++)
+            if (m == 0 || v[s] != v[m - 1]) v[m++] = v[s];
+        t->vals[d] = v;
+        t->nvals[d] = m;
+    }
+    return 0;
+}
+
+int sim_shape_sort(sim_shape_table *t) {
+    if (t->n >= 2) {
+        point *p = malloc(sizeof *p * (size_t)t->n);
+        if (!p) {
+            sim_shape_free(t);
+            return -1;
+        }
+        for (int i = 0; i < t->n; i++) {
+            memcpy(p[i].x, t->x[i], sizeof p[i].x);
+            p[i].y = t->y[i];
+            p[i].exact = t->exact[i];
+        }
+        qsort(p, (size_t)t->n, sizeof *p, cmp_point);
+        int n = 0;
+        for (int i = 0; i < t->n;) {
+            int j = i;
+            while (j < t->n && cmp_features(p[i].x, p[j].x) == 0)
+                j++;
+            /* equal shapes measured more than once (several models share it): the median */
+            int m = (j - i) / 2;
+            double y = (j - i) % 2 ? p[i + m].y : 0.5 * (p[i + m - 1].y + p[i + m].y);
+            int exact = 1; /* a grid point when any of them is */
+            for (int k = i; k < j; k++)
+                exact &= p[k].exact;
+            memcpy(t->x[n], p[i].x, sizeof t->x[0]);
+            t->y[n] = y;
+            t->exact[n] = (unsigned char)exact;
+            n++;
+            i = j;
+        }
+        t->n = n;
+        free(p);
+    }
+    if (build_index(t) != 0) {
+        sim_shape_free(t);
+        return -1;
+    }
+    return 0;
+}
+
+/* the series whose features 1..3 are key's, or -1 */
+static int find_series(const sim_shape_table *t, const double key[SIM_SHAPE_DIMS]) {
+    int lo = 0, hi = t->nseries;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        const double *x = t->x[t->start[mid]];
+        int c = 0;
+        for (int d = 1; d < SIM_SHAPE_DIMS && !c; d++)
+            c = x[d] < key[d] ? -1 : x[d] > key[d];
+        if (c < 0)
+            lo = mid + 1;
+        else if (c > 0)
+            hi = mid;
+        else
+            return mid;
+    }
+    return -1;
+}
+
+/* Series s read at q (features 1..3 those of the series, feature 0 per the rule). */
+static double along_series(const sim_shape_table *t, int s, const double q[SIM_SHAPE_DIMS],
+                           const sim_shape_rule *r, int *outside) {
+    int a = t->start[s], b = t->start[s + 1] - 1;
+    double at[SIM_SHAPE_DIMS];
+    memcpy(at, t->x[a], sizeof at);
+    at[0] = r->x0_per_x3 ? q[0] * at[3] / q[3] : q[0];
+    double q0 = at[0];
+    if (q0 < t->x[a][0] || q0 > t->x[b][0]) *outside = 1;
+    if (q0 <= t->x[a][0]) {
+        if (q0 == t->x[a][0]) return t->y[a];
+        return r->below ? r->below(t->y[a], t->x[a][0], at, r->ctx) : t->y[a] * q0 / t->x[a][0];
+    }
     if (q0 >= t->x[b][0]) return t->y[b];
     int i = a + 1;
     while (t->x[i][0] < q0)
@@ -107,62 +194,114 @@ static double along_series(const sim_shape_table *t, int a, const double q[SIM_S
     return t->y[i - 1] + w * (t->y[i] - t->y[i - 1]);
 }
 
-static double nearest(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS]) {
-    double best_d[SIM_SHAPE_NEAREST], best_y[SIM_SHAPE_NEAREST];
-    int nb = 0;
-    double lq[SIM_SHAPE_DIMS];
-    for (int d = 0; d < SIM_SHAPE_DIMS; d++)
-        lq[d] = log(q[d]);
-    for (int i = 0; i < t->n; i++) {
+/* Largest value <= v and smallest >= v of an ascending list (both the nearest end outside it). */
+static void bracket(const double *v, int n, double q, double *lo, double *hi, int *outside) {
+    if (q <= v[0] || q >= v[n - 1]) {
+        *lo = *hi = q <= v[0] ? v[0] : v[n - 1];
+        if (q < v[0] || q > v[n - 1]) *outside = 1;
+        return;
+    }
+    int i = 1;
+    while (v[i] < q)
+        i++;
+    *hi = v[i];
+    *lo = v[i] == q ? q : v[i - 1];
+}
+
+/* The SIM_SHAPE_NEAREST series nearest q in log(features 1..3), read at q, by 1 / distance^2. */
+static double nearest_series(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS],
+                             const sim_shape_rule *r, int *outside) {
+    double best_d[SIM_SHAPE_NEAREST];
+    int best_s[SIM_SHAPE_NEAREST], nb = 0;
+    for (int s = 0; s < t->nseries; s++) {
+        if (!t->grid[s]) continue;
         double d2 = 0;
-        for (int d = 0; d < SIM_SHAPE_DIMS; d++) {
-            double e = log(t->x[i][d]) - lq[d];
+        for (int d = 1; d < SIM_SHAPE_DIMS; d++) {
+            double e = log(t->x[t->start[s]][d]) - log(q[d]);
             d2 += e * e;
         }
-        if (d2 == 0) return t->y[i];
         if (nb == SIM_SHAPE_NEAREST && d2 >= best_d[nb - 1]) continue;
         int pos = nb < SIM_SHAPE_NEAREST ? nb++ : nb - 1; /* a full list drops its farthest */
         while (pos > 0 && best_d[pos - 1] > d2) {
             best_d[pos] = best_d[pos - 1];
-            best_y[pos] = best_y[pos - 1];
+            best_s[pos] = best_s[pos - 1];
             pos--;
         }
         best_d[pos] = d2;
-        best_y[pos] = t->y[i];
+        best_s[pos] = s;
     }
     double sw = 0, sy = 0;
     for (int i = 0; i < nb; i++) {
-        sw += 1.0 / best_d[i];
-        sy += best_y[i] / best_d[i];
+        double w = 1.0 / best_d[i]; /* d2 > 0: q is no series */
+        sw += w;
+        sy += w * along_series(t, best_s[i], q, r, outside);
     }
     return sy / sw;
 }
 
-double sim_shape_eval_below(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS],
-                            sim_shape_below_fn below, void *ctx) {
-    if (t->n == 0) return -1;
-    for (int d = 0; d < SIM_SHAPE_DIMS; d++)
-        if (!(q[d] > 0)) return -1;
-    int a = series_start(t, q);
-    return a >= 0 ? along_series(t, a, q, below, ctx) : nearest(t, q);
+static double across_series(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS],
+                            const sim_shape_rule *r, int *outside) {
+    enum { D = SIM_SHAPE_DIMS - 1 };
+    double lo[D], hi[D], w[D];
+    for (int d = 0; d < D; d++) {
+        bracket(t->vals[d], t->nvals[d], q[d + 1], &lo[d], &hi[d], outside);
+        w[d] = hi[d] > lo[d] ? (log(q[d + 1]) - log(lo[d])) / (log(hi[d]) - log(lo[d])) : 0;
+    }
+    double sy = 0, sw = 0;
+    for (int c = 0; c < 1 << D; c++) {
+        double wc = 1, key[SIM_SHAPE_DIMS] = {q[0]};
+        for (int d = 0; d < D; d++) {
+            int up = c >> d & 1;
+            wc *= up ? w[d] : 1 - w[d];
+            key[d + 1] = up ? hi[d] : lo[d];
+        }
+        if (wc == 0) continue;
+        int s = find_series(t, key);
+        if (s < 0 || !t->grid[s]) continue; /* a hole in the grid (a shape too large to time) */
+        sy += wc * along_series(t, s, q, r, outside);
+        sw += wc;
+    }
+    /* the corners measured, when they carry at least SIM_SHAPE_MIN_BOX of the weight */
+    return sw >= SIM_SHAPE_MIN_BOX ? sy / sw : nearest_series(t, q, r, outside);
+}
+
+double sim_shape_eval_rule(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS],
+                           const sim_shape_rule *rule, int *outside) {
+    static const sim_shape_rule defaults = {NULL, NULL, 0};
+    const sim_shape_rule *r = rule ? rule : &defaults;
+    int out = 0;
+    double y = -1;
+    if (t->n > 0 && t->nseries > 0) {
+        int ok = 1;
+        for (int d = 0; d < SIM_SHAPE_DIMS; d++)
+            ok &= q[d] > 0;
+        if (ok) {
+            int s = find_series(t, q);
+            y = s >= 0 ? along_series(t, s, q, r, &out) : across_series(t, q, r, &out);
+        }
+    }
+    if (outside) *outside = out;
+    return y;
 }
 
 double sim_shape_eval(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS]) {
-    return sim_shape_eval_below(t, q, NULL, NULL);
+    return sim_shape_eval_rule(t, q, NULL, NULL);
 }
 
 void sim_shape_free(sim_shape_table *t) {
+    drop_index(t);
     free(t->x);
     free(t->y);
+    free(t->exact);
     memset(t, 0, sizeof *t);
 }
 
 int sim_shape_copy(sim_shape_table *dst, const sim_shape_table *src) {
     memset(dst, 0, sizeof *dst);
     for (int i = 0; i < src->n; i++)
-        if (sim_shape_add(dst, src->x[i], src->y[i]) != 0) {
+        if (add_point(dst, src->x[i], src->y[i], src->exact[i]) != 0) {
             sim_shape_free(dst);
             return -1;
         }
-    return 0;
+    return sim_shape_sort(dst);
 }

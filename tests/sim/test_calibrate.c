@@ -49,6 +49,67 @@ static void test_shape_table(void) {
     sim_shape_free(&t);
 }
 
+/* Points (x0, x1, x2, x3, y) into a sorted table. */
+static void table_of(sim_shape_table *t, const double (*p)[5], int n, int exact) {
+    for (int i = 0; i < n; i++)
+        CU_ASSERT_EQUAL_FATAL((exact ? sim_shape_add_exact : sim_shape_add)(t, p[i], p[i][4]), 0);
+    CU_ASSERT_EQUAL_FATAL(sim_shape_sort(t), 0);
+}
+
+/* Across series: the box of grid values around a query, blended multilinearly in log space; a
+ * model's own shape answers only its series; a grouped GEMM's corners are read at equal rows per
+ * expert; holes renormalise; outside the grid is said. */
+static void test_shape_grid(void) {
+    sim_shape_table t = {0};
+    const double grid[][5] = {
+        {100, 1000, 10, 1, 0.2}, {1000, 1000, 10, 1, 0.2}, /* flat series: y depends on x1, x2 */
+        {100, 4000, 10, 1, 0.6}, {1000, 4000, 10, 1, 0.6},
+        {100, 1000, 40, 1, 0.4}, {1000, 1000, 40, 1, 0.4},
+        {100, 4000, 40, 1, 0.8}, {1000, 4000, 40, 1, 0.8},
+    };
+    table_of(&t, grid, 8, 0);
+    int out = -1;
+    double q[4] = {500, 2000, 20, 1}; /* half way in log along x1 and x2 */
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&t, q, NULL, &out), 0.5, 1e-9);
+    CU_ASSERT_EQUAL(out, 0);
+    q[2] = 10; /* on a grid line of x2: x1 alone */
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&t, q, NULL, &out), 0.4, 1e-9);
+    q[1] = 8000; /* beyond the grid: the edge's value, said to be outside */
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&t, q, NULL, &out), 0.6, 1e-9);
+    CU_ASSERT_EQUAL(out, 1);
+    q[1] = 4000, q[0] = 5000; /* a series, above its largest point: outside too */
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&t, q, NULL, &out), 0.6, 1e-9);
+    CU_ASSERT_EQUAL(out, 1);
+    /* a model's own shape in the middle of the box: exact for its series, unseen by others */
+    const double model[][5] = {{500, 2000, 20, 1, 0.9}};
+    table_of(&t, model, 1, 1);
+    double at[4] = {500, 2000, 20, 1}, near_it[4] = {500, 2000, 25, 1};
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval(&t, at), 0.9, 1e-12);
+    double w = log(25.0 / 10) / log(4.0); /* x2 in the box [10, 40], x1 half way */
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval(&t, near_it), 0.4 + 0.2 * w, 1e-9);
+    /* a hole: the corner (4000, 40) left out, the other three renormalised */
+    sim_shape_table h = {0};
+    table_of(&h, grid, 6, 0);
+    q[0] = 500, q[1] = 2000, q[2] = 20;
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval(&h, q), (0.2 + 0.6 + 0.4) / 3, 1e-9);
+    /* grouped GEMM: feature 0 is the rows of all x3 experts; the same per-expert curve at 1 and 4
+     * experts gives a 2-expert query that curve at its rows per expert */
+    sim_shape_table g = {0};
+    const double grouped[][5] = {
+        {100, 512, 512, 1, 0.1}, {400, 512, 512, 1, 0.4},  /* 100 .. 400 rows per expert */
+        {400, 512, 512, 4, 0.1}, {1600, 512, 512, 4, 0.4}, /* the same per expert */
+    };
+    table_of(&g, grouped, 4, 0);
+    sim_shape_rule per_expert = {NULL, NULL, 1};
+    double qg[4] = {200, 512, 512, 2}; /* 100 rows per expert */
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&g, qg, &per_expert, NULL), 0.1, 1e-9);
+    qg[0] = 400; /* 200 per expert: half way in log on both */
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&g, qg, &per_expert, NULL), 0.25, 1e-9);
+    sim_shape_free(&t);
+    sim_shape_free(&h);
+    sim_shape_free(&g);
+}
+
 /* A GEMM with fewer rows than its series' smallest measured point: a large one keeps that point's
  * efficiency where the GPU's size curve is flat, a small one falls with the curve; attention keeps
  * the latency-bound rule. */
@@ -461,4 +522,6 @@ void ep_suite_calibrate(void) {
     CU_add_test(s, "topologies name their calibration; --calib none", test_topology_calibration);
     CU_add_test(s, "an FP8 cast costs the host one launch", test_fp8_cast_host);
     CU_add_test(s, "a GEMM below its measured rows follows the size curve", test_gemm_below_series);
+    CU_add_test(s, "shape grid: box blend, model shapes apart, holes, per expert, outside",
+                test_shape_grid);
 }
