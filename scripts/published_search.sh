@@ -4,8 +4,9 @@
 # and prints the markdown table of docs/validation.md, "What epsim search picks": the published
 # layout's predicted step time against the step time of the layout the search ranks first.
 # The search starts from the row's argument file with the flags of the searched axes left out
-# (parallel sizes, pipeline layout, DP sharding and overlap, dispatcher, EP overlap, micro batch,
-# recomputation); everything else (precision, sequence, routing, fusions) stays as published.
+# (parallel sizes, pipeline layout, DP sharding and overlap, dispatcher and its backend's tuning,
+# EP overlap, micro batch, recomputation); everything else (precision, sequence, routing, fusions)
+# stays as published.
 # usage: scripts/published_search.sh [BUILD_DIR]
 #   ONLY=REGEX      the groups whose first row's name matches
 #   BUDGET=N        simulations per search (default 4)
@@ -31,10 +32,26 @@ axes+='decoder-last-pipeline-num-layers|expert-model-parallel-size|expert-tensor
 axes+='use-distributed-optimizer|use-megatron-fsdp|use-torch-fsdp2|'
 axes+='num-distributed-optimizer-instances|data-parallel-sharding-strategy|overlap-grad-reduce|'
 axes+='overlap-param-gather|moe-token-dispatcher-type|moe-flex-dispatcher-backend|'
-axes+='overlap-moe-expert-parallel-comm|delay-wgrad-compute|micro-batch-size|recompute-[a-z-]*'
+axes+='overlap-moe-expert-parallel-comm|delay-wgrad-compute|micro-batch-size|recompute-[a-z-]*|'
+# and the flags that tune one dispatcher backend (refused beside another: core/config.c)
+axes+='moe-flex-transport|moe-deepep-num-sms|moe-hybridep-[a-z-]*'
 
-# a flag's value in an argument file (the last one given), else the default
-value() { awk -v f="--$2" -v d="$3" '{ sub(/#.*/, "") } $1 == f { v = $2 } index($1, f "=") == 1 { v = substr($1, length(f) + 2) } END { print v == "" ? d : v }' "$1"; }
+# an argument file with its nested @files expanded (paths relative to the including file), comments
+# and blank lines dropped; the model's preset (an @file of configs/ itself) stays an absolute @line
+flat() {
+  local dir; dir=$(cd "$(dirname "$1")" && pwd)
+  while read -r first rest; do
+    case "$first" in ''|'#'*) continue ;; esac
+    if [[ $first == @* ]]; then
+      local p=${first#@}; [[ $p == /* ]] || p="$dir/$p"
+      if [[ $(cd "$(dirname "$p")" && pwd) == */configs/published ]]; then flat "$p"; else echo "@$p"; fi
+    else
+      echo "$first ${rest%%#*}"
+    fi
+  done < "$1"
+}
+# a flag's value in a flattened file (the last one given), else the default
+value() { awk -v f="--$2" -v d="$3" '$1 == f { v = $2 } index($1, f "=") == 1 { v = substr($1, length(f) + 2) } END { print v == "" ? d : v }' "$1"; }
 
 echo "| model (suite row) | GPUs | published layout | its step s | search picks | its step s | published / picked | search wall s |"
 echo "|---|---|---|---|---|---|---|---|"
@@ -42,8 +59,9 @@ seen=" "
 t_all0=$(date +%s)
 while IFS=$'\t' read -r name args topo world metric pub prec groups src; do
   case "$name" in ''|'#'*) continue ;; esac
-  f="configs/published/$args"
-  model=$(awk '/^@/ { n = split($1, p, "/"); sub(/\.args$/, "", p[n]); print p[n]; exit }' "$f")
+  flat "configs/published/$args" > "$tmp/row.args"
+  f="$tmp/row.args"
+  model=$(awk '/^@/ { n = split($1, p, "/"); sub(/\.args$/, "", p[n]); print p[n] }' "$f" | tail -1)
   gbs=$(value "$f" global-batch-size 0)
   key="$model/$prec/$topo/$world/$gbs"
   case "$seen" in *" $key "*) continue ;; esac
@@ -57,11 +75,8 @@ while IFS=$'\t' read -r name args topo world metric pub prec groups src; do
   # the published layout, simulated
   pstep=$("$epsim" --topo "$topo" @"$f" --world-size "$world" 2>/dev/null |
     awk 'index($0, "iteration time") == 3 { print $(NF-1); exit }')
-  # the base: the row without the searched axes, its nested @file made absolute
-  awk -v re="^--($axes)(=|\$)" -v dir="$PWD/configs/published" '
-    { sub(/#.*/, "") } NF == 0 { next }
-    $1 ~ /^@/ { p = substr($1, 2); if (p !~ /^\//) p = dir "/" p; print "@" p; next }
-    $1 ~ re { next } { print }' "$f" > "$tmp/base.args"
+  # the base: the row without the searched axes
+  awk -v re="^--($axes)(=|\$)" '$1 ~ re { next } { print }' "$f" > "$tmp/base.args"
   fix=${FIX:-"--context-parallel-size $cp --micro-batch-size $mbs"}
   [ "$fix" = none ] && fix=""
   t0=$(date +%s)
