@@ -12,12 +12,14 @@
  *    (_init_fsdp_param_and_grad_buffer) sets it to half of suggested_communication_unit_size =
  *    max(1e9, 2 x the mean elements of a unit) when --suggested-communication-unit-size is not
  *    given (the only case epsim models). _post_forward and _post_backward_release_module free a
- *    unit's buckets right after it; a recomputed forward keeps them for the backward (lazy release).
+ *    unit's buckets right after it; a recomputed forward keeps them for the backward (lazy
+ *    release).
  *    Buckets of no unit are never released (release_bucket's note): gathered once, kept.
  *  - GradReducePipeline: a unit's main_grad is a temporary unsharded bucket in the main-gradient
  *    dtype; after its backward each group is reduce-scattered asynchronously and queued, and the
- *    queue is drained (buckets freed) only while it holds more than suggested_communication_unit_size
- *    elements, before the next group joins; reset() empties it after each microbatch's backward.
+ *    queue is drained (buckets freed) only while it holds more than
+ *    suggested_communication_unit_size elements, before the next group joins; reset() empties it
+ *    after each microbatch's backward.
  *    The parameters of no unit share one bucket, ready when its last gradient is: with the
  *    embedding and the output layer in one chunk it is held through the whole backward.
  * Each virtual-pipeline chunk is wrapped on its own (its own pipelines and queue).
@@ -51,7 +53,8 @@ static double unit_size(double elements, int units) {
 static int chunk(const ep_config *c, const ep_layer *layers, int first, int n, int kind, int emb,
                  int out, ep_mem_fsdp *f) {
     double *el = calloc((size_t)(2 * n + 1), sizeof *el);
-    double *by = calloc((size_t)(2 * n + 1), sizeof *by), *q = calloc((size_t)(2 * n + 2), sizeof *q);
+    double *by = calloc((size_t)(2 * n + 1), sizeof *by);
+    double *q = calloc((size_t)(2 * n + 2), sizeof *q);
     int rc = -1;
     if (!el || !by || !q) goto out;
     double total = 0;

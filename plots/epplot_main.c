@@ -1,4 +1,5 @@
-/* epplot: draws traces, validation runs, summaries, sweeps and searches with gnuplot (docs/plots.md).
+/* epplot: draws traces, validation runs, summaries, sweeps and searches with gnuplot
+ * (docs/plots.md).
  * Every command checks its inputs first; any problem is one line on stderr and exit status 2, and
  * no output file is left behind. */
 #include <errno.h>
@@ -440,7 +441,8 @@ int main(int argc, char **argv) {
             cmd = prog;
             return cmds[i].run(argc - 1, argv + 1);
         }
-    fprintf(stderr, "epplot: unknown command %s (timeline, scatter, exposed, sweep, search; --help)\n",
+    fprintf(stderr,
+            "epplot: unknown command %s (timeline, scatter, exposed, sweep, search; --help)\n",
             argv[1]);
     return 2;
 }

@@ -3,7 +3,8 @@
  *
  * Input: the search CSV (--out), columns rank, iteration_time_s, peak_memory_gib and
  * peak_memory_of_gpu by name. A row with a step time is a simulated layout: ranked (rank set) when
- * it fits, drawn grey when its simulated peak exceeds the GPU memory; the ten best carry their rank.
+ * it fits, drawn grey when its simulated peak exceeds the GPU memory; the ten best carry their
+ * rank.
  * The GPU memory (peak_memory_gib / peak_memory_of_gpu) is a dashed vertical line.
  */
 #ifndef PLOT_SEARCH_H
