@@ -56,10 +56,29 @@ double ep_mem_expected_expert_rows(const ep_config *cfg, double tokens);
 ep_mem_part ep_mem_embedding_saved(const ep_config *cfg, double tokens, const ep_mem_model *a);
 ep_mem_part ep_mem_output_saved(const ep_config *cfg, double tokens, const ep_mem_model *a);
 
-/* The peak of one rank: model state (sched_dp.c) + the most activation bytes live at once +
- * the dispatch buffers of deepep/hybridep kernels + EP_MEM_FRAGMENTATION of the last two. */
+/* Megatron FSDP's unsharded buffers (memory_fsdp.c): which it keeps, by sharding strategy. */
+enum {
+    EP_MEM_FSDP_NONE,   /* not FSDP, or no_shard / optim: none beyond the model state */
+    EP_MEM_FSDP_GRADS,  /* optim_grads: each unit's gradients, unsharded until reduce-scattered */
+    EP_MEM_FSDP_PARAMS, /* optim_grads_params (and HSDP): those and the gathered parameters */
+    EP_MEM_FSDP_KINDS
+};
+int ep_mem_fsdp_kind(const ep_config *cfg);
+/* Bytes one rank holds in them while logical layer l runs: its parameters gathered with the
+ * prefetched ones (forward; backward and its recomputation), the gradient buckets not yet freed
+ * (backward), and the parameters of no unit (embedding, output layer), gathered once and kept. */
 typedef struct {
-    double model_state, activations, buffers, margin, total;
+    double persistent;
+    double *param_fwd, *param_bwd, *grad_bwd; /* by layer */
+} ep_mem_fsdp;
+int ep_mem_fsdp_init(const ep_sched *s, int rank, ep_mem_fsdp *f); /* 0, or -1 out of memory */
+void ep_mem_fsdp_free(ep_mem_fsdp *f);
+
+/* The peak of one rank: model state (sched_dp.c) + the activation bytes live at once + the
+ * dispatch buffers of deepep/hybridep kernels + EP_MEM_FRAGMENTATION of those two + FSDP's
+ * unsharded parameters and gradients, at the moment their sum is largest. */
+typedef struct {
+    double model_state, activations, buffers, margin, fsdp_params, fsdp_grads, total;
 } ep_mem_peak;
 /* Returns 0, or -1 when out of memory. */
 int ep_mem_rank_peak(const ep_sched *s, int rank, const ep_mem_model *a, ep_mem_peak *out);

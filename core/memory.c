@@ -274,8 +274,10 @@ int ep_mem_rank_peak(const ep_sched *s, int rank, const ep_mem_model *a, ep_mem_
     double *held = calloc(nkeys, sizeof *held), *held_w = calloc(nkeys, sizeof *held_w);
     double *rows = malloc(nkeys * sizeof *rows);
     unsigned char *done = calloc(nkeys, 1), *role = malloc((size_t)nl + 1);
+    ep_mem_fsdp fb = {0};
     int rc = -1;
     if (!last_b || !last_w || !held || !held_w || !rows || !done || !role) goto out;
+    if (ep_mem_fsdp_init(s, rank, &fb) != 0) goto out;
     for (size_t k = 0; k < nkeys; k++) {
         last_b[k] = last_w[k] = -1;
         rows[k] = -1;
@@ -292,7 +294,8 @@ int ep_mem_rank_peak(const ep_sched *s, int rank, const ep_mem_model *a, ep_mem_
         if (op->phase == EP_PHASE_BWD_DW) last_w[k] = i;
         if (op->phase == EP_PHASE_FWD && !strcmp(op->label, "expert_fc1")) rows[k] = op->m;
     }
-    double live = 0, peak = 0;
+    /* the peak of what the margin scales (activations) plus FSDP's buffers of the running layer */
+    double live = 0, peak = 0, best = 0, peak_fp = 0, peak_fg = 0;
     for (int i = 0; i < rs->nops; i++) {
         const ep_op *op = &rs->ops[i];
         long k = key_of(op, nmb, nl);
@@ -327,7 +330,20 @@ int ep_mem_rank_peak(const ep_sched *s, int rank, const ep_mem_model *a, ep_mem_
             held_w[k] += p.wgrad;
             live += p.saved;
         }
-        if (live > peak) peak = live;
+        double fp = 0, fg = 0;
+        if (op->layer >= 0 && op->layer < nl && op->phase == EP_PHASE_FWD) {
+            fp = fb.param_fwd[op->layer];
+        } else if (op->layer >= 0 && op->layer < nl && op->phase != EP_PHASE_NONE) {
+            fp = fb.param_bwd[op->layer]; /* backward, wgrad, recomputation */
+            fg = fb.grad_bwd[op->layer];
+        }
+        double now = live * (1 + EP_MEM_FRAGMENTATION) + fb.persistent + fp + fg;
+        if (now > best || (now == best && live > peak)) {
+            best = now;
+            peak = live;
+            peak_fp = fb.persistent + fp;
+            peak_fg = fg;
+        }
         int end = last_b[k] > last_w[k] ? last_b[k] : last_w[k];
         if (i == end) {
             live -= held[k];
@@ -341,9 +357,15 @@ int ep_mem_rank_peak(const ep_sched *s, int rank, const ep_mem_model *a, ep_mem_
     out->activations = peak;
     out->buffers = dispatch_buffers(s, rank);
     out->margin = EP_MEM_FRAGMENTATION * (out->activations + out->buffers);
-    out->total = out->model_state + out->activations + out->buffers + out->margin;
+    /* FSDP's buffers take no margin: the same few bucket sizes are freed and taken again layer
+     * after layer, which the caching allocator reuses whole */
+    out->fsdp_params = peak_fp;
+    out->fsdp_grads = peak_fg;
+    out->total = out->model_state + out->activations + out->buffers + out->margin +
+                 out->fsdp_params + out->fsdp_grads;
     rc = 0;
 out:
+    ep_mem_fsdp_free(&fb);
     free(last_b);
     free(last_w);
     free(held);

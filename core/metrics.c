@@ -148,6 +148,8 @@ void ep_metrics_write_json(FILE *f, const ep_sched *s, const ep_step_metrics *m)
     num(f, "activation_bytes", p->activations, 1);
     num(f, "buffer_bytes", p->buffers, 1);
     num(f, "fragmentation_margin_bytes", p->margin, 1);
+    num(f, "fsdp_param_bytes", p->fsdp_params, 1);
+    num(f, "fsdp_grad_bytes", p->fsdp_grads, 1);
     num(f, "fragmentation_fraction", EP_MEM_FRAGMENTATION, 1);
     fputc('}', f);
 }

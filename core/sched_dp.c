@@ -28,11 +28,14 @@ static double dtype_bytes(ep_dtype d) {
 
 /* Main gradients: fp32 (Megatron-LM's default for bf16, reduced in fp32), bf16 with
  * --grad-reduce-in-bf16 or --main-grads-dtype bf16. */
-static double grad_bytes(const ep_rank_builder *rb) {
-    const ep_config *c = rb->cfg;
+double ep_dp_grad_bytes(const ep_config *c) {
     /* FSDP2 keeps no fp32 main gradients: it reduces in the bf16 parameters' dtype */
     return c->grad_reduce_in_bf16 || c->main_grads_dtype == EP_DTYPE_BF16 || c->use_torch_fsdp2 ? 2
                                                                                                 : 4;
+}
+
+static double grad_bytes(const ep_rank_builder *rb) {
+    return ep_dp_grad_bytes(rb->cfg);
 }
 
 /* Adam's master weights, m and v: 12 B in fp32, less with the precision-aware optimizer. */
@@ -59,18 +62,23 @@ void ep_dp_layer_params(const ep_config *cfg, const ep_layer *l, double *dense, 
 
 /* Bytes an all-gather of a layer's parameters moves per copy: bf16, or with --fp8-param-gather the
  * linear layers' weights in FP8 (Transformer Engine keeps them as FP8 tensors; the router, norms
- * and embeddings stay bf16). */
-static void layer_gather_bytes(const ep_rank_builder *rb, int layer, double *dense,
-                               double *expert) {
-    const ep_layer *l = &rb->s->plan.layers[layer];
-    ep_dp_layer_params(rb->cfg, l, dense, expert);
+ * and embeddings stay bf16). FSDP's unsharded buffers hold the same bytes (memory_fsdp.c). */
+void ep_dp_layer_gather_bytes(const ep_config *cfg, const ep_layer *l, double *dense,
+                              double *expert) {
+    ep_dp_layer_params(cfg, l, dense, expert);
     *dense *= PARAM_BYTES;
     *expert *= PARAM_BYTES;
-    if (!rb->cfg->fp8_param_gather) return;
+    if (!cfg->fp8_param_gather) return;
     ep_layer_params p;
-    ep_cost_layer_params(rb->cfg, l, &p);
-    *dense -= (p.attn + p.dense_mlp + p.shared) / rb->tp_size * (PARAM_BYTES - 1);
+    ep_cost_layer_params(cfg, l, &p);
+    *dense -= (p.attn + p.dense_mlp + p.shared) / cfg->tensor_model_parallel_size *
+              (PARAM_BYTES - 1);
     *expert /= PARAM_BYTES;
+}
+
+static void layer_gather_bytes(const ep_rank_builder *rb, int layer, double *dense,
+                               double *expert) {
+    ep_dp_layer_gather_bytes(rb->cfg, &rb->s->plan.layers[layer], dense, expert);
 }
 
 static int gsize(const ep_rank_builder *rb, int g) {
@@ -89,9 +97,12 @@ static int expert_group(const ep_rank_builder *rb) {
     return hsdp(rb) ? rb->g_edp_in : rb->g_edp;
 }
 
+double ep_dp_embedding_params(const ep_config *cfg) {
+    return (double)cfg->vocab_size * cfg->hidden_size / cfg->tensor_model_parallel_size;
+}
+
 static double emb_params(const ep_rank_builder *rb) {
-    int tp = rb->tp_size;
-    return (double)rb->cfg->vocab_size * rb->cfg->hidden_size / tp;
+    return ep_dp_embedding_params(rb->cfg);
 }
 
 /* Emits one DP-stream collective (skipped when the group has one member); returns the op index,

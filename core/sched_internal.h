@@ -176,6 +176,13 @@ int ep_dp_end(ep_rank_builder *rb);
 
 /* Parameters of one layer held by one rank: dense (sharded by TP) and expert (by EP and ETP). */
 void ep_dp_layer_params(const ep_config *cfg, const ep_layer *l, double *dense, double *expert);
+/* The bytes of that layer's all-gather (bf16; FP8 linear weights with --fp8-param-gather). */
+void ep_dp_layer_gather_bytes(const ep_config *cfg, const ep_layer *l, double *dense,
+                              double *expert);
+/* The embedding's (and the untied output layer's) parameters per rank: vocab x hidden / TP. */
+double ep_dp_embedding_params(const ep_config *cfg);
+/* Bytes of a main gradient element: 4 (fp32), 2 with bf16 gradients or FSDP2. */
+double ep_dp_grad_bytes(const ep_config *cfg);
 
 /* Open-addressing tables (cap a power of two, 0 = empty, entries index + 1): puts `entry` in the
  * first empty slot from hash on, for the rebuilds when a table grows. */

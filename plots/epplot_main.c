@@ -1,4 +1,5 @@
-/* epplot: draws traces, validation runs, summaries and sweeps with gnuplot (docs/plots.md).
+/* epplot: draws traces, validation runs, summaries, sweeps and searches with gnuplot
+ * (docs/plots.md).
  * Every command checks its inputs first; any problem is one line on stderr and exit status 2, and
  * no output file is left behind. */
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include "plot_gnuplot.h"
 #include "plot_scatter.h"
 #include "plot_scripts.h"
+#include "plot_search.h"
 #include "plot_sweep.h"
 #include "plot_timeline.h"
 #include "plot_util.h"
@@ -21,11 +23,13 @@ static const char usage[] =
     "       epplot exposed  --summary A.json [--label L] [--summary B.json [--label L]] ... -o "
     "OUT\n"
     "       epplot sweep    --csv RANKED.csv [--top N] [--label-col COL[,COL...]] -o OUT\n"
+    "       epplot search   --csv SEARCH.csv -o OUT\n"
     "OUT ends in .png or .svg. Common options: --title T, --data FILE (also keep the gnuplot "
     "data).\n"
     "RUNS.csv columns: name,measured_s,predicted_s (others ignored). RANKED.csv: "
     "tokens_per_s_per_gpu\n"
-    "and a label (--label-col, else `config`, else the columns left of the metric). gnuplot is\n"
+    "and a label (--label-col, else `config`, else the columns left of the metric). SEARCH.csv:\n"
+    "epsim search --out (rank, iteration_time_s, peak_memory_gib, peak_memory_of_gpu). gnuplot is\n"
     "taken from $EPPLOT_GNUPLOT or PATH. Details: docs/plots.md.\n";
 
 static const char *cmd = "epplot";
@@ -368,6 +372,55 @@ static int cmd_sweep(int argc, char **argv) {
     return rc;
 }
 
+/* --- search ------------------------------------------------------------------------------------
+ */
+
+static void se_data(const void *ctx, FILE *f) {
+    plot_search_write_data(ctx, f);
+}
+static void se_vars(const void *ctx, FILE *f) {
+    plot_search_write_vars(ctx, f);
+}
+
+static int cmd_search(int argc, char **argv) {
+    common_opts c = {0};
+    const char *csv = NULL;
+    char err[EP_ERRLEN];
+    for (int i = 1; i < argc; i++) {
+        int k = common_opt(argc, argv, &i, &c);
+        if (k > 0) continue;
+        if (k < 0 || i + 1 >= argc) {
+            snprintf(err, EP_ERRLEN, "%s needs a value", argv[i]);
+            return fail(err);
+        }
+        if (!strcmp(argv[i], "--csv")) {
+            csv = argv[++i];
+        } else {
+            snprintf(err, EP_ERRLEN, "unknown option %s (see epplot --help)", argv[i]);
+            return fail(err);
+        }
+    }
+    if (!csv) return fail("needs --csv SEARCH.csv (from epsim search --out)");
+    if (need_out(&c, err)) return fail(err);
+    plot_search ps;
+    if (plot_search_load(csv, &ps, err)) return fail(err);
+    char title[128];
+    snprintf(title, sizeof title, "epsim search: %d simulated layouts, %d fit", ps.npoints,
+             ps.nfit);
+    plot_job job = {.script = plot_script_search,
+                    .title = c.title ? c.title : title,
+                    .data = se_data,
+                    .vars = se_vars,
+                    .ctx = &ps,
+                    .width_px = 1000,
+                    .height_px = 650};
+    char what[64];
+    snprintf(what, sizeof what, "search, %d layouts", ps.npoints);
+    int rc = finish(&job, &c, what);
+    plot_search_free(&ps);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(usage, argc < 2 ? stderr : stdout);
@@ -379,7 +432,8 @@ int main(int argc, char **argv) {
     } cmds[] = {{"timeline", cmd_timeline},
                 {"scatter", cmd_scatter},
                 {"exposed", cmd_exposed},
-                {"sweep", cmd_sweep}};
+                {"sweep", cmd_sweep},
+                {"search", cmd_search}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) {
             static char prog[32];
@@ -387,7 +441,8 @@ int main(int argc, char **argv) {
             cmd = prog;
             return cmds[i].run(argc - 1, argv + 1);
         }
-    fprintf(stderr, "epplot: unknown command %s (timeline, scatter, exposed, sweep; --help)\n",
+    fprintf(stderr,
+            "epplot: unknown command %s (timeline, scatter, exposed, sweep, search; --help)\n",
             argv[1]);
     return 2;
 }

@@ -7,5 +7,6 @@ extern const char plot_script_timeline[];
 extern const char plot_script_scatter[];
 extern const char plot_script_exposed[];
 extern const char plot_script_sweep[];
+extern const char plot_script_search[];
 
 #endif

@@ -1,17 +1,16 @@
-# epsim search: step time against peak memory per GPU, one point per simulated layout
-# (docs/epsim.md, "Search"). Reads the CSV of `epsim search --out` directly:
-#   gnuplot -e "csv='search.csv'; out='search.png'" plots/search.gp
-# Columns (by name): iteration_time_s, peak_memory_gib, rank (empty: not simulated or not fitting).
-set datafile separator ','
-set terminal pngcairo size 900,600
-set output out
-set title 'epsim search: step time against peak memory per GPU'
+# Search: step time against peak memory per GPU, one point per layout `epsim search` simulated
+# (blue: fits, grey: its simulated peak exceeds the GPU memory; the ten best carry their rank).
+# Variables (plot_search.c): gpu_gib (0: unknown), xmax, npoints, nfit.
+set title plot_title
+set xrange [0:xmax]
 set xlabel 'peak memory per GPU (GiB)'
 set ylabel 'step time (s)'
 set grid lc rgb '#e6e6e6'
 unset key
-# the simulated layouts that fit; the best ten numbered by rank
-plot csv using (column('rank') > 0 ? column('peak_memory_gib') : 1/0):'iteration_time_s' \
-         with points pt 7 ps 0.8 lc rgb '#1f77b4', \
-     '' using (column('rank') > 0 && column('rank') <= 10 ? column('peak_memory_gib') : 1/0):'iteration_time_s':(sprintf(' %d', column('rank'))) \
-         with labels left font ',8'
+if (gpu_gib > 0) {
+    set arrow from gpu_gib, graph 0 to gpu_gib, graph 1 nohead lc rgb '#d55e00' dt 2
+    set label sprintf('GPU memory %.1f GiB', gpu_gib) at gpu_gib, graph 0.03 right offset -0.5, 0 \
+        font ',8' tc rgb '#d55e00'
+}
+plot datafile using 1:2:3 with points pt 7 ps 0.9 lc rgb variable, \
+     '' using 1:2:4 with labels left offset char 0.6, 0.3 font ',8'

@@ -171,7 +171,7 @@ void sim_print_summary(FILE *f, const char *model, const ep_sched *s, const sim_
             T > 0 ? 100 * m->step.exposed_total_s / T : 0);
     fprintf(f, "  host syncs            %12ld\n", m->step.host_syncs);
     /* peak memory of the fullest GPU (ep_memory.h): model state, the activations its schedule
-     * holds at once, the dispatch buffers, the allocator's margin */
+     * holds at once, the dispatch buffers, the allocator's margin, FSDP's unsharded buffers */
     const ep_mem_peak *mp = &m->step.memory_peak;
     double gib = 1024.0 * 1024 * 1024;
     fprintf(f,
@@ -179,6 +179,9 @@ void sim_print_summary(FILE *f, const char *model, const ep_sched *s, const sim_
             "%.1f + margin %.1f",
             mp->total / gib, mp->model_state / gib, mp->activations / gib, mp->buffers / gib,
             mp->margin / gib);
+    if (mp->fsdp_params + mp->fsdp_grads > 0) /* Megatron FSDP's unsharded buckets */
+        fprintf(f, " + FSDP params %.1f + FSDP grads %.1f", mp->fsdp_params / gib,
+                mp->fsdp_grads / gib);
     if (p->hbm_bytes > 0)
         fprintf(f, "; %.0f%% of the GPU's %.1f GiB)\n", 100 * mp->total / p->hbm_bytes,
                 p->hbm_bytes / gib);

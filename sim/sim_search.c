@@ -366,9 +366,10 @@ static int variant_of(const axis *ax, const unsigned char *vi) {
            vi[AX_RC];
 }
 
-/* The activations, buffers and margin of a candidate's least-memory variant (EP overlap off, micro
- * batch 1, full recomputation: every other variant of its layout and dispatcher holds at least
- * these), -1 when it cannot be estimated. */
+/* All of the peak but the model state (activations, buffers, margin, FSDP's unsharded buffers) of
+ * a candidate's least-memory variant (EP overlap off, micro batch 1, full recomputation: every
+ * other variant of its layout, dispatcher and DP sharding holds at least these), -1 when it cannot
+ * be estimated. */
 static double least_activations(const ep_config *base, const axis *ax, const unsigned char *vi_of,
                                 const plat_info *pi, const sim_calib *calib) {
     unsigned char vi[NAXES];
@@ -384,11 +385,13 @@ static double least_activations(const ep_config *base, const axis *ax, const uns
 }
 
 /* A worker claims layouts one at a time: the keys from unit_first[u] to unit_first[u + 1] (in
- * key_first) differ only in the DP sharding, which changes the model state and nothing of the
- * activations or buffers the memory model counts (metrics.md), so a variant is estimated once per
- * layout and its activations, buffers and bound reused with each sharding's own model state.
- * Within a key, recomputation variants run least first; each candidate's record goes to
- * sh->rec[i]. Claiming balances the workers however the layouts prune. */
+ * key_first) differ only in the DP sharding. Beyond the model state, the memory model counts of
+ * the sharding only FSDP's unsharded buffers, which depend on its kind (ep_mem_fsdp_kind: none,
+ * gradients, gradients and parameters; not the DP group's size: they are unsharded), so a variant
+ * is estimated once per layout and kind, and its activations, buffers and bound reused with each
+ * sharding's own model state. Within a key, recomputation variants run least first; each
+ * candidate's record goes to sh->rec[i]. Claiming balances the workers however the layouts
+ * prune. */
 static void worker(cand *c, const long *key_first, const long *unit_first, long nunits,
                    const ep_config *base, const axis *ax, const plat_info *pi, double hbm,
                    est_shared *sh) {
@@ -397,16 +400,18 @@ static void worker(cand *c, const long *key_first, const long *unit_first, long 
     char err[EP_ERRLEN];
     if (pi->calib[0] && sim_calib_load(&calib, pi->calib, err) != 0) _exit(3);
     int nv = ax[AX_DISP].n * ax[AX_OVL].n * ax[AX_MBS].n * ax[AX_RC].n;
-    double *act = malloc((size_t)nv * sizeof *act), *vlb = malloc((size_t)nv * sizeof *vlb);
-    double least_act[MAX_VALS];
+    size_t ncache = (size_t)nv * EP_MEM_FSDP_KINDS;
+    double *act = malloc(ncache * sizeof *act), *vlb = malloc(ncache * sizeof *vlb);
+    double least_act[MAX_VALS][EP_MEM_FSDP_KINDS];
     if (!act || !vlb) _exit(5);
     for (;;) {
         long u = __atomic_fetch_add(&sh->next_unit, 1, __ATOMIC_RELAXED);
         if (u >= nunits) break;
-        for (int v = 0; v < nv; v++)
-            act[v] = -1; /* not estimated yet (>= 0: activations + buffers + margin) */
+        for (size_t v = 0; v < ncache; v++)
+            act[v] = -1; /* not estimated yet (>= 0: all of the peak but the model state) */
         for (int d = 0; d < MAX_VALS; d++)
-            least_act[d] = -2; /* -2 unknown, -1 no shortcut */
+            for (int f = 0; f < EP_MEM_FSDP_KINDS; f++)
+                least_act[d][f] = -2; /* -2 unknown, -1 no shortcut */
         for (long k = unit_first[u]; k < unit_first[u + 1]; k++) {
             double key_state = -1, least[MAX_VALS];
             long fit_group = -1;
@@ -426,13 +431,13 @@ static void worker(cand *c, const long *key_first, const long *unit_first, long 
                 }
                 /* The dispatcher's least-memory variant: when it does not fit, none does, and
                  * one estimate settles them all. */
-                int d = c[i].vi[AX_DISP];
+                int d = c[i].vi[AX_DISP], kind = ep_mem_fsdp_kind(&cfg);
+                double *la = &least_act[d][kind];
                 if (hbm > 0 && key_state >= 0 && key_state <= hbm && least[d] < 0) {
-                    if (least_act[d] == -2)
-                        least_act[d] = least_activations(base, ax, c[i].vi, pi, &calib);
-                    least[d] = least_act[d] >= 0 ? key_state + least_act[d] : 0; /* 0: none */
+                    if (*la == -2) *la = least_activations(base, ax, c[i].vi, pi, &calib);
+                    least[d] = *la >= 0 ? key_state + *la : 0; /* 0: none */
                 }
-                int v = variant_of(ax, c[i].vi);
+                int v = variant_of(ax, c[i].vi) * EP_MEM_FSDP_KINDS + kind;
                 if (hbm > 0 && key_state > hbm) {
                     rec.status = ST_STATE, rec.state = key_state;
                 } else if (hbm > 0 && least[d] > hbm) {

@@ -122,6 +122,15 @@ static void test_draws_each_plot(void) {
     unlink(data1);
     unlink(data2);
     unlink(out);
+
+    pt_write(csv, sizeof csv, "search.csv",
+             "rank,index,iteration_time_s,peak_memory_gib,peak_memory_of_gpu,status\n"
+             "1,0,0.5,60,0.75,ok\n,1,0.4,90,1.125,simulated; over\n,2,,,,pruned\n");
+    pt_path(out, sizeof out, "search.png");
+    snprintf(args, sizeof args, "search --csv %s -o %s", csv, out);
+    CU_ASSERT_EQUAL(epplot("", args), 0);
+    CU_ASSERT(is_png(out));
+    unlink(out);
     unlink(csv);
     unlink(tr);
 }
@@ -169,6 +178,12 @@ static void test_refusals_leave_nothing(void) {
     one_line_with("--top 0");
     CU_ASSERT_EQUAL(epplot("", "exposed --label x -o x.png"), 2);
     one_line_with("--label x must follow its --summary");
+    pt_write(bad, sizeof bad, "nosearch.csv", "rank,iteration_time_s\n1,0.5\n");
+    snprintf(args, sizeof args, "search --csv %s -o %s", bad, out);
+    CU_ASSERT_EQUAL(epplot("", args), 2);
+    one_line_with("no column 'peak_memory_gib'");
+    CU_ASSERT_EQUAL(access(out, F_OK), -1);
+    unlink(bad);
     CU_ASSERT_EQUAL(epplot("", "draw"), 2);
     one_line_with("unknown command draw");
 
@@ -209,6 +224,6 @@ static void test_out_kind(void) {
 void ep_suite_plot_e2e(void) {
     CU_pSuite s = CU_add_suite("plot_e2e", NULL, NULL);
     CU_add_test(s, "output kind from the file name", test_out_kind);
-    CU_add_test(s, "epplot draws timeline, scatter, exposed, sweep", test_draws_each_plot);
+    CU_add_test(s, "epplot draws timeline, scatter, exposed, sweep, search", test_draws_each_plot);
     CU_add_test(s, "refusals: exit 2, one line, nothing left", test_refusals_leave_nothing);
 }

@@ -7,6 +7,7 @@
 #include "plot_csv.h"
 #include "plot_exposed.h"
 #include "plot_scatter.h"
+#include "plot_search.h"
 #include "plot_sweep.h"
 #include "plot_test_util.h"
 
@@ -254,6 +255,56 @@ static void test_sweep_rank_and_labels(void) {
     unlink(path);
 }
 
+/* A search CSV (columns as epsim search writes them, cut down): simulated rows become points, the
+ * fitting ones ranked, the GPU memory from peak / fraction; a missing column is refused. */
+static void test_search_points(void) {
+    char path[256], err[EP_ERRLEN];
+    const char *head = "rank,index,tp,iteration_time_s,peak_memory_gib,peak_memory_of_gpu,"
+                       "est_peak_memory_gib,status\n";
+    char text[1024];
+    snprintf(text, sizeof text,
+             "%s1,4,1,0.5,60.0,0.75,59,ok\n2,7,2,0.6,40.0,0.5,41,ok\n"
+             ",9,1,0.4,90.0,1.125,70,simulated; peak memory exceeds the GPU memory\n"
+             ",3,4,,,,85,pruned: estimated peak memory exceeds the GPU memory\n",
+             head);
+    pt_write(path, sizeof path, "search.csv", text);
+    plot_search ps;
+    CU_ASSERT_EQUAL_FATAL(plot_search_load(path, &ps, err), 0);
+    CU_ASSERT_EQUAL(ps.nrows, 4);
+    CU_ASSERT_EQUAL(ps.npoints, 3);
+    CU_ASSERT_EQUAL(ps.nfit, 2);
+    CU_ASSERT_DOUBLE_EQUAL(ps.gpu_gib, 80.0, 1e-9);
+    CU_ASSERT_EQUAL(ps.points[2].rank, 0);
+    char *data = NULL;
+    size_t len;
+    FILE *f = open_memstream(&data, &len);
+    plot_search_write_data(&ps, f);
+    plot_search_write_vars(&ps, f);
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(data, "60.000000\t0.500000000\t29362\t1\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(data, "90.000000\t0.400000000\t10066329\t\"\"\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(data, "gpu_gib = 80.000000\nxmax = 97.200000\n"));
+    free(data);
+    plot_search_free(&ps);
+    const struct {
+        const char *text, *needle;
+    } bad[] = {
+        {"rank,iteration_time_s,peak_memory_gib\n1,0.5,60\n", "no column 'peak_memory_of_gpu'"},
+        {"rank,peak_memory_gib,peak_memory_of_gpu\n1,60,0.7\n", "no column 'iteration_time_s'"},
+        {"rank,iteration_time_s,peak_memory_gib,peak_memory_of_gpu\n,,,\n",
+         "no simulated layout"},
+        {"rank,iteration_time_s,peak_memory_gib,peak_memory_of_gpu\n1,fast,60,0.7\n",
+         ":2: column 'iteration_time_s'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pt_write(path, sizeof path, "search.csv", bad[i].text);
+        err[0] = 0;
+        CU_ASSERT_EQUAL(plot_search_load(path, &ps, err), -1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, bad[i].needle));
+    }
+    unlink(path);
+}
+
 void ep_suite_plot_tables(void) {
     CU_pSuite s = CU_add_suite("plot_tables", NULL, NULL);
     CU_add_test(s, "CSV quoting, CRLF, blank lines, line numbers", test_csv_quoting);
@@ -262,4 +313,5 @@ void ep_suite_plot_tables(void) {
     CU_add_test(s, "scatter runs: columns, values, data", test_scatter_load);
     CU_add_test(s, "exposed bars: four kinds summed, labels, bad summaries", test_exposed_bars);
     CU_add_test(s, "sweep: ranking, ties, labels, bad CSVs", test_sweep_rank_and_labels);
+    CU_add_test(s, "search: simulated points, ranks, GPU memory, bad CSVs", test_search_points);
 }

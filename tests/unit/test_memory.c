@@ -300,6 +300,81 @@ static void test_delayed_wgrad_walk(void) {
     ep_sched_free(&s);
 }
 
+/* Megatron FSDP (optim_grads_params) on 2 ranks, 4 dense layers of L = 12h^2 + 2h parameters
+ * (QKV and projection 4h^2, fc1 and fc2 2 x 4h^2, two norms), V = 32000, fp32 main gradients.
+ * The prefetch reaches max(1e9, 2L)/2 elements past the running layer; the reduce-scatter queue
+ * is drained to at most max(1e9, 2L) elements before a group joins (memory_fsdp.c). */
+static void test_fsdp_buffers(void) {
+    const char *fsdp = DENSE_GPT "--num-layers 4 --world-size 2 --global-batch-size 4 "
+                                 "--use-megatron-fsdp --data-parallel-sharding-strategy "
+                                 "optim_grads_params --padded-vocab-size 32000 ";
+    char f[1024];
+    ep_sched s;
+    ep_mem_fsdp b;
+    /* h 1024: L = 12.6 M, the prefetch (5e8 elements) reaches every later layer */
+    if (sched_build_flags(&s, fsdp) != 0) return;
+    double h = 1024, L = 12 * h * h + 2 * h, V = 32000;
+    CU_ASSERT_EQUAL_FATAL(ep_mem_fsdp_init(&s, 0, &b), 0);
+    CU_ASSERT(near(b.persistent, 2 * V * h * 2)); /* embedding and output layer, bf16 */
+    double fwd[4] = {4 * L * 2, 3 * L * 2, 2 * L * 2, 1 * L * 2};
+    double bwd[4] = {1 * L * 2, 2 * L * 2, 3 * L * 2, 4 * L * 2};
+    for (int l = 0; l < 4; l++) {
+        CU_ASSERT(near(b.param_fwd[l], fwd[l]));
+        CU_ASSERT(near(b.param_bwd[l], bwd[l]));
+        /* the queue keeps every later layer's gradient (4L < 1e9); the embedding and the output
+         * layer share a bucket, held through the backward */
+        CU_ASSERT(near(b.grad_bwd[l], (4 - l) * L * 4 + V * h * 4));
+    }
+    ep_mem_fsdp_free(&b);
+    ep_sched_free(&s);
+    /* the walk's peak, at layer 3's first backward op with a small vocabulary (every layer's
+     * activations still live; with V = 32000 the fp32 logits of the loss's forward are larger) */
+    snprintf(f, sizeof f, "%s --padded-vocab-size 1024", fsdp);
+    if (sched_build_flags(&s, f) != 0) return;
+    V = 1024;
+    ep_mem_model a;
+    ep_mem_model_default(&a);
+    ep_mem_peak p;
+    CU_ASSERT_EQUAL_FATAL(ep_mem_rank_peak(&s, 0, &a, &p), 0);
+    CU_ASSERT(near(p.fsdp_params, 2 * V * h * 2 + 4 * L * 2));
+    CU_ASSERT(near(p.fsdp_grads, L * 4 + V * h * 4));
+    CU_ASSERT(near(p.total, p.model_state + p.activations * (1 + EP_MEM_FRAGMENTATION) +
+                                p.fsdp_params + p.fsdp_grads));
+    ep_sched_free(&s);
+    /* h 8192: L = 805 M > 5e8, so the prefetch takes one group (the next layer's, dense) and the
+     * queue, capped at 2L, keeps the last two gradient groups */
+    snprintf(f, sizeof f, "%s --hidden-size 8192 --ffn-hidden-size 32768", fsdp);
+    if (sched_build_flags(&s, f) != 0) return;
+    h = 8192, L = 12 * h * h + 2 * h, V = 32000;
+    CU_ASSERT_EQUAL_FATAL(ep_mem_fsdp_init(&s, 0, &b), 0);
+    double fwd2[4] = {2 * L * 2, 2 * L * 2, 2 * L * 2, 1 * L * 2};
+    double bwd2[4] = {1 * L * 2, 2 * L * 2, 2 * L * 2, 2 * L * 2};
+    double grad2[4] = {3 * L * 4, 3 * L * 4, 2 * L * 4, 1 * L * 4};
+    for (int l = 0; l < 4; l++) {
+        CU_ASSERT(near(b.param_fwd[l], fwd2[l]));
+        CU_ASSERT(near(b.param_bwd[l], bwd2[l]));
+        CU_ASSERT(near(b.grad_bwd[l], grad2[l] + V * h * 4));
+    }
+    ep_mem_fsdp_free(&b);
+    ep_sched_free(&s);
+    /* optim_grads keeps the parameters whole: gradient buckets only; DDP none */
+    snprintf(f, sizeof f, "%s --data-parallel-sharding-strategy optim_grads", fsdp);
+    if (sched_build_flags(&s, f) != 0) return;
+    CU_ASSERT_EQUAL(ep_mem_fsdp_kind(&s.cfg), EP_MEM_FSDP_GRADS);
+    CU_ASSERT_EQUAL_FATAL(ep_mem_fsdp_init(&s, 0, &b), 0);
+    CU_ASSERT_EQUAL(b.persistent + b.param_fwd[0] + b.param_bwd[3], 0);
+    CU_ASSERT(near(b.grad_bwd[0], 4 * 1024 * (12 * 1024 + 2.0) * 4 + V * 1024 * 4));
+    ep_mem_fsdp_free(&b);
+    ep_sched_free(&s);
+    if (sched_build_flags(&s, DENSE_GPT "--num-layers 4 --world-size 2 "
+                                        "--global-batch-size 4") != 0)
+        return;
+    CU_ASSERT_EQUAL(ep_mem_fsdp_kind(&s.cfg), EP_MEM_FSDP_NONE);
+    CU_ASSERT_EQUAL_FATAL(ep_mem_rank_peak(&s, 0, &a, &p), 0);
+    CU_ASSERT_EQUAL(p.fsdp_params + p.fsdp_grads, 0);
+    ep_sched_free(&s);
+}
+
 void ep_suite_memory(void) {
     CU_pSuite s = CU_add_suite("activation memory", NULL, NULL);
     CU_add_test(s, "dense layer with TP+SP: Korthikanti's sbh(34+5as/h)/t", test_korthikanti_layer);
@@ -314,4 +389,5 @@ void ep_suite_memory(void) {
     CU_add_test(s, "one rank holds every layer, MoE and MTP, at the forward's end",
                 test_moe_mtp_walk);
     CU_add_test(s, "delayed wgrad keeps the wgrad inputs to the wgrad op", test_delayed_wgrad_walk);
+    CU_add_test(s, "FSDP: gathered, prefetched and reduce-scattered buckets", test_fsdp_buffers);
 }
