@@ -838,7 +838,8 @@ static void machine_of(const char *dir, char *out, size_t len) {
     const char *last = slash ? slash + 1 : d;
     char *json = strstr(d, ".json");
     if (json && json[5] == 0) *json = 0;       /* an output file names its machine */
-    if (strcmp(last, "calib") == 0 && slash) { /* traces/<machine>/calib */
+    if ((strcmp(last, "calib") == 0 || strcmp(last, "grid") == 0) &&
+        slash) { /* traces/<machine>/calib, traces/<machine>/grid */
         *slash = 0;
         slash = strrchr(d, '/');
         last = slash ? slash + 1 : d;
