@@ -460,6 +460,12 @@ static void start_op(engine *e, long o, int r) {
     }
     sim_work w;
     sim_op_work(&e->cost, op, e->p->peak_flops[r], e->p->hbm_bw[r], &w);
+    e->res->ncompute++;
+    e->res->compute_s += sim_work_alone(&w);
+    if (w.outside) {
+        e->res->noutside++;
+        e->res->outside_s += sim_work_alone(&w);
+    }
     if (sim_work_alone(&w) <= 0) {
         complete(e, o, r);
         return;

@@ -40,6 +40,10 @@ typedef struct {
     long nsolves;    /* link-sharing components the engine solved (sim_share.h) */
     long nkept;      /* bandwidth changes that kept their component's solution: no solve */
     long nlate;      /* transfers seen finishing before engine time (a wrong prediction): 0 */
+    /* compute ops started, and those whose shape lies outside the calibration's measured shapes
+     * (sim_shape.h: extrapolated), with their times alone */
+    long ncompute, noutside;
+    double compute_s, outside_s;
 } sim_result;
 
 /* How the engine hands transfers to SimGrid (sim_engine_defaults). */

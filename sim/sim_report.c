@@ -25,6 +25,9 @@ int sim_metrics_compute(const ep_sched *s, const sim_result *r, const sim_platfo
     memset(m, 0, sizeof *m);
     m->ntransfers = r->ntransfers;
     m->nevents = r->nevents;
+    m->ncompute = r->ncompute;
+    m->noutside = r->noutside;
+    m->outside_fraction = r->compute_s > 0 ? r->outside_s / r->compute_s : 0;
     if (ep_metrics_compute(s, r->makespan, p->peak_flops[0], op_interval, r, &m->step) != 0)
         return -1;
     for (int k = 0; k < s->world; k++)
@@ -84,6 +87,10 @@ int sim_write_summary_json(const char *path, const char *model, const ep_sched *
     fputc('}', f);
     fprintf(f, ",\"microbatches\":%d,\"ops\":%ld,\"transfers\":%ld", s->num_microbatches,
             m->step.nops, m->ntransfers);
+    fprintf(f, ",\"compute_outside_calibration\":{\"ops\":%ld,\"of_ops\":%ld", m->noutside,
+            m->ncompute);
+    num(f, "time_fraction", m->outside_fraction, 1);
+    fputc('}', f);
     fputs(",\"topology\":", f);
     ep_json_string(f, p->name);
     fprintf(f, ",\"gpu_memory_bytes\":%.0f", p->hbm_bytes); /* 0: the platform does not say */
@@ -197,5 +204,10 @@ void sim_print_summary(FILE *f, const char *model, const ep_sched *s, const sim_
             f, "  THD padding           %12.0f rows, %.3f GB wasted (%.1f%% of all-to-all bytes)\n",
             m->thd_pad_tokens, m->thd_wasted_bytes / 1e9,
             m->step.a2a_bytes > 0 ? 100 * m->thd_wasted_bytes / m->step.a2a_bytes : 0);
+    if (m->noutside > 0) /* shapes beyond what the calibration timed: extrapolated */
+        fprintf(f,
+                "  outside calibration   %12ld compute ops of %ld (%.1f%% of compute time: shapes "
+                "beyond the timed grid, extrapolated)\n",
+                m->noutside, m->ncompute, 100 * m->outside_fraction);
     fprintf(f, "  ops simulated         %12ld  (%ld transfers)\n", m->step.nops, m->ntransfers);
 }

@@ -15,6 +15,8 @@ typedef struct {
     double thd_pad_tokens;   /* hybridep THD padding rows over all dispatch/combine */
     double thd_wasted_bytes; /* those rows x hidden x 2 bytes */
     long ntransfers, nevents;
+    long ncompute, noutside;   /* compute ops, of them outside the calibrated shapes */
+    double outside_fraction;   /* their share of the compute ops' time alone */
 } sim_metrics;
 
 int sim_metrics_compute(const ep_sched *s, const sim_result *r, const sim_platform *p,

@@ -231,11 +231,15 @@ static double nearest_series(const sim_shape_table *t, const double q[SIM_SHAPE_
         best_s[pos] = s;
     }
     double sw = 0, sy = 0;
+    int nbeyond = 0;
     for (int i = 0; i < nb; i++) {
         double w = 1.0 / best_d[i]; /* d2 > 0: q is no series */
+        int beyond = 0;
         sw += w;
-        sy += w * along_series(t, best_s[i], q, r, outside);
+        sy += w * along_series(t, best_s[i], q, r, &beyond);
+        nbeyond += beyond;
     }
+    if (nb > 0 && nbeyond == nb) *outside = 1; /* beyond the range of every series read */
     return sy / sw;
 }
 
@@ -248,6 +252,7 @@ static double across_series(const sim_shape_table *t, const double q[SIM_SHAPE_D
         w[d] = hi[d] > lo[d] ? (log(q[d + 1]) - log(lo[d])) / (log(hi[d]) - log(lo[d])) : 0;
     }
     double sy = 0, sw = 0;
+    int ncorner = 0, nbeyond = 0;
     for (int c = 0; c < 1 << D; c++) {
         double wc = 1, key[SIM_SHAPE_DIMS] = {q[0]};
         for (int d = 0; d < D; d++) {
@@ -258,9 +263,14 @@ static double across_series(const sim_shape_table *t, const double q[SIM_SHAPE_D
         if (wc == 0) continue;
         int s = find_series(t, key);
         if (s < 0 || !t->grid[s]) continue; /* a hole in the grid (a shape too large to time) */
-        sy += wc * along_series(t, s, q, r, outside);
+        int beyond = 0;
+        sy += wc * along_series(t, s, q, r, &beyond);
         sw += wc;
+        ncorner++;
+        nbeyond += beyond;
     }
+    /* feature 0 outside the grid: beyond the range of every corner read */
+    if (ncorner > 0 && nbeyond == ncorner) *outside = 1;
     /* the corners measured, when they carry at least SIM_SHAPE_MIN_BOX of the weight */
     return sw >= SIM_SHAPE_MIN_BOX ? sy / sw : nearest_series(t, q, r, outside);
 }
@@ -277,7 +287,19 @@ double sim_shape_eval_rule(const sim_shape_table *t, const double q[SIM_SHAPE_DI
             ok &= q[d] > 0;
         if (ok) {
             int s = find_series(t, q);
-            y = s >= 0 ? along_series(t, s, q, r, &out) : across_series(t, q, r, &out);
+            int a = s >= 0 ? t->start[s] : 0, b = s >= 0 ? t->start[s + 1] - 1 : 0;
+            if (s >= 0 && !t->grid[s] && (q[0] < t->x[a][0] || q[0] > t->x[b][0])) {
+                /* a model's own series beyond the rows it measured: the grid's trend from the
+                 * series' nearest measured point, anchored to that point */
+                int end = q[0] < t->x[a][0] ? a : b, unused = 0;
+                double at[SIM_SHAPE_DIMS];
+                memcpy(at, q, sizeof at);
+                at[0] = t->x[end][0];
+                double g_q = across_series(t, q, r, &out), g_end = across_series(t, at, r, &unused);
+                y = g_q > 0 && g_end > 0 ? t->y[end] * g_q / g_end : along_series(t, s, q, r, &out);
+            } else {
+                y = s >= 0 ? along_series(t, s, q, r, &out) : across_series(t, q, r, &out);
+            }
         }
     }
     if (outside) *outside = out;

@@ -14,7 +14,9 @@
  *  - above it: the efficiency of the largest point.
  * A point is a grid point (sim_shape_add) or a model's own shape (sim_shape_add_exact: the op
  * shapes of the validation models, timed so that those models' ops are read exactly); a series
- * with a grid point is a grid series. A query whose features 1..3 are no series: each of them is
+ * with a grid point is a grid series. Beyond the range of feature 0 that a series of model shapes
+ * measured, a query of that series takes the grid's trend (below) from the series' nearest
+ * measured point, anchored to that point: y(nearest point) x grid(q) / grid(nearest point). A query whose features 1..3 are no series: each of them is
  * bracketed by the values the grid series take, every corner series of that box is read along feature 0 as above, and the
  * corners are blended multilinearly in log-feature space. With sim_shape_rule.x0_per_x3 (a grouped
  * GEMM: feature 0 is the rows of all x3 experts) a corner is read at the query's x0 / x3 per unit,

@@ -105,6 +105,22 @@ static void test_shape_grid(void) {
     CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&g, qg, &per_expert, NULL), 0.1, 1e-9);
     qg[0] = 400; /* 200 per expert: half way in log on both */
     CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&g, qg, &per_expert, NULL), 0.25, 1e-9);
+    /* a model's series beyond its measured rows: the grid's trend anchored to its nearest point
+     * (grid 0.4 at 1000 rows, 0.8 at 10000; the model measured 0.3 at 1000: 0.6 at 10000) */
+    sim_shape_table m = {0};
+    const double trend[][5] = {
+        {100, 1000, 10, 1, 0.2}, {1000, 1000, 10, 1, 0.4}, {10000, 1000, 10, 1, 0.8},
+        {100, 4000, 10, 1, 0.2}, {1000, 4000, 10, 1, 0.4}, {10000, 4000, 10, 1, 0.8},
+    };
+    const double own[][5] = {{100, 2000, 10, 1, 0.15}, {1000, 2000, 10, 1, 0.3}};
+    table_of(&m, trend, 6, 0);
+    table_of(&m, own, 2, 1);
+    double qm[4] = {10000, 2000, 10, 1};
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&m, qm, NULL, &out), 0.6, 1e-9);
+    CU_ASSERT_EQUAL(out, 0); /* inside the grid's rows */
+    qm[0] = 500; /* inside its own rows: its own series */
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval(&m, qm), 0.15 + 0.15 * log(5.0) / log(10.0), 1e-9);
+    sim_shape_free(&m);
     sim_shape_free(&t);
     sim_shape_free(&h);
     sim_shape_free(&g);

@@ -106,6 +106,12 @@ static void test_summary_keys(void) {
                    json_num(js, "memory_peak.fsdp_param_bytes") -
                    json_num(js, "memory_peak.fsdp_grad_bytes")) < 1e-6 * peak);
     CU_ASSERT(peak >= json_num(js, "model_state_bytes_per_gpu"));
+    /* compute outside the calibrated shapes: counted of all compute ops, a share of their time */
+    double nout = json_num(js, "compute_outside_calibration.ops");
+    double nall = json_num(js, "compute_outside_calibration.of_ops");
+    double frac = json_num(js, "compute_outside_calibration.time_fraction");
+    CU_ASSERT(nall > 0 && nout >= 0 && nout <= nall);
+    CU_ASSERT(frac >= 0 && frac <= 1 && (nout > 0) == (frac > 0));
     remove(js);
 }
 
