@@ -56,6 +56,27 @@ static int common_opt(int argc, char **argv, int *i, common_opts *c) {
     return 1;
 }
 
+/* The options of a command that reads one file (`flag FILE`) besides the common ones. Returns 0,
+ * or fail()'s status after its one line. */
+static int file_cmd_opts(int argc, char **argv, common_opts *c, const char *flag,
+                         const char **file) {
+    char err[EP_ERRLEN];
+    for (int i = 1; i < argc; i++) {
+        int k = common_opt(argc, argv, &i, c);
+        if (k > 0) continue;
+        if (k < 0 || i + 1 >= argc) {
+            snprintf(err, EP_ERRLEN, "%s needs a value", argv[i]);
+            return fail(err);
+        }
+        if (strcmp(argv[i], flag) != 0) {
+            snprintf(err, EP_ERRLEN, "unknown option %s (see epplot --help)", argv[i]);
+            return fail(err);
+        }
+        *file = argv[++i];
+    }
+    return 0;
+}
+
 static int parse_us(const char *flag, const char *s, double *out, char err[EP_ERRLEN]) {
     if (plot_parse_number(s, out) != 0 || *out < 0) {
         snprintf(err, EP_ERRLEN, "%s %s: expected a time >= 0 in microseconds", flag, s);
@@ -204,20 +225,8 @@ static int cmd_scatter(int argc, char **argv) {
     common_opts c = {0};
     const char *runs = NULL;
     char err[EP_ERRLEN];
-    for (int i = 1; i < argc; i++) {
-        int k = common_opt(argc, argv, &i, &c);
-        if (k > 0) continue;
-        if (k < 0 || i + 1 >= argc) {
-            snprintf(err, EP_ERRLEN, "%s needs a value", argv[i]);
-            return fail(err);
-        }
-        if (!strcmp(argv[i], "--runs")) {
-            runs = argv[++i];
-        } else {
-            snprintf(err, EP_ERRLEN, "unknown option %s (see epplot --help)", argv[i]);
-            return fail(err);
-        }
-    }
+    int rc0 = file_cmd_opts(argc, argv, &c, "--runs", &runs);
+    if (rc0) return rc0;
     if (!runs) return fail("needs --runs RUNS.csv (columns name,measured_s,predicted_s)");
     if (need_out(&c, err)) return fail(err);
     plot_scatter sc;
@@ -386,20 +395,8 @@ static int cmd_search(int argc, char **argv) {
     common_opts c = {0};
     const char *csv = NULL;
     char err[EP_ERRLEN];
-    for (int i = 1; i < argc; i++) {
-        int k = common_opt(argc, argv, &i, &c);
-        if (k > 0) continue;
-        if (k < 0 || i + 1 >= argc) {
-            snprintf(err, EP_ERRLEN, "%s needs a value", argv[i]);
-            return fail(err);
-        }
-        if (!strcmp(argv[i], "--csv")) {
-            csv = argv[++i];
-        } else {
-            snprintf(err, EP_ERRLEN, "unknown option %s (see epplot --help)", argv[i]);
-            return fail(err);
-        }
-    }
+    int rc0 = file_cmd_opts(argc, argv, &c, "--csv", &csv);
+    if (rc0) return rc0;
     if (!csv) return fail("needs --csv SEARCH.csv (from epsim search --out)");
     if (need_out(&c, err)) return fail(err);
     plot_search ps;

@@ -25,13 +25,8 @@ mkdir -p "$W/calib" "$W/bench" "$W/torch" "$OUT"
 t0=$(date +%s)
 el() { echo $(($(date +%s) - t0)); }
 pack() { (cd "$W" && tar czf "$OUT/h100x4.tgz" .); }
-EPREF=build-gpu/ref/epref
-if [ -n "${BIN_DIR:-}" ] && [ -x "$BIN_DIR/epref" ] && ! ldd "$BIN_DIR/epref" | grep -q "not found"; then
-    EPREF=$BIN_DIR/epref
-else
-    { cmake -S . -B build-gpu -DEP_WITH_SIM=OFF && cmake --build build-gpu -j32 --target epref; } \
-        > "$W/build.log" 2>&1 || { tail -40 "$W/build.log"; exit 1; }
-fi
+. scripts/gpu_epref.sh
+epref_binary "$W"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 if [ -n "${REQUIRE_GPU:-}" ] && [[ "$gpu" != *"$REQUIRE_GPU"* ]]; then
     echo "gpu_h100x4.sh: this machine has $gpu, not $REQUIRE_GPU: nothing run"

@@ -10,13 +10,8 @@ export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-$PWD/out}
 W=/tmp/heldout
 mkdir -p "$W/runs" "$OUT"
-EPREF=build-gpu/ref/epref
-if [ -n "${BIN_DIR:-}" ] && [ -x "$BIN_DIR/epref" ] && ! ldd "$BIN_DIR/epref" | grep -q "not found"; then
-    EPREF=$BIN_DIR/epref
-else
-    { cmake -S . -B build-gpu -DEP_WITH_SIM=OFF && cmake --build build-gpu -j32 --target epref; } \
-        > "$W/build.log" 2>&1 || { tail -40 "$W/build.log"; exit 1; }
-fi
+. scripts/gpu_epref.sh
+epref_binary "$W"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvidia-smi topo -m; } \
     > "$W/machine.txt" 2>&1
 t0=$(date +%s)
