@@ -148,6 +148,12 @@ static void grid_compute(bench *b, calib_list *out) {
         op->bytes = (double)(long long)by;
     }
     if (n) time_compute(b, &cfg, ops, n, "grid", out);
+}
+
+static void grid_attention(bench *b, calib_list *out) {
+    static ep_op ops[MAX_OPS];
+    int n = 0;
+    ep_config cfg;
     /* attention: one config per (head dims, sequence), whose geometry the executor takes; the
      * forward and the backward op of each block count (the executor runs flops / one block's
      * flops blocks whatever the phase, so both phases are timed at whole blocks) */
@@ -385,6 +391,7 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
         fflush(stdout);
     }
     if (strstr(parts, "host")) calib_host(b, &lists[2]);
+    if (strstr(parts, "compute") || strstr(parts, "attention")) grid_attention(b, &lists[0]);
     if (strstr(parts, "compute")) {
         grid_compute(b, &lists[0]);
         /* --models a,b: every file in turn */

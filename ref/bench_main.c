@@ -145,7 +145,8 @@ static const ep_opt *bench_table(bench *b) {
          .kind = EP_OPT_STRING,
          .target = &b->parts,
          .arg = "LIST",
-         .help = "of host,compute,comm,interference,corun (default all)"},
+         .help = "of host,compute,comm,interference,corun (default all);\n"
+                 "attention: only the attention grid of compute"},
         {.name = "--l2-flush",
          .takes = EP_OPT_VALUE,
          .kind = EP_OPT_CALL,

@@ -18,10 +18,12 @@ mkdir -p "$out"
 # traces/h200x2/grid) with the validation models' own op shapes (2026-11-26, compute with the host
 # ahead and the caches flushed), host, NCCL, the NVLink transport curve, interference, corun
 "$epsim" calibrate traces/h200x2/grid traces/h200x2/calib traces/h200x2/bench \
+  --kind-from attention:traces/h200/grid-attention/compute.json \
   --model-shapes traces/h200x2/calib/compute.json --topo h200x2 --out "$out"/h200x2.json
 # the same from the grid alone: no model's shapes (docs/validation.md, "Held out")
 "$epsim" calibrate traces/h200x2/grid traces/h200x2/calib traces/h200x2/bench --grid-only \
-  --topo h200x2 --out "$out"/h200x2-grid.json
+  --kind-from attention:traces/h200/grid-attention/compute.json --topo h200x2 \
+  --out "$out"/h200x2-grid.json
 # one H200 (`nvidia-h200`): the one-GPU validation runs of traces/h200/runs were made on that
 # machine, so they are compared with its compute and host costs (CALIB=traces/calib/h200.json);
 # NCCL and interference of the two-GPU machine fill what one GPU cannot measure
@@ -35,22 +37,26 @@ mkdir -p "$out"
 # 4 x H200: its own NCCL, host and interference files, the same GPU's compute: the shape grid of
 # the 2 x H200 machine with the model shapes timed on one H200 (and grid only)
 "$epsim" calibrate traces/h200x4/calib traces/h200x2/grid traces/h200/calib:corun.json,host.json \
-  traces/h200x4/bench --model-shapes traces/h200/calib/compute.json --topo h200x4 \
-  --out "$out"/h200x4.json
+  traces/h200x4/bench --kind-from attention:traces/h200/grid-attention/compute.json \
+  --model-shapes traces/h200/calib/compute.json --topo h200x4 --out "$out"/h200x4.json
 "$epsim" calibrate traces/h200x4/calib traces/h200x2/grid traces/h200/calib:corun.json,host.json \
-  traces/h200x4/bench --grid-only --topo h200x4 --out "$out"/h200x4-grid.json
+  traces/h200x4/bench --kind-from attention:traces/h200/grid-attention/compute.json --grid-only \
+  --topo h200x4 --out "$out"/h200x4-grid.json
 # 2 x H100 (the nvidia-h100-x2 kind, 2026-11-27): its own NCCL, host and interference files, the
 # compute of one H100 (the same H100 80GB HBM3 part): its shape grid (traces/h100/grid,
 # 2026-11-27) with the published models' op shapes (traces/h100/calib, 2026-11-25)
 "$epsim" calibrate traces/h100x2/calib traces/h100/grid traces/h100/calib \
+  --kind-from attention:traces/h100/grid-attention/compute.json \
   --model-shapes traces/h100/calib/compute.json --topo h100x2 --out "$out"/h100x2.json
 # 4 x H100 (the nvidia-h100-x4 kind, 2026-11-27): the same with its own NCCL, host and interference
 "$epsim" calibrate traces/h100x4/calib traces/h100/grid traces/h100/calib \
+  --kind-from attention:traces/h100/grid-attention/compute.json \
   --model-shapes traces/h100/calib/compute.json --topo h100x4 --out "$out"/h100x4.json
 # DGX H100 topologies: one H100's compute and host costs; communication keeps the topology's
 # link figures with the built-in efficiencies (no multi-GPU H100 machine is lent); how compute and
 # NCCL slow each other is the 2 x H200 measurement (same Hopper SMs, NCCL kernels and NVLink 4)
 "$epsim" calibrate traces/h100/grid traces/h100/calib traces/h200x2/calib:interference.json \
+  --kind-from attention:traces/h100/grid-attention/compute.json \
   --model-shapes traces/h100/calib/compute.json --topo dgx8 --out "$out"/h100.json
 # the same with the compute of the Megatron software stack, timed on one H100 (traces/h100/torch),
 # and its host costs there: Megatron-Core's own layers (scripts/megatron_host.py: the bookkeeping

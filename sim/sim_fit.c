@@ -54,6 +54,7 @@ typedef struct {
     int nkernels, nfp8; /* kernels.json records fitted, FP8 ones among them */
     int grid_only;      /* compute.json without the records of model shapes (--grid-only) */
     const char *model_shapes; /* --model-shapes FILE, or NULL */
+    const char *kind_from;    /* --kind-from KIND:FILE, or NULL */
     char err[EP_ERRLEN];
 } fit;
 
@@ -164,6 +165,49 @@ static int add_model_records(fit *x, const char *path) {
         added++;
     }
     json_decref(more);
+    return added;
+}
+
+/* --kind-from KIND:FILE: the records of one op kind come from another compute.json (that kind
+ * timed again in a later call, e.g. `epref bench calib --parts attention`): the loaded file's
+ * records of the kind are dropped and FILE's appended. Returns the number appended, or -1 (x->err
+ * says why). */
+static int take_kind_from(fit *x, const char *spec) {
+    char kind[64];
+    const char *colon = strchr(spec, ':');
+    size_t k = colon ? (size_t)(colon - spec) : 0;
+    if (!colon || k == 0 || k >= sizeof kind) {
+        snprintf(x->err, EP_ERRLEN, "--kind-from %s: expected KIND:FILE", spec);
+        return -1;
+    }
+    memcpy(kind, spec, k);
+    kind[k] = 0;
+    json_error_t je;
+    json_t *more = json_load_file(colon + 1, 0, &je), *a = x->root[F_COMPUTE];
+    if (!more || !json_is_array(more) || !a) {
+        snprintf(x->err, EP_ERRLEN, "--kind-from %s: %s", spec,
+                 !more ? je.text : !json_is_array(more) ? "not a compute.json"
+                                                        : "no compute.json to change");
+        json_decref(more);
+        return -1;
+    }
+    for (size_t i = 1; i < json_array_size(a);)
+        if (strcmp(str(json_array_get(a, i), "kind"), kind) == 0)
+            json_array_remove(a, i);
+        else
+            i++;
+    int added = 0;
+    for (size_t i = 1; i < json_array_size(more); i++) {
+        json_t *r = json_array_get(more, i);
+        if (strcmp(str(r, "kind"), kind) != 0) continue;
+        json_array_append(a, r);
+        added++;
+    }
+    json_decref(more);
+    if (!added) {
+        snprintf(x->err, EP_ERRLEN, "--kind-from %s: no %s records there", spec, kind);
+        return -1;
+    }
     return added;
 }
 
@@ -790,6 +834,11 @@ static int write_out(fit *x, const char *out, const char *machine) {
         ep_json_string(f, x->model_shapes);
         fputc(',', f);
     }
+    if (x->kind_from) {
+        fputs("\"kind_from\":", f);
+        ep_json_string(f, x->kind_from);
+        fputc(',', f);
+    }
     fputs("\"sources\":", f);
     write_sources(x, f);
     fputs("},", f);
@@ -862,16 +911,17 @@ static void default_out(const char *dir, const char *machine, char *out, size_t 
 }
 
 #define FIT_USAGE                                                                                  \
-    "epsim calibrate DIR ... [--topo T] [--out FILE] [--model-shapes FILE] [--grid-only] "         \
-    "[--holdout FILE]"
+    "epsim calibrate DIR ... [--topo T] [--out FILE] [--model-shapes FILE] [--kind-from KIND:FILE] " \
+    "[--grid-only] [--holdout FILE]"
 
 static int fit_help(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
     (void)row, (void)v, (void)ctx, (void)err;
     puts("usage: epsim calibrate DIR[:file,...] [DIR ...] [--topo T] [--out FILE]\n"
-         "       [--model-shapes FILE] [--grid-only] [--holdout FILE]\n"
+         "       [--model-shapes FILE] [--kind-from KIND:FILE] [--grid-only] [--holdout FILE]\n"
          "Fits the calibration from epref bench calib's raw files (docs/calibration.md);\n"
          "each file from the first DIR that has it (DIR:a.json,b.json: only those).\n"
          "--model-shapes FILE adds the model records (source model:*) of another compute.json;\n"
+         "--kind-from KIND:FILE takes the records of one op kind from another compute.json;\n"
          "--grid-only leaves out the compute records of model shapes (source model:*);\n"
          "--holdout FILE predicts the model records of another compute.json and prints the error.");
     return 1;
@@ -894,7 +944,7 @@ static int fit_other(const char *arg, void *ctx, char err[EP_ERRLEN]) {
 }
 
 int sim_fit_main(int argc, char **argv) {
-    const char *topo = NULL, *out = NULL, *holdout = NULL, *model_shapes = NULL;
+    const char *topo = NULL, *out = NULL, *holdout = NULL, *model_shapes = NULL, *kind_from = NULL;
     int grid_only = 0;
     fit_dirs d = {.ndirs = 0};
     const ep_opt rows[] = {
@@ -914,6 +964,11 @@ int sim_fit_main(int argc, char **argv) {
          .kind = EP_OPT_STRING,
          .target = &model_shapes,
          .missing = "unexpected argument --model-shapes (usage: " FIT_USAGE ")"},
+        {.name = "--kind-from",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &kind_from,
+         .missing = "unexpected argument --kind-from (usage: " FIT_USAGE ")"},
         {.name = "--holdout",
          .takes = EP_OPT_VALUE,
          .kind = EP_OPT_STRING,
@@ -952,6 +1007,9 @@ int sim_fit_main(int argc, char **argv) {
         goto done;
     }
     x.grid_only = grid_only;
+    int nkind = kind_from ? take_kind_from(&x, kind_from) : 0;
+    if (nkind < 0) goto done;
+    x.kind_from = kind_from;
     int nadded = model_shapes && !grid_only ? add_model_records(&x, model_shapes) : 0;
     if (nadded < 0) goto done;
     if (nadded) x.model_shapes = model_shapes;
@@ -1011,6 +1069,7 @@ int sim_fit_main(int argc, char **argv) {
         printf("  --grid-only: %d compute records of model shapes left out\n", ndropped);
     if (nadded)
         printf("  --model-shapes: %d model records of %s added\n", nadded, model_shapes);
+    if (nkind) printf("  --kind-from: %d records of %s\n", nkind, kind_from);
     if (x.root[F_KERNELS]) {
         printf("  kernels.json: %d records fitted (%d FP8 GEMMs into fp8_*_shapes); its",
                x.nkernels, x.nfp8);
