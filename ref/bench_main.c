@@ -146,7 +146,7 @@ static const ep_opt *bench_table(bench *b) {
          .target = &b->parts,
          .arg = "LIST",
          .help = "of host,compute,comm,interference,corun (default all);\n"
-                 "attention: only the attention grid of compute"},
+                 "attention, memory: only that part of compute's grid"},
         {.name = "--l2-flush",
          .takes = EP_OPT_VALUE,
          .kind = EP_OPT_CALL,
