@@ -460,13 +460,14 @@ static void start_op(engine *e, long o, int r) {
     }
     sim_work w;
     sim_op_work(&e->cost, op, e->p->peak_flops[r], e->p->hbm_bw[r], &w);
+    double alone = sim_work_alone(&w);
     e->res->ncompute++;
-    e->res->compute_s += sim_work_alone(&w);
+    e->res->compute_s += alone;
     if (w.outside) {
         e->res->noutside++;
-        e->res->outside_s += sim_work_alone(&w);
+        e->res->outside_s += alone;
     }
-    if (sim_work_alone(&w) <= 0) {
+    if (alone <= 0) {
         complete(e, o, r);
         return;
     }
@@ -485,7 +486,7 @@ static void start_op(engine *e, long o, int r) {
     /* the last call (a grouped GEMM's last expert) still has its own share of work to do once
      * the host issued it */
     int calls = op->kind == EP_OP_GROUPED_GEMM && op->batch > 1 ? op->batch : 1;
-    c->min_end = launch_t + sim_work_alone(&w) / calls;
+    c->min_end = launch_t + alone / calls;
     gpu_update(e, r);
 }
 

@@ -127,88 +127,96 @@ static int load(fit *x, int which, char **dirs, int ndirs) {
     return 0;
 }
 
-/* --grid-only: compute.json keeps only the records of shapes no model chose (source "grid"), so
- * a calibration can be held against models whose shapes it never timed (docs/validation.md,
- * "Held out"). Returns the number of records dropped. */
-static int drop_model_records(fit *x) {
-    json_t *a = x->root[F_COMPUTE];
-    int dropped = 0;
-    for (size_t i = 1; a && i < json_array_size(a);) {
-        if (strncmp(str(json_array_get(a, i), "source"), "model:", 6) == 0) {
-            json_array_remove(a, i);
-            dropped++;
-        } else {
-            i++;
-        }
-    }
-    return dropped;
+/* ---- choosing compute records (--grid-only, --model-shapes, --kind-from) ------------------ */
+
+/* A record of one of a model's own op shapes (source "model:<name>"), not of the grid. */
+static int is_model_record(json_t *r, const void *unused) {
+    (void)unused;
+    return strncmp(str(r, "source"), "model:", 6) == 0;
 }
 
-/* --model-shapes FILE: the model records (source model:*) of another compute.json join the
- * loaded one, so a grid timed on one day and the validation models' own shapes timed on another
- * make one calibration. Returns the number added, or -1 (x->err says why). */
-static int add_model_records(fit *x, const char *path) {
-    json_error_t je;
-    json_t *more = json_load_file(path, 0, &je);
-    if (!more || !json_is_array(more) || !x->root[F_COMPUTE]) {
-        snprintf(x->err, EP_ERRLEN, "--model-shapes %s: %s", path,
-                 !more ? je.text : !json_is_array(more) ? "not a compute.json"
-                                                        : "no compute.json to add to");
-        json_decref(more);
-        return -1;
-    }
-    int added = 0;
-    for (size_t i = 1; i < json_array_size(more); i++) {
-        json_t *r = json_array_get(more, i);
-        if (strncmp(str(r, "source"), "model:", 6) != 0) continue;
-        json_array_append(x->root[F_COMPUTE], r);
-        added++;
-    }
-    json_decref(more);
-    return added;
+static int is_kind_record(json_t *r, const void *kind) {
+    return strcmp(str(r, "kind"), kind) == 0;
 }
 
-/* --kind-from KIND:FILE: the records of one op kind come from another compute.json (that kind
- * timed again in a later call, e.g. `epref bench calib --parts attention`): the loaded file's
- * records of the kind are dropped and FILE's appended. Returns the number appended, or -1 (x->err
- * says why). */
-static int take_kind_from(fit *x, const char *spec) {
-    char kind[64];
-    const char *colon = strchr(spec, ':');
-    size_t k = colon ? (size_t)(colon - spec) : 0;
-    if (!colon || k == 0 || k >= sizeof kind) {
-        snprintf(x->err, EP_ERRLEN, "--kind-from %s: expected KIND:FILE", spec);
-        return -1;
-    }
-    memcpy(kind, spec, k);
-    kind[k] = 0;
-    json_error_t je;
-    json_t *more = json_load_file(colon + 1, 0, &je), *a = x->root[F_COMPUTE];
-    if (!more || !json_is_array(more) || !a) {
-        snprintf(x->err, EP_ERRLEN, "--kind-from %s: %s", spec,
-                 !more ? je.text : !json_is_array(more) ? "not a compute.json"
-                                                        : "no compute.json to change");
-        json_decref(more);
-        return -1;
-    }
-    for (size_t i = 1; i < json_array_size(a);)
-        if (strcmp(str(json_array_get(a, i), "kind"), kind) == 0)
-            json_array_remove(a, i);
+typedef int (*record_test)(json_t *r, const void *arg);
+
+/* Removes the records of a (after its meta) that pass; returns how many. */
+static int remove_records(json_t *a, record_test test, const void *arg) {
+    int n = 0;
+    for (size_t i = 1; a && i < json_array_size(a);)
+        if (test(json_array_get(a, i), arg))
+            json_array_remove(a, i), n++;
         else
             i++;
-    int added = 0;
-    for (size_t i = 1; i < json_array_size(more); i++) {
-        json_t *r = json_array_get(more, i);
-        if (strcmp(str(r, "kind"), kind) != 0) continue;
-        json_array_append(a, r);
-        added++;
+    return n;
+}
+
+/* Appends the records of from (after its meta) that pass to a; returns how many. */
+static int append_records(json_t *a, json_t *from, record_test test, const void *arg) {
+    int n = 0;
+    for (size_t i = 1; i < json_array_size(from); i++) {
+        json_t *r = json_array_get(from, i);
+        if (test(r, arg)) json_array_append(a, r), n++;
     }
-    json_decref(more);
-    if (!added) {
-        snprintf(x->err, EP_ERRLEN, "--kind-from %s: no %s records there", spec, kind);
+    return n;
+}
+
+/* Another compute.json named by option opt, as its array; NULL with x->err set. */
+static json_t *load_compute(fit *x, const char *opt, const char *path) {
+    json_error_t je;
+    json_t *r = json_load_file(path, 0, &je);
+    if (r && json_is_array(r)) return r;
+    snprintf(x->err, EP_ERRLEN, "%s %s: not a compute.json (%s)", opt, path,
+             r ? "expected an array" : je.text);
+    json_decref(r);
+    return NULL;
+}
+
+/* --model-shapes FILE: the model records of another compute.json join the loaded one, so a grid
+ * timed on one day and the validation models' own shapes timed on another make one calibration.
+ * --kind-from KIND:FILE: the records of one op kind come from another compute.json instead (that
+ * kind timed again in a later call, e.g. `epref bench calib --parts attention`). --grid-only: the
+ * model records are left out, so the calibration can be held against models whose shapes it never
+ * timed (docs/validation.md, "Held out"). In that order; *nkind, *nmodel, *ndropped say how many
+ * records each moved. Returns 0, or -1 (x->err says why). */
+static int choose_records(fit *x, const char *kind_from, const char *model_shapes, int grid_only,
+                          int *nkind, int *nmodel, int *ndropped) {
+    json_t *a = x->root[F_COMPUTE];
+    *nkind = *nmodel = *ndropped = 0;
+    if ((kind_from || (model_shapes && !grid_only)) && !a) {
+        snprintf(x->err, EP_ERRLEN, "%s: no compute.json to change",
+                 kind_from ? "--kind-from" : "--model-shapes");
         return -1;
     }
-    return added;
+    if (kind_from) {
+        char kind[64];
+        const char *colon = strchr(kind_from, ':');
+        size_t k = colon ? (size_t)(colon - kind_from) : 0;
+        if (k == 0 || k >= sizeof kind) {
+            snprintf(x->err, EP_ERRLEN, "--kind-from %s: expected KIND:FILE", kind_from);
+            return -1;
+        }
+        memcpy(kind, kind_from, k);
+        kind[k] = 0;
+        json_t *more = load_compute(x, "--kind-from", colon + 1);
+        if (!more) return -1;
+        remove_records(a, is_kind_record, kind);
+        *nkind = append_records(a, more, is_kind_record, kind);
+        json_decref(more);
+        if (*nkind == 0) {
+            snprintf(x->err, EP_ERRLEN, "--kind-from %s: no %s records there", kind_from, kind);
+            return -1;
+        }
+    }
+    if (model_shapes && !grid_only) {
+        json_t *more = load_compute(x, "--model-shapes", model_shapes);
+        if (!more) return -1;
+        *nmodel = append_records(a, more, is_model_record, NULL);
+        json_decref(more);
+    }
+    if (grid_only) *ndropped = remove_records(a, is_model_record, NULL);
+    return 0;
 }
 
 /* Records of a file (after its meta), as a jansson array index range. */
@@ -401,12 +409,13 @@ static int fit_shapes(fit *x, double t0, int *nshape) {
             continue;
         }
         /* a model's own shape answers its own series only; the grid answers the rest */
-        int exact = strncmp(str(r, "source"), "model:", 6) == 0;
+        int exact = is_model_record(r, NULL);
         if ((exact ? sim_shape_add_exact : sim_shape_add)(tab, f, eff) != 0) return -1;
         (*nshape)++;
     }
     for (int ph = 0; ph < SIM_PHASES; ph++)
-        if (sim_shape_sort(&x->c.gemm_shapes[ph]) || sim_shape_sort(&x->c.grouped_gemm_shapes[ph]) ||
+        if (sim_shape_sort(&x->c.gemm_shapes[ph]) ||
+            sim_shape_sort(&x->c.grouped_gemm_shapes[ph]) ||
             sim_shape_sort(&x->c.attention_shapes[ph]) ||
             sim_shape_sort(&x->c.fp8_gemm_shapes[ph]) ||
             sim_shape_sort(&x->c.fp8_grouped_gemm_shapes[ph]))
@@ -736,16 +745,9 @@ static void compute_residuals(fit *x, double *med, double *p90, double *worst) {
 
 /* --holdout FILE: the compute records of another compute.json that no grid chose (source other
  * than "grid": the ops of models) predicted by the fitted tables, per kind and phase: how the
- * calibration carries to shapes it never timed (docs/validation.md, "Held out"). */
-static int holdout_report(fit *x, const char *path) {
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root || !json_is_array(root)) {
-        snprintf(x->err, EP_ERRLEN, "--holdout %s: not a compute.json (%s)", path,
-                 root ? "expected an array" : je.text);
-        json_decref(root);
-        return -1;
-    }
+ * calibration carries to shapes it never timed (docs/validation.md, "Held out"). root: FILE's
+ * records (load_compute, read before any output), released here. */
+static void holdout_report(fit *x, json_t *root, const char *path) {
     enum { NK = 3 };
     static const ep_op_kind kinds[NK] = {EP_OP_GEMM, EP_OP_GROUPED_GEMM, EP_OP_ATTENTION};
     sim_cost cost;
@@ -787,7 +789,6 @@ static int holdout_report(fit *x, const char *path) {
         }
     sim_cost_free(&cost);
     json_decref(root);
-    return 0;
 }
 
 /* ---- output ------------------------------------------------------------------------------- */
@@ -911,8 +912,8 @@ static void default_out(const char *dir, const char *machine, char *out, size_t 
 }
 
 #define FIT_USAGE                                                                                  \
-    "epsim calibrate DIR ... [--topo T] [--out FILE] [--model-shapes FILE] [--kind-from KIND:FILE] " \
-    "[--grid-only] [--holdout FILE]"
+    "epsim calibrate DIR ... [--topo T] [--out FILE] [--model-shapes FILE] "                       \
+    "[--kind-from KIND:FILE] [--grid-only] [--holdout FILE]"
 
 static int fit_help(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
     (void)row, (void)v, (void)ctx, (void)err;
@@ -996,6 +997,7 @@ int sim_fit_main(int argc, char **argv) {
     machine_of(out, machine, sizeof machine); /* the calibration's name: traces/calib/<name> */
     static fit x;
     memset(&x, 0, sizeof x);
+    json_t *hold = NULL; /* --holdout's records */
     int rc = 2, any = 0;
     for (int w = 0; w < F_NUM; w++) {
         if (load(&x, w, dirs, ndirs) != 0) goto done;
@@ -1007,13 +1009,14 @@ int sim_fit_main(int argc, char **argv) {
         goto done;
     }
     x.grid_only = grid_only;
-    int nkind = kind_from ? take_kind_from(&x, kind_from) : 0;
-    if (nkind < 0) goto done;
+    int nkind, nadded, ndropped;
+    if (choose_records(&x, kind_from, model_shapes, grid_only, &nkind, &nadded, &ndropped) != 0)
+        goto done;
     x.kind_from = kind_from;
-    int nadded = model_shapes && !grid_only ? add_model_records(&x, model_shapes) : 0;
-    if (nadded < 0) goto done;
     if (nadded) x.model_shapes = model_shapes;
-    int ndropped = grid_only ? drop_model_records(&x) : 0;
+    /* read before anything is written: a bad --holdout file leaves no output */
+    hold = holdout ? load_compute(&x, "--holdout", holdout) : NULL;
+    if (holdout && !hold) goto done;
     int one = 1;
     char *sgargv[] = {"epsim", NULL};
     xbt_log_control_set("root.thres:critical");
@@ -1084,7 +1087,8 @@ int sim_fit_main(int argc, char **argv) {
                "within median %.2f%%, p90 %.2f%%, worst %.1f%%\n",
                nshape, x.c.memory_efficiency.n, 100 * med, 100 * p90, 100 * worst);
     }
-    if (holdout && holdout_report(&x, holdout) != 0) goto done;
+    if (hold) holdout_report(&x, hold, holdout);
+    hold = NULL;
     for (int k = 0; k < SIM_COLL_NUM; k++) {
         const sim_coll_curve *cv = &x.c.nccl_nvlink[k];
         if (!cv->efficiency.n) continue;
@@ -1111,6 +1115,7 @@ int sim_fit_main(int argc, char **argv) {
     rc = 0;
 done:
     if (rc) fail2(x.err);
+    json_decref(hold);
     for (int w = 0; w < F_NUM; w++)
         json_decref(x.root[w]);
     sim_calib_free(&x.c);

@@ -301,6 +301,19 @@ static void test_fit_errors(void) {
     snprintf(args, sizeof args,
              "calibrate " EP_SOURCE_DIR "/traces/h200/calib --topo nosuch --out %s", out);
     expect_exit2(args, out);
+    /* the options that choose compute records: bad ones leave no output, --holdout's included
+     * (it is read before anything is written) */
+    static const char *const choose[] = {
+        "--holdout /nonexistent.json", "--model-shapes /nonexistent.json", "--kind-from attention",
+        "--kind-from nosuchkind:%s/compute.json"};
+    for (size_t i = 0; i < sizeof choose / sizeof choose[0]; i++) {
+        char opt[600];
+        snprintf(opt, sizeof opt, choose[i], EP_SOURCE_DIR "/traces/h200/calib");
+        snprintf(args, sizeof args,
+                 "calibrate " EP_SOURCE_DIR "/traces/h200/calib --topo h200x2 %s --out %s", opt,
+                 out);
+        expect_exit2(args, out);
+    }
     snprintf(args, sizeof args, "rm -rf %s", dir);
     CU_ASSERT_EQUAL(system(args), 0);
 }
