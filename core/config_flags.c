@@ -29,6 +29,8 @@ static const char *const k_shard[] = {"no_shard", "optim", "optim_grads", "optim
 static const char *const k_fp8[] = {"none", "e4m3", "hybrid", NULL};
 static const char *const k_recipe[] = {"delayed", "tensorwise", "blockwise", "mxfp8", NULL};
 static const char *const k_score[] = {"softmax", "sigmoid", NULL};
+static const char *const k_balance[] = {"aux_loss",   "seq_aux_loss",       "global_aux_loss",
+                                        "sinkhorn",   "quantile_balancing", "none", NULL};
 static const char *const k_transport[] = {"kernel", "nccl", NULL};
 static const char *const k_dtype[] = {"fp32", "bf16", "fp16", "fp8", NULL};
 static const char *const k_drop[] = {"probs", "position", NULL};
@@ -87,6 +89,8 @@ static const ep_flag k_flags[] = {
        "grouped-query attention (with --num-query-groups)"),
     FI("num-query-groups", num_query_groups, "0", GM, "query groups for GQA (0 = heads)"),
     FI("kv-channels", kv_channels, "0", GM, "attention head dimension (0 = hidden / heads)"),
+    FB("qk-layernorm", qk_layernorm, "0", GM,
+       "RMSNorm of queries and keys per head (MLA: of the compressed key/value and query latents)"),
     FB("multi-latent-attention", multi_latent_attention, "0", GM,
        "multi-latent attention (DeepSeek MLA)"),
     FI("q-lora-rank", q_lora_rank, "0", GM, "MLA query low-rank dimension (0 = no compression)"),
@@ -207,6 +211,13 @@ static const ep_flag k_flags[] = {
        "groups chosen per token in group-limited routing"),
     FE("moe-router-score-function", moe_router_score_function, k_score, "softmax", GE,
        "router score function"),
+    FE("moe-router-load-balancing-type", moe_router_load_balancing_type, k_balance, "aux_loss",
+       GE, "the router's load-balancing loss; the aux losses cost ops only with "
+           "--moe-aux-loss-coeff > 0"),
+    FD("moe-aux-loss-coeff", moe_aux_loss_coeff, "0", GE,
+       "aux-loss weight (> 0: the router computes the loss, docs/schedule.md)"),
+    FB("moe-router-enable-expert-bias", moe_router_enable_expert_bias, "0", GE,
+       "aux-loss-free expert bias (the router counts tokens per expert)"),
     FB("moe-router-force-load-balancing", moe_router_force_load_balancing, "0", GE,
        "random router scores (Megatron's benchmark setting): every expert equally likely, "
        "group-limited routing kept"),

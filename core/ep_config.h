@@ -52,6 +52,15 @@ typedef enum {
     EP_FP8_RECIPE_MXFP8
 } ep_fp8_recipe;
 typedef enum { EP_SCORE_SOFTMAX, EP_SCORE_SIGMOID } ep_score_func;
+/* --moe-router-load-balancing-type (Megatron-LM's names, in k_balance's order) */
+typedef enum {
+    EP_BALANCE_AUX_LOSS,
+    EP_BALANCE_SEQ_AUX_LOSS,
+    EP_BALANCE_GLOBAL_AUX_LOSS,
+    EP_BALANCE_SINKHORN,
+    EP_BALANCE_QUANTILE,
+    EP_BALANCE_NONE
+} ep_balance;
 /* Storage dtypes of gradients and optimizer state (--main-grads-dtype, --exp-avg-dtype, ...) */
 typedef enum { EP_DTYPE_FP32, EP_DTYPE_BF16, EP_DTYPE_FP16, EP_DTYPE_FP8 } ep_dtype;
 /* --moe-token-drop-policy: which of an expert's tokens over capacity are dropped */
@@ -94,6 +103,7 @@ typedef struct {
     int num_attention_heads;                 /* --num-attention-heads */
     int num_query_groups;                    /* --num-query-groups (GQA; 0 = heads) */
     int kv_channels;                         /* --kv-channels (head dim; 0 = hidden/heads) */
+    int qk_layernorm;                        /* --qk-layernorm */
     int multi_latent_attention;              /* --multi-latent-attention */
     int q_lora_rank;                         /* --q-lora-rank (0 = none) */
     int kv_lora_rank;                        /* --kv-lora-rank */
@@ -114,6 +124,9 @@ typedef struct {
     int moe_router_group_topk;     /* --moe-router-group-topk */
     ep_score_func moe_router_score_function; /* --moe-router-score-function */
     int moe_router_force_load_balancing;     /* --moe-router-force-load-balancing */
+    ep_balance moe_router_load_balancing_type; /* --moe-router-load-balancing-type */
+    double moe_aux_loss_coeff;                 /* --moe-aux-loss-coeff */
+    int moe_router_enable_expert_bias;         /* --moe-router-enable-expert-bias */
     char moe_layer_freq[256];                /* --moe-layer-freq: N or ([0]*a+[1]*b) */
     int moe_layer_is_moe[EP_MAX_LAYERS];     /* resolved from moe_layer_freq (or the pattern) */
     int mtp_num_layers;                      /* --mtp-num-layers */

@@ -161,6 +161,12 @@ static double attn_seq(const ep_config *c) {
 /* CUDA-graph scopes of a layer's parts (--cuda-graph-scope; full captures every layer) */
 #define CG_LAYER(scope) ((scope) | EP_CG_FULL)
 
+/* --qk-layernorm: Megatron's q_layernorm / k_layernorm (MLA: the query and key/value latents'),
+ * one RMSNorm kernel each over `width` values per token, read and written once */
+static void qk_norm(gen *g, const char *name, double width) {
+    gen_mem(g, name, EP_OP_NORM, 2 * g->tg * width * EP_BF16);
+}
+
 static void attention(gen *g, int mla) {
     const ep_config *c = g->cfg;
     double H = c->hidden_size, tg = g->tg;
@@ -177,12 +183,14 @@ static void attention(gen *g, int mla) {
         kv_heads = heads;
         if (c->q_lora_rank > 0) {
             gemm(g, "q_down", tg, c->q_lora_rank, H);
+            if (c->qk_layernorm) qk_norm(g, "q_norm", c->q_lora_rank);
             gemm(g, "q_up", tg, (double)heads * qk, c->q_lora_rank);
             tag_last(g, EP_RC_MLA_UP_PROJ);
         } else {
             gemm(g, "q_proj", tg, (double)heads * qk, H);
         }
         gemm(g, "kv_down", tg, c->kv_lora_rank + c->qk_pos_emb_head_dim, H);
+        if (c->qk_layernorm) qk_norm(g, "kv_norm", c->kv_lora_rank);
         gemm(g, "kv_up", tg, (double)heads * (c->qk_head_dim + v), c->kv_lora_rank);
         tag_last(g, EP_RC_MLA_UP_PROJ);
     } else {
@@ -190,6 +198,10 @@ static void attention(gen *g, int mla) {
         int groups = c->num_query_groups;
         kv_heads = groups / g->tp > 0 ? groups / g->tp : 1;
         gemm(g, "qkv", tg, (double)(heads + 2 * kv_heads) * qk, H);
+        if (c->qk_layernorm) {
+            qk_norm(g, "q_norm", (double)heads * qk);
+            qk_norm(g, "k_norm", (double)kv_heads * qk);
+        }
     }
     spec *a = gen_add(g, "core_attn", EP_OP_ATTENTION);
     a->mods |= EP_RC_CORE_ATTN;
@@ -305,6 +317,33 @@ static int moe_node(gen *g, ep_node node) {
     return rc;
 }
 
+/* What Megatron's TopKRouter adds to the routing for load balancing. An aux loss (coefficient >
+ * 0): the scores and top-k recomputed for the loss, the tokens per expert summed over the TP
+ * group (global_aux_loss: then over DP), the loss itself; each op has a backward. The expert
+ * bias: the tokens per expert counted for the bias update, forward only. Sizes: fp32 scores of
+ * the rank's tokens x experts. */
+static void router_balance(gen *g) {
+    const ep_config *c = g->cfg;
+    double te = g->t * c->num_experts * 4;
+    ep_balance b = c->moe_router_load_balancing_type;
+    if (c->moe_aux_loss_coeff > 0 &&
+        (b == EP_BALANCE_AUX_LOSS || b == EP_BALANCE_SEQ_AUX_LOSS ||
+         b == EP_BALANCE_GLOBAL_AUX_LOSS)) {
+        gen_mem(g, "aux_scores", EP_OP_ELEMENTWISE, 3 * te);
+        if (g->rb->g_tp >= 0)
+            gen_coll(g, "aux_counts_ar", EP_OP_ALL_REDUCE, g->rb->g_tp, 4 * c->num_experts)
+                ->fwd_only = 1;
+        if (b == EP_BALANCE_GLOBAL_AUX_LOSS && g->rb->g_dp >= 0)
+            gen_coll(g, "aux_counts_dp_ar", EP_OP_ALL_REDUCE, g->rb->g_dp, 4 * c->num_experts)
+                ->fwd_only = 1;
+        gen_mem(g, "aux_loss", EP_OP_ELEMENTWISE, 2 * te);
+    }
+    if (c->moe_router_enable_expert_bias) {
+        spec *s = gen_add(g, "bias_counts", EP_OP_ELEMENTWISE);
+        if (s) s->bytes = te / 4, s->fwd_only = 1;
+    }
+}
+
 static int moe_node_specs(gen *g, ep_node node) {
     const ep_config *c = g->cfg;
     const ep_dispatcher *d = ep_disp_of(c);
@@ -319,6 +358,7 @@ static int moe_node_specs(gen *g, ep_node node) {
         s->flops = ep_cost_gemm_flops(t, E, H) + 8 * t * E; /* scores, then top-k and softmax */
         s->bytes = ep_cost_gemm_bytes(t, E, H) + t * E * 4;
         s->weight = 1;
+        router_balance(g);
         if (!c->moe_shared_expert_overlap) {
             shared_experts(g, SHARED_FC1);
             shared_experts(g, SHARED_FC2);

@@ -12,7 +12,7 @@ it launches with the profiler. Megatron-Core is not part of this project: the sc
 from a checkout given with --megatron (nothing of it is committed).
 
 Output: a JSON array (first element {"meta": ...}), records
-  {"what": "megatron_layer", "layer": "dense"|"moe", "pass": "fwd"|"fwd_bwd", "time_us": median,
+  {"what": "megatron_layer", "layer": a name of VARIANTS, "pass": "fwd"|"fwd_bwd", "time_us": median,
    "kernels": per call, "samples": [...], "config": {epsim flags of the same layer}}
 Usage: python3 scripts/megatron_host.py --megatron DIR --out FILE [--repeat 5] [--iters 30]
 """
@@ -49,40 +49,104 @@ def kernels_of(fn):
     return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
 
 
-def build(moe):
+# The layers timed: name -> (TransformerConfig changes, spec changes, epsim flags of the same
+# layer). "dense" and "moe" are what `epsim calibrate` solves op_overhead_s and expert_call_s
+# from; the others check that epsim's schedule gives their host time back with those two values
+# (docs/calibration.md, "Host costs of a software stack"): QK layernorm, MLA, 32 experts (what an
+# expert call costs against what the router and dispatcher cost), the two aux-loss routers of the
+# published recipes (Qwen3: softmax + aux_loss; DeepSeek-V3 / Moonlight: sigmoid, expert bias,
+# seq_aux_loss, a shared expert).
+MOE = dict(num_moe_experts=EXPERTS, moe_router_topk=TOPK, moe_ffn_hidden_size=MOE_FFN,
+           moe_token_dispatcher_type="alltoall", moe_aux_loss_coeff=0.0,
+           moe_grouped_gemm=False, moe_router_load_balancing_type="none")
+MOE_FLAGS = (f" --num-experts {EXPERTS} --moe-router-topk {TOPK} --moe-ffn-hidden-size {MOE_FFN}"
+             f" --moe-layer-freq 1 --moe-token-dispatcher-type alltoall")
+MLA = dict(multi_latent_attention=True, q_lora_rank=None, kv_lora_rank=64, qk_head_dim=32,
+           qk_pos_emb_head_dim=16, v_head_dim=32, rope_type="rope", qk_layernorm=True,
+           apply_rope_fusion=False)
+class SdpaCoreAttention(torch.nn.Module):
+    """Core attention as one fused SDPA call (what TE's fused attention is to the host: one
+    launch beside its layout copies). Megatron's local DotProductAttention takes no k_channels,
+    so its MLA cannot be built with the local spec; the MLA layer and its dense counterpart
+    (dense_sdpa) use this instead."""
+
+    def __init__(self, config, layer_number, attn_mask_type, softmax_scale=None, **kw):
+        super().__init__()
+        self.softmax_scale = softmax_scale
+
+    def forward(self, query, key, value, attention_mask, attn_mask_type=None,
+                attention_bias=None, packed_seq_params=None, **kw):
+        q, k, v = (t.permute(1, 2, 0, 3) for t in (query, key, value))  # [b, np, s, hn]
+        if k.shape[1] != q.shape[1]:  # grouped-query attention: repeat the key/value heads
+            k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+            v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.softmax_scale)
+        return o.permute(2, 0, 1, 3).reshape(o.shape[2], o.shape[0], -1)
+
+
+VARIANTS = {
+    "dense": ({}, {}, " --num-experts 0"),
+    "moe": (MOE, {"num_experts": EXPERTS}, MOE_FLAGS),
+    "dense_qknorm": ({"qk_layernorm": True}, {"qk_layernorm": True},
+                     " --num-experts 0 --qk-layernorm"),
+    "dense_sdpa": ({}, {"core_attention": SdpaCoreAttention}, " --num-experts 0"),
+    "dense_mla": (MLA, {"multi_latent_attention": True, "qk_layernorm": True,
+                        "core_attention": SdpaCoreAttention},
+                  " --num-experts 0 --multi-latent-attention --q-lora-rank 0 --kv-lora-rank 64"
+                  " --qk-head-dim 32 --qk-pos-emb-head-dim 16 --v-head-dim 32 --kv-channels 32"
+                  " --qk-layernorm"),
+    "moe32": (dict(MOE, num_moe_experts=32), {"num_experts": 32},
+              MOE_FLAGS.replace(f"--num-experts {EXPERTS}", "--num-experts 32")),
+    "moe_aux": (dict(MOE, moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=1e-3),
+                {"num_experts": EXPERTS},
+                MOE_FLAGS + " --moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff 1e-3"),
+    "moe_seqaux_bias_shared": (
+        dict(MOE, moe_router_load_balancing_type="seq_aux_loss", moe_aux_loss_coeff=1e-4,
+             moe_router_score_function="sigmoid", moe_router_enable_expert_bias=True,
+             moe_shared_expert_intermediate_size=MOE_FFN),
+        {"num_experts": EXPERTS},
+        MOE_FLAGS + " --moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 1e-4"
+        " --moe-router-score-function sigmoid --moe-router-enable-expert-bias"
+        f" --moe-shared-expert-intermediate-size {MOE_FFN}"),
+}
+
+
+def build(name):
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.spec_utils import build_module
-    from megatron.core.transformer.transformer_config import TransformerConfig
+    from megatron.core.transformer.transformer_config import (MLATransformerConfig,
+                                                              TransformerConfig)
+    cfg_kw, spec_kw, _ = VARIANTS[name]
+    spec_kw = dict(spec_kw)
+    core_attention = spec_kw.pop("core_attention", None)
     kw = dict(num_layers=1, hidden_size=H, num_attention_heads=HEADS, ffn_hidden_size=FFN,
               bf16=True, params_dtype=torch.bfloat16, add_bias_linear=False,
               gated_linear_unit=True, activation_func=F.silu, normalization="RMSNorm",
               hidden_dropout=0.0, attention_dropout=0.0, bias_dropout_fusion=False,
               use_cpu_initialization=False, pipeline_dtype=torch.bfloat16)
-    if moe:
-        kw.update(num_moe_experts=EXPERTS, moe_router_topk=TOPK, moe_ffn_hidden_size=MOE_FFN,
-                  moe_token_dispatcher_type="alltoall", moe_aux_loss_coeff=0.0,
-                  moe_grouped_gemm=False, moe_router_load_balancing_type="none")
-    cfg = TransformerConfig(**kw)
+    kw.update(cfg_kw)
+    cfg = (MLATransformerConfig if kw.get("multi_latent_attention") else TransformerConfig)(**kw)
     try:
-        spec = get_gpt_layer_local_spec(num_experts=EXPERTS if moe else None,
-                                        moe_grouped_gemm=False, normalization="RMSNorm")
+        spec = get_gpt_layer_local_spec(moe_grouped_gemm=False, normalization="RMSNorm",
+                                        **spec_kw)
     except TypeError:
-        spec = get_gpt_layer_local_spec(num_experts=EXPERTS if moe else None,
-                                        moe_grouped_gemm=False)
+        spec = get_gpt_layer_local_spec(moe_grouped_gemm=False, **spec_kw)
+    if core_attention is not None:
+        spec.submodules.self_attention.submodules.core_attention = core_attention
+    if kw.get("multi_latent_attention") and kw.get("q_lora_rank") is None:
+        # no query compression: only the compressed key/value latent has a norm (Megatron
+        # refuses a query norm it would not use)
+        from megatron.core.transformer.identity_op import IdentityOp
+        spec.submodules.self_attention.submodules.q_layernorm = IdentityOp
     layer = build_module(spec, config=cfg, layer_number=1)
     return layer.cuda().to(torch.bfloat16)
 
 
-def epsim_flags(moe):
-    f = (f"--num-layers 1 --hidden-size {H} --num-attention-heads {HEADS} --ffn-hidden-size {FFN} "
-         f"--seq-length {SEQ} --micro-batch-size 1 --global-batch-size 1 --world-size 1 --swiglu "
-         f"--mtp-num-layers 0")
-    if moe:
-        f += (f" --num-experts {EXPERTS} --moe-router-topk {TOPK} --moe-ffn-hidden-size {MOE_FFN}"
-              f" --moe-layer-freq 1 --moe-token-dispatcher-type alltoall")
-    else:
-        f += " --num-experts 0"
-    return f
+def epsim_flags(name):
+    return (f"--num-layers 1 --hidden-size {H} --num-attention-heads {HEADS} "
+            f"--ffn-hidden-size {FFN} --seq-length {SEQ} --micro-batch-size 1 "
+            f"--global-batch-size 1 --world-size 1 --swiglu --mtp-num-layers 0"
+            + VARIANTS[name][2])
 
 
 def main():
@@ -102,33 +166,41 @@ def main():
                                              pipeline_model_parallel_size=1,
                                              expert_model_parallel_size=1)
     model_parallel_cuda_manual_seed(1234)
-    recs = []
-    for moe in (False, True):
-        name = "moe" if moe else "dense"
+    # Every layer is built and warmed first; then each round times every layer in turn (the
+    # order rotating round by round), so that a drift of the host's speed during the run
+    # reaches every layer alike. A sample is one round's time per call over --iters calls.
+    layers, kernels = {}, {}
+    for name in VARIANTS:
         try:
-            layer = build(moe)
+            layer = build(name)
             x = torch.randn(SEQ, 1, H, device="cuda", dtype=torch.bfloat16, requires_grad=True)
 
-            def fwd():
+            def fwd(layer=layer, x=x):
                 out = layer(x, attention_mask=None)
                 return out[0] if isinstance(out, tuple) else out
 
-            def fwd_bwd():
+            def fwd_bwd(fwd=fwd):
                 fwd().float().sum().backward()
 
             for _ in range(5):
                 fwd_bwd()
-            for what, fn in (("fwd", fwd), ("fwd_bwd", fwd_bwd)):
-                kern = kernels_of(fn)
-                samples = [host_us(fn, args.iters) for _ in range(args.repeat)]
-                recs.append({"what": "megatron_layer", "layer": name, "pass": what,
-                             "time_us": round(statistics.median(samples), 2), "kernels": kern,
-                             "samples": [round(v, 2) for v in samples],
-                             "config": epsim_flags(moe)})
-                print(f"  {name:5s} {what:7s} {recs[-1]['time_us']:9.1f} us host, {kern} kernels",
-                      flush=True)
-        except Exception:  # noqa: BLE001 - one layer kind failing keeps the other
+            layers[name] = {"fwd": fwd, "fwd_bwd": fwd_bwd}
+            kernels[name] = {what: kernels_of(fn) for what, fn in layers[name].items()}
+        except Exception:  # noqa: BLE001 - one layer failing keeps the others
             print(f"  {name}: failed\n{traceback.format_exc()}", flush=True)
+    names = list(layers)
+    samples = {(n, w): [] for n in names for w in ("fwd", "fwd_bwd")}
+    for rnd in range(args.repeat):
+        for n in names[rnd % len(names):] + names[:rnd % len(names)]:
+            for w, fn in layers[n].items():
+                samples[(n, w)].append(host_us(fn, args.iters))
+    recs = []
+    for (n, w), v in samples.items():
+        recs.append({"what": "megatron_layer", "layer": n, "pass": w,
+                     "time_us": round(statistics.median(v), 2), "kernels": kernels[n][w],
+                     "samples": [round(t, 2) for t in v], "config": epsim_flags(n)})
+        print(f"  {n:22s} {w:7s} {recs[-1]['time_us']:9.1f} us host (min {min(v):.1f}, max "
+              f"{max(v):.1f}), {kernels[n][w]} kernels", flush=True)
     meta = {"meta": {"program": "scripts/megatron_host.py", "gpu": torch.cuda.get_device_name(),
                      "torch": torch.__version__, "megatron": os.environ.get("MEGATRON_REV", ""),
                      "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -141,7 +213,7 @@ def main():
         json.dump([meta] + recs, f, indent=1)
     os.replace(tmp, args.out)
     torch.distributed.destroy_process_group()
-    return 0 if len(recs) == 4 else 1
+    return 0 if len(recs) == 2 * len(VARIANTS) else 1
 
 
 if __name__ == "__main__":

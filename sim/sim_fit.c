@@ -42,6 +42,8 @@ static const char *FILES[F_NUM] = {
     "compute.json", "comm.json",  "host.json",    "interference.json", "dispatch.json",
     "combine.json", "corun.json", "kernels.json", "host_torch.json",   "host_megatron.json"};
 
+enum { HOST_LAYERS_MAX = 16, HOST_LAUNCHES_MAX = 16 };
+
 typedef struct {
     json_t *root[F_NUM]; /* the file's array, or NULL where no DIR has it */
     char path[F_NUM][4200];
@@ -55,6 +57,9 @@ typedef struct {
     int grid_only;      /* compute.json without the records of model shapes (--grid-only) */
     const char *model_shapes; /* --model-shapes FILE, or NULL */
     const char *kind_from;    /* --kind-from KIND:FILE, or NULL */
+    /* host_megatron.json's layers: measured beside epsim's host time, for the report */
+    int nhost_layers;
+    char host_layer_line[HOST_LAYERS_MAX][200];
     char err[EP_ERRLEN];
 } fit;
 
@@ -495,31 +500,64 @@ static int layer_calls(const sim_calib *c, const char *flags, double *calls, int
     return 0;
 }
 
-/* host_megatron.json (scripts/megatron_host.py): the host time of Megatron-Core's own dense and
- * MoE layers, forward and backward, with the epsim flags of the same layer. The dense layer gives
- * the bookkeeping per op of the schedule (its time less the launches, over its ops); the MoE
- * layer, whose experts run one module call each (SequentialMLP), what each expert call adds
- * beyond that. Runs after fit_host_stack, whose per-op figure it replaces. */
+/* host_megatron.json (scripts/megatron_host.py): the host time of Megatron-Core's own layers,
+ * forward and backward, with the epsim flags of the same layer, one record per layer and launch.
+ * Each layer's time is the median over launches. The dense layer gives the bookkeeping per op of
+ * the schedule (its time less the launches, over its ops); the MoE layer, whose experts run one
+ * module call each (SequentialMLP), what each expert call adds beyond that. Every other layer of
+ * the file is a check of those two values: its measured time beside epsim's (printed by epsim
+ * calibrate, docs/calibration.md). Runs after fit_host_stack, whose per-op figure it replaces. */
+typedef struct {
+    const char *name, *config;
+    double t[HOST_LAUNCHES_MAX];
+    int n;
+} host_layer;
+
 static int fit_host_layers(fit *x) {
+    host_layer L[HOST_LAYERS_MAX];
+    int nl = 0;
     json_t *r;
-    double t[2] = {-1, -1}, calls[2] = {0, 0};
-    int nops[2] = {0, 0}, nexp[2] = {0, 0};
     FOR_RECORDS(x, F_HOST_LAYERS, i, r) {
-        int moe = !strcmp(str(r, "layer"), "moe");
         double us = num(r, "time_us");
         if (strcmp(str(r, "pass"), "fwd_bwd") || !(us > 0)) continue;
-        if (layer_calls(&x->c, str(r, "config"), &calls[moe], &nops[moe], &nexp[moe], x->err)) {
+        int k = 0;
+        while (k < nl && strcmp(L[k].name, str(r, "layer"))) k++;
+        if (k == nl) {
+            if (nl == HOST_LAYERS_MAX) continue;
+            L[nl++] = (host_layer){.name = str(r, "layer"), .config = str(r, "config")};
+        }
+        if (L[k].n < HOST_LAUNCHES_MAX) L[k].t[L[k].n++] = us * 1e-6;
+    }
+    double calls[HOST_LAYERS_MAX], t[HOST_LAYERS_MAX];
+    int nops[HOST_LAYERS_MAX], nexp[HOST_LAYERS_MAX], dense = -1, moe = -1;
+    for (int k = 0; k < nl; k++) {
+        if (layer_calls(&x->c, L[k].config, &calls[k], &nops[k], &nexp[k], x->err)) {
             char e[EP_ERRLEN];
-            snprintf(e, sizeof e, "%s: a layer's config: %s", x->path[F_HOST_LAYERS], x->err);
+            snprintf(e, sizeof e, "%s: layer %s's config: %s", x->path[F_HOST_LAYERS], L[k].name,
+                     x->err);
             snprintf(x->err, EP_ERRLEN, "%s", e);
             return -1;
         }
-        t[moe] = us * 1e-6;
+        t[k] = ep_median(L[k].t, L[k].n);
+        if (!strcmp(L[k].name, "dense")) dense = k;
+        if (!strcmp(L[k].name, "moe")) moe = k;
     }
-    if (t[0] > 0 && nops[0] > 0 && t[0] > calls[0]) {
-        x->c.op_overhead_s = (t[0] - calls[0]) / nops[0];
-        double rest = t[1] - calls[1] - nops[1] * x->c.op_overhead_s;
-        if (t[1] > 0 && nexp[1] > 0 && rest > 0) x->c.expert_call_s = rest / nexp[1];
+    if (dense < 0 || !(nops[dense] > 0 && t[dense] > calls[dense])) return 0;
+    x->c.op_overhead_s = (t[dense] - calls[dense]) / nops[dense];
+    if (moe >= 0 && nexp[moe] > 0) {
+        double rest = t[moe] - calls[moe] - nops[moe] * x->c.op_overhead_s;
+        if (rest > 0) x->c.expert_call_s = rest / nexp[moe];
+    }
+    x->nhost_layers = nl;
+    for (int k = 0; k < nl; k++) {
+        double lo = L[k].t[0], hi = L[k].t[0];
+        for (int j = 1; j < L[k].n; j++) lo = fmin(lo, L[k].t[j]), hi = fmax(hi, L[k].t[j]);
+        double model = calls[k] + nops[k] * x->c.op_overhead_s + nexp[k] * x->c.expert_call_s;
+        snprintf(x->host_layer_line[k], sizeof x->host_layer_line[k],
+                 "%-24s measured %8.0f us (median of %d launches, %.0f-%.0f), epsim %8.0f us "
+                 "(%+.1f%%)%s",
+                 L[k].name, t[k] * 1e6, L[k].n, lo * 1e6, hi * 1e6, model * 1e6,
+                 100 * (model / t[k] - 1), k == dense || k == moe ? ", fitted" : "");
     }
     return 0;
 }
@@ -1068,6 +1106,8 @@ int sim_fit_main(int argc, char **argv) {
     if (x.root[F_HOST_STACK] || x.root[F_HOST_LAYERS])
         printf("  software stack: per op %.2f us, per expert call %.2f us, graph launch %.2f us\n",
                x.c.op_overhead_s * 1e6, x.c.expert_call_s * 1e6, x.c.graph_launch_s * 1e6);
+    for (int k = 0; k < x.nhost_layers; k++)
+        printf("  host layer %s\n", x.host_layer_line[k]);
     if (grid_only)
         printf("  --grid-only: %d compute records of model shapes left out\n", ndropped);
     if (nadded)

@@ -4,6 +4,7 @@
 #include <CUnit/CUnit.h>
 #include <math.h>
 
+#include "ep_stats.h"
 #include "sim_cost.h"
 #include "sim_shape.h"
 #include "sim_test_util.h"
@@ -430,23 +431,24 @@ static void test_topology_calibration(void) {
 }
 
 /* The software stack's host costs (host_torch.json, host_megatron.json of the H100): the fitted
- * per-op and per-expert-call times give Megatron-Core's measured layer times back when epsim's own
- * schedule of the same layer is issued with them; graph and NCCL launches are the records'. */
+ * per-op and per-expert-call times give Megatron-Core's measured layer times (the median over
+ * the file's launches) back when epsim's own schedule of the same layer is issued with them;
+ * graph and NCCL launches are the records'. */
 static double record_us(const char *path, const char *layer, const char *what) {
     json_error_t je;
     json_t *a = json_load_file(path, 0, &je), *r;
     size_t i;
-    double t = -1;
+    double t[64];
+    int n = 0;
     json_array_foreach(a, i, r) {
         json_t *l = json_object_get(r, "layer"), *w = json_object_get(r, "what");
-        if (layer && l && !strcmp(json_string_value(l), layer) &&
-            !strcmp(json_string_value(json_object_get(r, "pass")), "fwd_bwd"))
-            t = json_number_value(json_object_get(r, "time_us"));
-        if (!layer && w && !strcmp(json_string_value(w), what))
-            t = json_number_value(json_object_get(r, "time_us"));
+        int hit = layer ? l && !strcmp(json_string_value(l), layer) &&
+                              !strcmp(json_string_value(json_object_get(r, "pass")), "fwd_bwd")
+                        : w && !strcmp(json_string_value(w), what);
+        if (hit && n < 64) t[n++] = json_number_value(json_object_get(r, "time_us"));
     }
     json_decref(a);
-    return t;
+    return n ? ep_median(t, n) : -1;
 }
 
 static double layer_host_s(const sim_calib *c, int moe) {

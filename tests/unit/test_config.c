@@ -82,13 +82,13 @@ static void test_bools(void) {
 static void test_ignored_megatron_flags(void) {
     CU_ASSERT_EQUAL_FATAL(
         ep_test_config(&g_cfg,
-                       "--lr 1e-4 --bf16 --num-layers 6 --moe-aux-loss-coeff=0.01 "
+                       "--lr 1e-4 --bf16 --num-layers 6 --moe-z-loss-coeff=0.01 "
                        "--bf16 --use-flash-attn --min-lr 1e-5",
                        g_err),
         0);
     CU_ASSERT_EQUAL(g_cfg.num_layers, 6);
     CU_ASSERT_STRING_EQUAL(g_cfg.ignored_flags,
-                           "--lr --bf16 --moe-aux-loss-coeff --use-flash-attn --min-lr");
+                           "--lr --bf16 --moe-z-loss-coeff --use-flash-attn --min-lr");
     CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--data-path 0.7 a 0.3 b --num-layers 5", g_err), 0);
     CU_ASSERT_EQUAL(g_cfg.num_layers, 5);
     CU_ASSERT_STRING_EQUAL(g_cfg.ignored_flags, "--data-path");
