@@ -95,6 +95,7 @@ VARIANTS = {
                   " --num-experts 0 --multi-latent-attention --q-lora-rank 0 --kv-lora-rank 64"
                   " --qk-head-dim 32 --qk-pos-emb-head-dim 16 --v-head-dim 32 --kv-channels 32"
                   " --qk-layernorm"),
+    "moe_sdpa": (MOE, {"num_experts": EXPERTS, "core_attention": SdpaCoreAttention}, MOE_FLAGS),
     "moe32": (dict(MOE, num_moe_experts=32), {"num_experts": 32},
               MOE_FLAGS.replace(f"--num-experts {EXPERTS}", "--num-experts 32")),
     "moe_aux": (dict(MOE, moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=1e-3),

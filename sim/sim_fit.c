@@ -504,7 +504,8 @@ static int layer_calls(const sim_calib *c, const char *flags, double *calls, int
  * forward and backward, with the epsim flags of the same layer, one record per layer and launch.
  * Each layer's time is the median over launches. The dense layer gives the bookkeeping per op of
  * the schedule (its time less the launches, over its ops); the MoE layer, whose experts run one
- * module call each (SequentialMLP), what each expert call adds beyond that. Every other layer of
+ * module call each (SequentialMLP), what each expert call adds beyond that (both with a fused
+ * core attention where the file has such layers, below). Every other layer of
  * the file is a check of those two values: its measured time beside epsim's (printed by epsim
  * calibrate, docs/calibration.md). Runs after fit_host_stack, whose per-op figure it replaces. */
 typedef struct {
@@ -539,9 +540,17 @@ static int fit_host_layers(fit *x) {
             return -1;
         }
         t[k] = ep_median(L[k].t, L[k].n);
-        if (!strcmp(L[k].name, "dense")) dense = k;
-        if (!strcmp(L[k].name, "moe")) moe = k;
     }
+    /* the layers fitted: those whose core attention is one fused call (dense_sdpa, moe_sdpa),
+     * as Transformer Engine's is in the runs epsim predicts and as epsim's attention op is one
+     * launch; files without them, the local spec's unfused attention (dense, moe) */
+    static const char *const fit_dense[] = {"dense_sdpa", "dense"}, *const fit_moe[] = {
+                                                                    "moe_sdpa", "moe"};
+    for (int j = 1; j >= 0; j--)
+        for (int k = 0; k < nl; k++) {
+            if (!strcmp(L[k].name, fit_dense[j])) dense = k;
+            if (!strcmp(L[k].name, fit_moe[j])) moe = k;
+        }
     if (dense < 0 || !(nops[dense] > 0 && t[dense] > calls[dense])) return 0;
     x->c.op_overhead_s = (t[dense] - calls[dense]) / nops[dense];
     if (moe >= 0 && nexp[moe] > 0) {

@@ -531,7 +531,9 @@ static void test_fit_host_stack(void) {
     snprintf(tor, sizeof tor, "%s/torch/host_torch.json", dir);
     CU_ASSERT(c.op_overhead_s > 50e-6 && c.expert_call_s > 0);
     /* within the 6 digits a calibration file keeps */
-    double d = record_us(meg, "dense", NULL) * 1e-6, m = record_us(meg, "moe", NULL) * 1e-6;
+    /* the fitted layers: fused core attention (dense_sdpa, moe_sdpa) */
+    double d = record_us(meg, "dense_sdpa", NULL) * 1e-6;
+    double m = record_us(meg, "moe_sdpa", NULL) * 1e-6;
     CU_ASSERT(fabs(layer_host_s(&c, 0) - d) < 1e-5 * d);
     CU_ASSERT(fabs(layer_host_s(&c, 1) - m) < 1e-5 * m);
     CU_ASSERT(fabs(c.graph_launch_s - record_us(tor, NULL, "graph_replay") * 1e-6) < 1e-12);
