@@ -172,18 +172,42 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
 }
 
-// Pre-reduce work item w, dense over the tokens of every source, the peers' tokens first (their
-// rows go out over NVLink) and this rank's own last. False past the last token.
+// Pre-reduce work item w, dense over the tokens of every source, chunk by chunk: the 64 tokens
+// of chunk c of every source (the peers' first, this rank's own last) before chunk c + 1. So the
+// owner-side sum of chunk c (own rows and the peers' sent ones) can start while later chunks are
+// still being pre-reduced, instead of after all of the own tokens, which a source-major order
+// leaves to the end; the peers' rows still leave chunk by chunk for the senders. False past the
+// last token.
 __device__ __forceinline__ bool pre_item(const ep_layout &L, size_t w, int &s, int &t) {
+    // the chunks every source fills: index arithmetic; past them, a walk over the few left
+    int nmin = L.ntok[0], nmax = L.ntok[0];
+    size_t total = 0;
     for (int k = 0; k < L.ep; k++) {
-        const int src = (L.me + 1 + k) % L.ep, n = L.ntok[src];
-        if (w < (size_t)n) {
-            s = src;
-            t = (int)w;
-            return true;
-        }
-        w -= (size_t)n;
+        nmin = min(nmin, L.ntok[k]);
+        nmax = max(nmax, L.ntok[k]);
+        total += (size_t)L.ntok[k];
     }
+    if (w >= total) return false;
+    const int full = nmin / EP_CHUNK;
+    const size_t per = (size_t)L.ep * EP_CHUNK;
+    if (w < (size_t)full * per) {
+        const int c = (int)(w / per), r = (int)(w % per);
+        s = (L.me + 1 + r / EP_CHUNK) % L.ep;
+        t = c * EP_CHUNK + r % EP_CHUNK;
+        return true;
+    }
+    w -= (size_t)full * per;
+    for (int c = full; c * EP_CHUNK < nmax; c++)
+        for (int k = 0; k < L.ep; k++) {
+            const int src = (L.me + 1 + k) % L.ep, n = L.ntok[src] - c * EP_CHUNK;
+            const size_t m = n <= 0 ? 0 : n < EP_CHUNK ? (size_t)n : (size_t)EP_CHUNK;
+            if (w < m) {
+                s = src;
+                t = c * EP_CHUNK + (int)w;
+                return true;
+            }
+            w -= m;
+        }
     return false;
 }
 
@@ -210,10 +234,28 @@ __device__ __forceinline__ void prereduce_warp(const ep_layout &L, const ep_bf16
     }
 }
 
+// The owner's sum over ranks, chunk by chunk as the partials arrive: chunks h, h + nh, ... of
+// this rank's tokens (sum block h of nh).
+__device__ void owner_sum(const Args &a, ep_bf16 *out, int h, int nh) {
+    const ep_layout &L = a.L;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nt = L.ntok[a.me];
+    const ep_bf16 *recv = reinterpret_cast<const ep_bf16 *>(rows_of(a, a.me, a.off_cstage));
+    const uint32_t *fl = flags_of(a, a.me) + a.fl_cchunk;
+    for (int c = h; c * EP_CHUNK < nt; c += nh) {
+        for (int d = 0; d < a.ep; d++)
+            if (!block_wait(a, fl + d * L.nchunks + c, d, "combine chunk", c)) return;
+        for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS)
+            reduce_token(L, t, recv, out, a.n16, lane);
+        __syncthreads();
+    }
+}
+
 // Combine. Blocks [0, pre): pre-reducers; [pre, pre + senders): senders; the rest: owner-side
-// sum. Pre-reducers never wait and exit when done, senders wait only on pre-reducers (lower block
-// indices, scheduled first) and on the peers: beyond the senders and helpers, the grid need not
-// be resident all at once, as before (other kernels may share the GPU).
+// sum. Pre-reducers never wait during the pre-reduce; senders wait only on pre-reducers (lower
+// block indices, scheduled first) and on the peers. With the sum in this kernel the pre-reducers
+// then join it and wait on chunks like the helpers, holding their SMs: the senders still get
+// theirs as other kernels on the GPU finish (the grid is one block per SM, so a free GPU holds it
+// all at once).
 __global__ void __launch_bounds__(THREADS, 1) combine_kernel(Args a, ep_bf16 *out) {
     extern __shared__ char reserve[];
     (void)reserve;
@@ -221,11 +263,17 @@ __global__ void __launch_bounds__(THREADS, 1) combine_kernel(Args a, ep_bf16 *ou
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, b = blockIdx.x;
     announce(a, OP_COMBINE);
     int4 *cself = rows_of(a, a.me, a.off_cstage);
+    // With the owner-side sum in this kernel (helpers > 0), a pre-reducer joins it once its
+    // share of the pre-reduce is done: sum block helpers + b of helpers + pre. The dedicated
+    // helpers take the first chunks, which arrive first; the pre-reducers the rest, which
+    // arrive once the pre-reduce (HBM-bound, the longest part) is nearly over.
+    const int nsum = a.helpers > 0 ? a.helpers + a.pre : a.helpers;
     if (b < a.pre) {
         // Writes only local memory (psend, the own rows of the own combine buffer), so no wait
         // for the peers.
         prereduce_warp(L, a.expout, const_cast<int4 *>(a.psend), cself, a.n16, a.weighted != 0,
                        (size_t)b * WARPS + warp, (size_t)a.pre * WARPS, lane, a.pcnt);
+        if (a.helpers > 0) owner_sum(a, out, a.helpers + b, nsum);
         return;
     }
     if (!enter_wait(a, OP_COMBINE)) return;
@@ -263,17 +311,7 @@ __global__ void __launch_bounds__(THREADS, 1) combine_kernel(Args a, ep_bf16 *ou
         }
         return;
     }
-    // Helper blocks: the owner's sum over ranks, chunk by chunk as partials arrive.
-    const int nh = a.helpers, h = sb - a.senders, nt = L.ntok[a.me];
-    const ep_bf16 *recv = reinterpret_cast<const ep_bf16 *>(cself);
-    const uint32_t *fl = flags_of(a, a.me) + a.fl_cchunk;
-    for (int c = h; c * EP_CHUNK < nt; c += nh) {
-        for (int d = 0; d < a.ep; d++)
-            if (!block_wait(a, fl + d * L.nchunks + c, d, "combine chunk", c)) return;
-        for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS)
-            reduce_token(L, t, recv, out, a.n16, lane);
-        __syncthreads();
-    }
+    owner_sum(a, out, sb - a.senders, nsum);
 }
 
 // Combine step 1 as its own kernel (whole GPU, one warp per token).
