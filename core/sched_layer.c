@@ -319,7 +319,8 @@ static int moe_node(gen *g, ep_node node) {
 
 /* What Megatron's TopKRouter adds to the routing for load balancing. An aux loss (coefficient >
  * 0): the scores and top-k recomputed for the loss, the tokens per expert summed over the TP
- * group (global_aux_loss: then over DP), the loss itself; each op has a backward. The expert
+ * group (Megatron's TP x CP group: the CP part is not modelled; global_aux_loss: then over DP),
+ * the loss itself; each op has a backward. The expert
  * bias: the tokens per expert counted for the bias update, forward only. Sizes: fp32 scores of
  * the rank's tokens x experts. */
 static void router_balance(gen *g) {

@@ -544,9 +544,9 @@ static int fit_host_layers(fit *x) {
     /* the layers fitted: those whose core attention is one fused call (dense_sdpa, moe_sdpa),
      * as Transformer Engine's is in the runs epsim predicts and as epsim's attention op is one
      * launch; files without them, the local spec's unfused attention (dense, moe) */
-    static const char *const fit_dense[] = {"dense_sdpa", "dense"}, *const fit_moe[] = {
-                                                                    "moe_sdpa", "moe"};
-    for (int j = 1; j >= 0; j--)
+    static const char *const fit_dense[] = {"dense_sdpa", "dense"};
+    static const char *const fit_moe[] = {"moe_sdpa", "moe"};
+    for (int j = 1; j >= 0; j--) /* the preferred name last, so it wins */
         for (int k = 0; k < nl; k++) {
             if (!strcmp(L[k].name, fit_dense[j])) dense = k;
             if (!strcmp(L[k].name, fit_moe[j])) moe = k;
