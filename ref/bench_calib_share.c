@@ -158,10 +158,10 @@ static void run_store(void *a, cudaStream_t st) {
 }
 
 /* Median GPU time of one victim launch (of nv back to back on s1) while na aggressor launches
- * run on s2 (na 0: alone), mean over ranks. The first and last victims are left out: they may
- * start before or end after the aggressor. */
-static double victim_us(bench *b, cudaStream_t s1, cudaStream_t s2, bench_op victim, void *va,
-                        int nv, bench_op aggr, void *aa, int na) {
+ * run on s2 (na 0: alone), mean over ranks first..W-1. The first and last victims are left out:
+ * they may start before or end after the aggressor. */
+static double victim_time(bench *b, cudaStream_t s1, cudaStream_t s2, bench_op victim, void *va,
+                          int nv, bench_op aggr, void *aa, int na, int first) {
     enum { REPS = 5, MAXV = 16 };
     cudaEvent_t e0, ev[MAXV + 1];
     CUDA_CHECK(cudaEventCreate(&e0));
@@ -193,7 +193,17 @@ static double victim_us(bench *b, cudaStream_t s1, cudaStream_t s2, bench_op vic
     CUDA_CHECK(cudaEventDestroy(e0));
     for (int v = 0; v <= nv; v++)
         CUDA_CHECK(cudaEventDestroy(ev[v]));
-    return bench_mean(b, ep_median(rep, REPS));
+    double mine = ep_median(rep, REPS), all[EP_MAX_RANKS], sum = 0;
+    int W = b->ctx->w.size;
+    if (ref_boot_allgather(&b->ctx->w, &mine, all, sizeof mine)) REF_DIE("lost a peer");
+    for (int k = first; k < W; k++)
+        sum += all[k];
+    return sum / (W - first);
+}
+
+static double victim_us(bench *b, cudaStream_t s1, cudaStream_t s2, bench_op victim, void *va,
+                        int nv, bench_op aggr, void *aa, int na) {
+    return victim_time(b, s1, s2, victim, va, nv, aggr, aa, na, 0);
 }
 
 /* Aggressor launches that outlast nv victims of victim_alone us by half again. */
@@ -213,6 +223,22 @@ static int victim_ops(ep_op *ops, int cap, double mem_bytes) {
     return n;
 }
 
+/* The executor of one NCCL all-to-all of 256 MiB per peer over every rank (op 0). */
+static exec_gpu *a2a_aggressor(bench *b, const ep_config *cfg) {
+    int W = b->ctx->w.size;
+    static ep_op aops[EP_MAX_RANKS][1];
+    static calib_synth ay;
+    calib_synth_init(&ay, cfg, W);
+    for (int r = 0; r < W; r++) {
+        int na = 0;
+        ep_op *a = calib_synth_op(aops[r], &na, 1, EP_OP_ALLTOALL, EP_PHASE_FWD);
+        a->stream = EP_STREAM_COMM, a->group = 0, a->bytes = 256.0 * (1 << 20);
+        ep_xfer_set(a, cfg, NULL);
+        ay.rk[r].ops = aops[r], ay.rk[r].nops = 1;
+    }
+    return exec_gpu_create_rank(b->ctx, &ay.s, b->ctx->w.rank, 1);
+}
+
 void calib_interference(bench *b, calib_list *out) {
     int W = b->ctx->w.size, me = b->ctx->w.rank, nv = 8;
     cudaStream_t s1, s2;
@@ -228,17 +254,7 @@ void calib_interference(bench *b, calib_list *out) {
     cy.rk[0].ops = cops, cy.rk[0].nops = nc;
     exec_gpu *cg = exec_gpu_create_rank(b->ctx, &cy.s, 0, 0);
     /* aggressors: an NCCL all-to-all of 256 MiB per peer, NVLink stores of 64 MiB per peer */
-    static ep_op aops[EP_MAX_RANKS][1];
-    calib_synth ay;
-    calib_synth_init(&ay, &cfg, W);
-    for (int r = 0; r < W; r++) {
-        int na = 0;
-        ep_op *a = calib_synth_op(aops[r], &na, 1, EP_OP_ALLTOALL, EP_PHASE_FWD);
-        a->stream = EP_STREAM_COMM, a->group = 0, a->bytes = 256.0 * (1 << 20);
-        ep_xfer_set(a, &cfg, NULL);
-        ay.rk[r].ops = aops[r], ay.rk[r].nops = 1;
-    }
-    exec_gpu *ag = exec_gpu_create_rank(b->ctx, &ay.s, me, 1);
+    exec_gpu *ag = a2a_aggressor(b, &cfg);
     static ep_nvl nvl;
     CUDA_CHECK(ep_nvl_create(&nvl, W, me, 7168, 1, W, 8192, 1, 0, ref_allgather_cb, &b->ctx->w));
     const size_t sbytes = (size_t)64 << 20;
@@ -304,6 +320,72 @@ void calib_interference(bench *b, calib_list *out) {
     }
     CUDA_CHECK(cudaFree(ssrc));
     ep_nvl_destroy(&nvl);
+    exec_gpu_destroy(ag);
+    exec_gpu_destroy(cg);
+    CUDA_CHECK(cudaStreamDestroy(s1));
+    CUDA_CHECK(cudaStreamDestroy(s2));
+}
+
+/* ---- compute beside a waiting NCCL kernel -------------------------------------------------- */
+
+/* The aggressor of the waiting part: rank 0 posts its NCCL all-to-all only after a delay kernel
+ * that outlasts the victims, so on every other rank NCCL's kernel is launched and holds its
+ * blocks, spinning, but moves nothing while the victims run. */
+typedef struct {
+    op_ref a2a;
+    double delay_us;
+    int me;
+} late_a2a;
+
+static void run_late_a2a(void *a, cudaStream_t st) {
+    late_a2a *l = a;
+    if (l->me == 0) CUDA_CHECK(exec_delay(l->delay_us, st));
+    run_op(&l->a2a, st);
+}
+
+/* A GEMM and a memory-bound kernel beside an NCCL kernel that waits for its peers (a posted
+ * receive whose sender is late, as in a pipeline's stage waiting for the previous one): the
+ * slowdown epsim applies to compute beside a launched NCCL operation whose peers have not
+ * arrived (interference.json, aggressor "nccl_waiting"; docs/calibration.md). */
+void calib_waiting(bench *b, calib_list *out) {
+    int me = b->ctx->w.rank, nv = 8;
+    cudaStream_t s1, s2;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    ep_config cfg;
+    ep_config_defaults(&cfg);
+    ep_config_resolve(&cfg); /* built by hand: no validation */
+    static ep_op cops[4];
+    int nc = victim_ops(cops, 4, 512.0 * (1 << 20));
+    calib_synth cy;
+    calib_synth_init(&cy, &cfg, 1);
+    cy.rk[0].ops = cops, cy.rk[0].nops = nc;
+    exec_gpu *cg = exec_gpu_create_rank(b->ctx, &cy.s, 0, 0);
+    exec_gpu *ag = a2a_aggressor(b, &cfg);
+    op_ref a2a = {ag, 0};
+    for (int v = 0; v < nc; v++) {
+        op_ref vic = {cg, v};
+        const ep_op *op = &cops[v];
+        char what[160];
+        if (op->kind == EP_OP_GEMM)
+            snprintf(what, sizeof what, "\"victim\":\"gemm\",\"m\":%d,\"n\":%d,\"k\":%d", op->m,
+                     op->n, op->k);
+        else
+            snprintf(what, sizeof what, "\"victim\":\"elementwise\",\"bytes\":%.0f", op->bytes);
+        double alone = victim_us(b, s1, s2, run_op, &vic, nv, NULL, NULL, 0);
+        late_a2a late = {a2a, 3.0 * nv * alone + 1000, me};
+        double sh = victim_time(b, s1, s2, run_op, &vic, nv, run_late_a2a, &late, 1, 1);
+        calib_add(out,
+                  "{%s,\"aggressor\":\"nccl_waiting\",\"aggressor_sms\":-1,"
+                  "\"aggressor_bytes\":%.0f,\"alone_us\":%.3f,\"shared_us\":%.3f,"
+                  "\"slowdown\":%.4f}",
+                  what, 256.0 * (1 << 20), alone, sh, sh / alone);
+        if (me == 0) {
+            printf("  %s alone %.1f us, beside a waiting nccl alltoall %.1f us (ranks 1..)\n", what,
+                   alone, sh);
+            fflush(stdout);
+        }
+    }
     exec_gpu_destroy(ag);
     exec_gpu_destroy(cg);
     CUDA_CHECK(cudaStreamDestroy(s1));

@@ -145,7 +145,7 @@ static const ep_opt *bench_table(bench *b) {
          .kind = EP_OPT_STRING,
          .target = &b->parts,
          .arg = "LIST",
-         .help = "of host,compute,comm,interference,corun (default all);\n"
+         .help = "of host,compute,comm,interference,waiting,corun (default all);\n"
                  "attention, memory: only that part of compute's grid"},
         {.name = "--l2-flush",
          .takes = EP_OPT_VALUE,
@@ -198,7 +198,7 @@ int bench_main(ref_ctx *ctx, int argc, char **argv) {
     memset(&pos, 0, sizeof pos);
     memset(&rest, 0, sizeof rest);
     char err[EP_ERRLEN];
-    b.parts = "host,compute,comm,interference,corun";
+    b.parts = "host,compute,comm,interference,waiting,corun";
     if (ep_config_parse(&b.cfg, argc, argv, &pos, &rest, err)) {
         fprintf(stderr, "epref: %s\n", err);
         return 2;

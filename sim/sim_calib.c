@@ -52,6 +52,7 @@ void sim_calib_default(sim_calib *c) {
     c->comm_hbm_fraction = 0.15; /* ~330 GB/s out + 330 GB/s in of ~4300 GB/s */
     /* no interference beyond SMs and HBM until measured (docs/calibration.md) */
     c->comm_flops_slowdown = 1.0;
+    c->comm_wait_slowdown = 1.0;
     c->nccl_compute_slowdown = 1.0;
     c->ep_compute_slowdown = 1.0;
     /* ops on two streams split the SMs and HBM evenly until measured */
@@ -193,6 +194,7 @@ static const field FIELDS[] = {
     SO(fp8_grouped_gemm_shapes, SH_GEMM),
     F(comm_hbm_fraction),
     F(comm_flops_slowdown),
+    F(comm_wait_slowdown),
     F(nccl_compute_slowdown),
     F(ep_compute_slowdown),
     F(corun_compute_compute),

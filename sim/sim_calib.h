@@ -84,6 +84,8 @@ typedef struct {
     /* GPU sharing */
     double comm_hbm_fraction;     /* HBM share taken by one running transfer (read + write) */
     double comm_flops_slowdown;   /* compute flop rate divided by this while a transfer runs */
+    double comm_wait_slowdown;    /* ... while an NCCL kernel waits for its peers (launched, holding
+                                     its blocks, moving nothing) */
     double nccl_compute_slowdown; /* NCCL transfer rate divided by this while compute runs */
     double ep_compute_slowdown;   /* the same for SM-driven (deepep / hybridep) transfers */
     /* compute ops beside compute ops on other streams (corun.json): how much longer an op of one

@@ -93,6 +93,8 @@ typedef struct {
     int comm_sms;   /* SMs held by running communication kernels */
     int nxfer;      /* transfers in flight touching this GPU */
     int nxfer_nccl; /* ... of them NCCL ones (no SMs of their own in the schedule) */
+    int nwait_nccl; /* NCCL operations launched on this GPU whose peers have not all arrived:
+                       their kernel already holds its blocks, spinning */
     double slow;    /* transfer slowdown this GPU imposes on its links now (1: none) */
     int dirty;      /* compute or transfers changed since its links were last set */
     _Alignas(64) comp_slot comp[MAX_RUNNING]; /* running compute ops */
@@ -206,9 +208,11 @@ static void gpu_update(engine *e, int r) {
         avail = 0.05 * sm;
     double fsm = avail / sm;
     /* a running transfer slows compute beyond the SMs it holds (memory system, NCCL's own
-     * blocks): the larger of the two effects applies */
-    if (g->nxfer > 0 && e->c->comm_flops_slowdown > 1 && 1.0 / e->c->comm_flops_slowdown < fsm)
-        fsm = 1.0 / e->c->comm_flops_slowdown;
+     * blocks), and so does an NCCL kernel already launched and waiting for its peers (its blocks
+     * spin; no memory traffic): the larger of the effects applies */
+    double slow = g->nxfer > 0 ? e->c->comm_flops_slowdown : 1.0;
+    if (g->nwait_nccl > 0 && e->c->comm_wait_slowdown > slow) slow = e->c->comm_wait_slowdown;
+    if (slow > 1 && 1.0 / slow < fsm) fsm = 1.0 / slow;
     double fh = 1.0 - e->c->comm_hbm_fraction * g->nxfer;
     if (fh < 0.1) fh = 0.1;
     /* ops on other streams: each adds its calibrated slowdown for this op's class beside its own
@@ -430,7 +434,7 @@ static void complete(engine *e, long o, int r) {
     }
 }
 
-static void coll_begin(engine *e, long id);
+static void coll_begin(engine *e, long id, long last);
 
 static void start_op(engine *e, long o, int r) {
     const ep_op *op = op_of(e, o, r);
@@ -455,7 +459,12 @@ static void start_op(engine *e, long o, int r) {
             complete(e, o, r);
             return;
         }
-        if (++e->coll[id].arrived == e->coll[id].n) coll_begin(e, id);
+        if (++e->coll[id].arrived == e->coll[id].n) {
+            coll_begin(e, id, o);
+        } else if (ep_algo_is_nccl(op->algo)) { /* its kernel waits on the GPU for the peers */
+            e->gpu[r].nwait_nccl++;
+            gpu_update(e, r);
+        }
         return;
     }
     sim_work w;
@@ -561,15 +570,19 @@ static int task_execs(engine *e, long id) {
     return 0;
 }
 
-static void coll_begin(engine *e, long id) {
+/* The transfer of instance id starts: every member arrived, `last` the one that came last (the
+ * others' NCCL kernels were waiting, counted in nwait_nccl). */
+static void coll_begin(engine *e, long id, long last) {
     coll_t *c = &e->coll[id];
     const int *granks = e->s->groups[c->group].ranks;
     for (int i = 0; i < c->n; i++) {
         long o = e->members[c->off + i];
         int r = granks[i];
+        int nccl = ep_algo_is_nccl(op_of(e, o, r)->algo);
+        if (nccl && o != last) e->gpu[r].nwait_nccl--;
         e->rec[o].t.xfer = e->now;
         e->gpu[r].nxfer++;
-        if (ep_algo_is_nccl(op_of(e, o, r)->algo)) e->gpu[r].nxfer_nccl++;
+        if (nccl) e->gpu[r].nxfer_nccl++;
         gpu_update(e, r);
     }
     double fixed = task_flows(e, id);

@@ -605,12 +605,13 @@ static double slowdown_of(json_t *r) {
 
 static void fit_interference(fit *x) {
     json_t *r;
-    double best_sms = 1e9;
+    double best_sms = 1e9, wait = NAN;
     FOR_RECORDS(x, F_INTERFERENCE, i, r) {
         const char *v = str(r, "victim"), *a = str(r, "aggressor");
         double s = slowdown_of(r);
         if (isnan(s)) continue;
         if (strcmp(v, "gemm") == 0 && strcmp(a, "nccl_alltoall") == 0) x->c.comm_flops_slowdown = s;
+        if (strcmp(v, "gemm") == 0 && strcmp(a, "nccl_waiting") == 0) wait = s;
         if (strcmp(v, "elementwise") == 0 && strcmp(a, "nccl_alltoall") == 0)
             x->c.comm_hbm_fraction = 1.0 - 1.0 / s;
         if (strcmp(v, "nccl_alltoall") == 0 && strcmp(a, "gemm") == 0)
@@ -622,6 +623,9 @@ static void fit_interference(fit *x) {
             x->c.ep_compute_slowdown = s;
         }
     }
+    /* a waiting NCCL kernel holds the blocks a running one does: without its own record, the
+     * running transfer's slowdown */
+    x->c.comm_wait_slowdown = isnan(wait) ? x->c.comm_flops_slowdown : wait;
 }
 
 /* Compute beside compute (corun.json): each victim class's slowdown beside each other class. */
