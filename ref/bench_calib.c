@@ -415,8 +415,9 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
         time_comm(b, &lists[1]);
         time_nvl(b, &lists[1]);
     }
-    if (!rc && W >= 2 && strstr(parts, "interference")) calib_interference(b, &lists[3]);
-    if (!rc && W >= 2 && strstr(parts, "waiting")) calib_waiting(b, &lists[3]);
+    if (!rc && W >= 2 && (strstr(parts, "interference") || strstr(parts, "waiting")))
+        calib_interference(b, &lists[3], strstr(parts, "interference") != NULL,
+                           strstr(parts, "waiting") != NULL);
     if (!rc && strstr(parts, "corun")) calib_corun(b, &lists[4]);
     for (int i = 0; i < NFILES && !rc; i++)
         if (me == 0 && lists[i].n && write_list(b, out_dir, files[i], &lists[i])) rc = 1;

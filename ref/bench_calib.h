@@ -37,8 +37,7 @@ void calib_add(calib_list *l, const char *fmt, ...) __attribute__((format(printf
 
 /* Host costs (host.json) and interference (interference.json); need b->barrier. */
 void calib_host(bench *b, calib_list *out);
-void calib_interference(bench *b, calib_list *out);
-void calib_waiting(bench *b, calib_list *out);
+void calib_interference(bench *b, calib_list *out, int moving, int waiting);
 void calib_corun(bench *b, calib_list *out);
 
 #endif

@@ -239,7 +239,26 @@ static exec_gpu *a2a_aggressor(bench *b, const ep_config *cfg) {
     return exec_gpu_create_rank(b->ctx, &ay.s, b->ctx->w.rank, 1);
 }
 
-void calib_interference(bench *b, calib_list *out) {
+/* The aggressor of the waiting part: rank 0 posts its NCCL all-to-all only after a delay kernel
+ * that outlasts the victims, so on every other rank NCCL's kernel is launched and holds its
+ * blocks, spinning, but moves nothing while the victims run. */
+typedef struct {
+    op_ref a2a;
+    double delay_us;
+    int me;
+} late_a2a;
+
+static void run_late_a2a(void *a, cudaStream_t st) {
+    late_a2a *l = a;
+    if (l->me == 0) CUDA_CHECK(exec_delay(l->delay_us, st));
+    run_op(&l->a2a, st);
+}
+
+/* moving: the victims beside a moving NCCL all-to-all and beside NVLink stores (and those beside
+ * the GEMM); waiting: beside an NCCL all-to-all that waits for a late peer (aggressor
+ * "nccl_waiting": the slowdown epsim applies to compute beside a launched NCCL operation whose
+ * peers have not arrived, docs/calibration.md). */
+void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
     int W = b->ctx->w.size, me = b->ctx->w.rank, nv = 8;
     cudaStream_t s1, s2;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
@@ -256,14 +275,16 @@ void calib_interference(bench *b, calib_list *out) {
     /* aggressors: an NCCL all-to-all of 256 MiB per peer, NVLink stores of 64 MiB per peer */
     exec_gpu *ag = a2a_aggressor(b, &cfg);
     static ep_nvl nvl;
-    CUDA_CHECK(ep_nvl_create(&nvl, W, me, 7168, 1, W, 8192, 1, 0, ref_allgather_cb, &b->ctx->w));
     const size_t sbytes = (size_t)64 << 20;
-    void *ssrc;
-    CUDA_CHECK(cudaMalloc(&ssrc, sbytes));
-    CUDA_CHECK(cudaMemset(ssrc, 1, sbytes));
-
+    void *ssrc = NULL;
+    if (moving) {
+        CUDA_CHECK(ep_nvl_create(&nvl, W, me, 7168, 1, W, 8192, 1, 0, ref_allgather_cb,
+                                 &b->ctx->w));
+        CUDA_CHECK(cudaMalloc(&ssrc, sbytes));
+        CUDA_CHECK(cudaMemset(ssrc, 1, sbytes));
+    }
     op_ref vic[2] = {{cg, 0}, {cg, 1}}, a2a = {ag, 0};
-    double a2a_alone = victim_us(b, s1, s2, run_op, &a2a, nv, NULL, NULL, 0);
+    double a2a_alone = moving ? victim_us(b, s1, s2, run_op, &a2a, nv, NULL, NULL, 0) : 0;
     static const int sms[] = {8, 16, 32};
     double gemm_alone = 0;
     for (int v = 0; v < 2; v++) {
@@ -276,6 +297,19 @@ void calib_interference(bench *b, calib_list *out) {
             snprintf(what, sizeof what, "\"victim\":\"elementwise\",\"bytes\":%.0f", op->bytes);
         double alone = victim_us(b, s1, s2, run_op, &vic[v], nv, NULL, NULL, 0);
         if (v == 0) gemm_alone = alone;
+        if (waiting) {
+            late_a2a late = {a2a, 3.0 * nv * alone + 1000, me};
+            double sw = victim_time(b, s1, s2, run_op, &vic[v], nv, run_late_a2a, &late, 1, 1);
+            calib_add(out,
+                      "{%s,\"aggressor\":\"nccl_waiting\",\"aggressor_sms\":-1,"
+                      "\"aggressor_bytes\":%.0f,\"alone_us\":%.3f,\"shared_us\":%.3f,"
+                      "\"slowdown\":%.4f}",
+                      what, 256.0 * (1 << 20), alone, sw, sw / alone);
+            if (me == 0)
+                printf("  %s alone %.1f us, beside a waiting nccl alltoall %.1f us (ranks 1..)\n",
+                       what, alone, sw);
+        }
+        if (!moving) continue;
         double sh =
             victim_us(b, s1, s2, run_op, &vic[v], nv, run_op, &a2a, cover(alone, nv, a2a_alone));
         calib_add(out,
@@ -307,85 +341,20 @@ void calib_interference(bench *b, calib_list *out) {
             if (me == 0) printf("    beside %d-SM stores %.1f us\n", sms[s], sh2);
         }
     }
-    double back =
-        victim_us(b, s1, s2, run_op, &a2a, nv, run_op, &vic[0], cover(a2a_alone, nv, gemm_alone));
-    calib_add(out,
-              "{\"victim\":\"nccl_alltoall\",\"bytes\":%.0f,\"aggressor\":\"gemm\",\"m\":%d,"
-              "\"n\":%d,\"k\":%d,\"alone_us\":%.3f,\"shared_us\":%.3f,\"slowdown\":%.4f}",
-              256.0 * (1 << 20), cops[0].m, cops[0].n, cops[0].k, a2a_alone, back,
-              back / a2a_alone);
-    if (me == 0) {
-        printf("  nccl alltoall alone %.1f us, beside the gemm %.1f us\n", a2a_alone, back);
-        fflush(stdout);
-    }
-    CUDA_CHECK(cudaFree(ssrc));
-    ep_nvl_destroy(&nvl);
-    exec_gpu_destroy(ag);
-    exec_gpu_destroy(cg);
-    CUDA_CHECK(cudaStreamDestroy(s1));
-    CUDA_CHECK(cudaStreamDestroy(s2));
-}
-
-/* ---- compute beside a waiting NCCL kernel -------------------------------------------------- */
-
-/* The aggressor of the waiting part: rank 0 posts its NCCL all-to-all only after a delay kernel
- * that outlasts the victims, so on every other rank NCCL's kernel is launched and holds its
- * blocks, spinning, but moves nothing while the victims run. */
-typedef struct {
-    op_ref a2a;
-    double delay_us;
-    int me;
-} late_a2a;
-
-static void run_late_a2a(void *a, cudaStream_t st) {
-    late_a2a *l = a;
-    if (l->me == 0) CUDA_CHECK(exec_delay(l->delay_us, st));
-    run_op(&l->a2a, st);
-}
-
-/* A GEMM and a memory-bound kernel beside an NCCL kernel that waits for its peers (a posted
- * receive whose sender is late, as in a pipeline's stage waiting for the previous one): the
- * slowdown epsim applies to compute beside a launched NCCL operation whose peers have not
- * arrived (interference.json, aggressor "nccl_waiting"; docs/calibration.md). */
-void calib_waiting(bench *b, calib_list *out) {
-    int me = b->ctx->w.rank, nv = 8;
-    cudaStream_t s1, s2;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
-    ep_config cfg;
-    ep_config_defaults(&cfg);
-    ep_config_resolve(&cfg); /* built by hand: no validation */
-    static ep_op cops[4];
-    int nc = victim_ops(cops, 4, 512.0 * (1 << 20));
-    calib_synth cy;
-    calib_synth_init(&cy, &cfg, 1);
-    cy.rk[0].ops = cops, cy.rk[0].nops = nc;
-    exec_gpu *cg = exec_gpu_create_rank(b->ctx, &cy.s, 0, 0);
-    exec_gpu *ag = a2a_aggressor(b, &cfg);
-    op_ref a2a = {ag, 0};
-    for (int v = 0; v < nc; v++) {
-        op_ref vic = {cg, v};
-        const ep_op *op = &cops[v];
-        char what[160];
-        if (op->kind == EP_OP_GEMM)
-            snprintf(what, sizeof what, "\"victim\":\"gemm\",\"m\":%d,\"n\":%d,\"k\":%d", op->m,
-                     op->n, op->k);
-        else
-            snprintf(what, sizeof what, "\"victim\":\"elementwise\",\"bytes\":%.0f", op->bytes);
-        double alone = victim_us(b, s1, s2, run_op, &vic, nv, NULL, NULL, 0);
-        late_a2a late = {a2a, 3.0 * nv * alone + 1000, me};
-        double sh = victim_time(b, s1, s2, run_op, &vic, nv, run_late_a2a, &late, 1, 1);
+    if (moving) {
+        double back = victim_us(b, s1, s2, run_op, &a2a, nv, run_op, &vic[0],
+                                cover(a2a_alone, nv, gemm_alone));
         calib_add(out,
-                  "{%s,\"aggressor\":\"nccl_waiting\",\"aggressor_sms\":-1,"
-                  "\"aggressor_bytes\":%.0f,\"alone_us\":%.3f,\"shared_us\":%.3f,"
-                  "\"slowdown\":%.4f}",
-                  what, 256.0 * (1 << 20), alone, sh, sh / alone);
-        if (me == 0) {
-            printf("  %s alone %.1f us, beside a waiting nccl alltoall %.1f us (ranks 1..)\n", what,
-                   alone, sh);
-            fflush(stdout);
-        }
+                 "{\"victim\":\"nccl_alltoall\",\"bytes\":%.0f,\"aggressor\":\"gemm\",\"m\":%d,"
+                 "\"n\":%d,\"k\":%d,\"alone_us\":%.3f,\"shared_us\":%.3f,\"slowdown\":%.4f}",
+                 256.0 * (1 << 20), cops[0].m, cops[0].n, cops[0].k, a2a_alone, back,
+                 back / a2a_alone);
+        if (me == 0)
+            printf("  nccl alltoall alone %.1f us, beside the gemm %.1f us\n", a2a_alone, back);
+        CUDA_CHECK(cudaFree(ssrc));
+        ep_nvl_destroy(&nvl);
     }
+    if (me == 0) fflush(stdout);
     exec_gpu_destroy(ag);
     exec_gpu_destroy(cg);
     CUDA_CHECK(cudaStreamDestroy(s1));
