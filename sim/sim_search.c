@@ -6,9 +6,10 @@
  *    the value given); each combination is checked by ep_config_validate, nothing else.
  * 2. Estimate: for each legal layout, the schedule of one rank per pipeline stage
  *    (ep_sched_build_ranks) with at most 2 x PP microbatches: its peak memory (ep_mem_rank_peak)
- *    and a lower bound on the step from compute alone (per rank, the larger of its host's issue
- *    time and each stream's ops at their standalone cost, sim_cost; per-microbatch ops scaled to
- *    the full count). In worker processes (--jobs), a layout group at a time.
+ *    and a lower bound on the step (per rank, the larger of its host's issue time and each
+ *    stream's ops at their standalone cost, sim_cost, collectives at what must cross links,
+ *    coll_bound_s; per-microbatch ops scaled to the full count). In worker processes (--jobs), a
+ *    layout group at a time.
  * 3. Prune: model state alone above the GPU memory (the rest of that layout group needs no
  *    build); estimated peak above it; recomputation where the same layout fits with less
  *    (recomputation only adds compute ops); then, simulating by increasing lower bound, every
@@ -29,10 +30,12 @@
 #include <xbt/config.h>
 #include <xbt/log.h>
 #include <simgrid/engine.h>
+#include <simgrid/host.h>
 
 #include "ep_config.h"
 #include "ep_groups.h"
 #include "ep_io.h"
+#include "ep_xfer.h"
 #include "ep_memory.h"
 #include "ep_opts.h"
 #include "ep_sched.h"
@@ -277,8 +280,41 @@ static int apply(const ep_config *base, const axis *ax, const unsigned char *vi,
 typedef struct {
     int ngpus, gpn;
     double peak_flops, hbm_bw, hbm_bytes;
+    double nvl_bw, net_bw; /* route bandwidth GPU 0 -> 1 and GPU 0 -> the next node's first (0:
+                              none) */
     char calib[4096]; /* the calibration file, "" for the built-in defaults */
 } plat_info;
+
+/* A lower bound on a collective's time from what must cross links, whatever the algorithm: every
+ * member receives its share through its own link (the kind's link bytes over the node's link
+ * bandwidth), and over several nodes each node imports what the other nodes hold (all_gather:
+ * the others' contributions; reduce_scatter, all_reduce: the partial sums of its shards, and for
+ * all_reduce the reduced shards back) through at most all its GPUs' NICs. 0 for other kinds. */
+static double coll_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *op) {
+    if (op->group < 0 || (op->kind != EP_OP_ALL_GATHER && op->kind != EP_OP_REDUCE_SCATTER &&
+                          op->kind != EP_OP_ALL_REDUCE))
+        return 0;
+    const ep_group *g = &s->groups[op->group];
+    int n = g->size;
+    if (n < 2) return 0;
+    int nodes = 1, gpn = pi->gpn > 0 ? pi->gpn : 1;
+    for (int i = 1; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = g->ranks[j] / gpn == g->ranks[i] / gpn;
+        nodes += !seen;
+    }
+    double t = pi->nvl_bw > 0 ? ep_xfer_size_of(op->kind, n, op->bytes).link / pi->nvl_bw : 0;
+    if (nodes > 1 && pi->net_bw > 0) {
+        double B = op->bytes, N = nodes, imp = op->kind == EP_OP_ALL_GATHER
+                                                   ? (N - 1) * (n / N) * B
+                                                   : (op->kind == EP_OP_ALL_REDUCE ? 2 : 1) *
+                                                         B * (N - 1) / N;
+        double tn = imp / (gpn * pi->net_bw);
+        if (tn > t) t = tn;
+    }
+    return t;
+}
 
 /* Peak memory, model state and the compute lower bound of cfg (legal) from one rank per pipeline
  * stage. Returns 0, or -1 with err. */
@@ -332,7 +368,12 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
             double k = op->mb >= 0 ? scale : 1;
             int gsize = op->group >= 0 ? s.groups[op->group].size : 1;
             host += k * sim_op_host_s(&cost, op, gsize);
-            if (ep_op_is_comm(op) || op->kind == EP_OP_HOST_SYNC) continue;
+            if (ep_op_is_comm(op)) {
+                /* a stream runs its ops one after another: their bounds add up */
+                stream[op->stream] += k * coll_bound_s(pi, &s, op);
+                continue;
+            }
+            if (op->kind == EP_OP_HOST_SYNC) continue;
             sim_work w;
             sim_op_work(&cost, op, pi->peak_flops, pi->hbm_bw, &w);
             stream[op->stream] += k * sim_work_alone(&w);
@@ -493,6 +534,14 @@ static int probe(const char *topo, const char *calib_arg, plat_info *pi, char er
             out.pi.peak_flops = pl.peak_flops[0];
             out.pi.hbm_bw = pl.hbm_bw[0];
             out.pi.hbm_bytes = pl.hbm_bytes;
+            sim_platform_seal(); /* routes exist from here */
+            if (pl.ngpus > 1)
+                out.pi.nvl_bw = sg_host_get_route_bandwidth(pl.host[0], pl.host[1]);
+            if (pl.ngpus > pl.gpus_per_node && pl.gpus_per_node > 0) { /* NIC to NIC where
+                                                                        the platform has them */
+                sg_host_t *h = pl.nic ? pl.nic : pl.host;
+                out.pi.net_bw = sg_host_get_route_bandwidth(h[0], h[pl.gpus_per_node]);
+            }
             const char *name = calib_arg ? calib_arg : pl.calib[0] ? pl.calib : NULL;
             if (name && strcmp(name, "none") != 0 &&
                 sim_find_data("calib", name, ".json", out.pi.calib, sizeof out.pi.calib) != 0) {
