@@ -4,17 +4,20 @@
 Megatron-LM issues every kernel of a layer from Python modules (attention, the MoE router, the
 token dispatcher's preprocessing and its host sync, the experts, the bias-dropout-add fusions):
 its host time per layer is what a step pays when the GPU waits for the host (small layers, no
-CUDA graphs). This builds one TransformerLayer with Megatron-Core's local (PyTorch-only) spec - a
-dense one and a MoE one with the alltoall dispatcher, at toy sizes so that the GPU waits for the
-host - and times the host's issue of its forward and backward (the clock stops before the GPU is
-waited for; the alltoall dispatcher's own host sync is inside, as in a run), counting the kernels
-it launches with the profiler. Megatron-Core is not part of this project: the script imports it
+CUDA graphs). This builds the TransformerLayers of VARIANTS with Megatron-Core's local (PyTorch-only)
+spec - dense and MoE layers (alltoall dispatcher), at toy sizes so that the GPU waits for the
+host - and times the host's issue of their forward and backward round by round (the clock stops
+before the GPU is waited for; the alltoall dispatcher's own host sync is inside, as in a run),
+counting the kernels they launch with the profiler. Megatron-Core is not part of this project: the script imports it
 from a checkout given with --megatron (nothing of it is committed).
 
 Output: a JSON array (first element {"meta": ...}), records
   {"what": "megatron_layer", "layer": a name of VARIANTS, "pass": "fwd"|"fwd_bwd", "time_us": median,
-   "kernels": per call, "samples": [...], "config": {epsim flags of the same layer}}
-Usage: python3 scripts/megatron_host.py --megatron DIR --out FILE [--repeat 5] [--iters 30]
+   "kernels": per call, "samples": [...], "config": {epsim flags of the same layer}, "launch": k}
+With --append, FILE gains this run as launch k + 1 (its meta under meta.launches): the file
+epsim calibrate reads, which takes each layer's median over launches.
+Usage: python3 scripts/megatron_host.py --megatron DIR --out FILE [--append] [--repeat 5]
+       [--iters 30]
 """
 import argparse
 import json
@@ -150,10 +153,34 @@ def epsim_flags(name):
             + VARIANTS[name][2])
 
 
+def write_launch(path, meta, recs, append):
+    """Writes meta and recs to path as one launch, or with append adds them to the launches the
+    file holds; atomically (a temporary file renamed)."""
+    launches, old = [], []
+    if append and os.path.exists(path):
+        with open(path) as f:
+            prev = json.load(f)
+        launches, old = prev[0]["meta"].get("launches", []), prev[1:]
+    k = 1 + max([r.get("launch", 0) for r in old] + [0])
+    launch_meta = dict(meta, launch=k)
+    out = [{"meta": {"program": "scripts/megatron_host.py",
+                     "what": "host time of Megatron-Core layers, forward and forward+backward; one "
+                             "record per layer, pass and launch; epsim calibrate takes the median "
+                             "over launches",
+                     "gpu": meta["gpu"], "megatron": meta["megatron"],
+                     "launches": launches + [launch_meta]}}]
+    out += old + [dict(r, launch=k) for r in recs]
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(out, f, indent=1)
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--megatron", required=True, help="a Megatron-LM checkout (holds megatron/)")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--append", action="store_true", help="add this run to --out as a launch")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--iters", type=int, default=30)
     args = ap.parse_args()
@@ -202,17 +229,14 @@ def main():
                      "samples": [round(t, 2) for t in v], "config": epsim_flags(n)})
         print(f"  {n:22s} {w:7s} {recs[-1]['time_us']:9.1f} us host (min {min(v):.1f}, max "
               f"{max(v):.1f}), {kernels[n][w]} kernels", flush=True)
-    meta = {"meta": {"program": "scripts/megatron_host.py", "gpu": torch.cuda.get_device_name(),
-                     "torch": torch.__version__, "megatron": os.environ.get("MEGATRON_REV", ""),
-                     "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                     "git_revision": os.environ.get("EP_GIT_REVISION", ""),
-                     "repeat": args.repeat, "iters": args.iters,
-                     "spec": "get_gpt_layer_local_spec (PyTorch-only modules, SequentialMLP "
-                             "experts), bf16, toy sizes"}}
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump([meta] + recs, f, indent=1)
-    os.replace(tmp, args.out)
+    meta = {"program": "scripts/megatron_host.py", "gpu": torch.cuda.get_device_name(),
+            "torch": torch.__version__, "megatron": os.environ.get("MEGATRON_REV", ""),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "git_revision": os.environ.get("EP_GIT_REVISION", ""),
+            "repeat": args.repeat, "iters": args.iters,
+            "spec": "get_gpt_layer_local_spec (PyTorch-only modules, SequentialMLP experts), "
+                    "bf16, toy sizes"}
+    write_launch(args.out, meta, recs, args.append)
     torch.distributed.destroy_process_group()
     return 0 if len(recs) == 2 * len(VARIANTS) else 1
 
