@@ -35,6 +35,7 @@
 #include "ep_config.h"
 #include "ep_groups.h"
 #include "ep_io.h"
+#include "ep_route.h"
 #include "ep_xfer.h"
 #include "ep_memory.h"
 #include "ep_opts.h"
@@ -289,21 +290,20 @@ typedef struct {
  * member receives its share through its own link (the kind's link bytes over the node's link
  * bandwidth), and over several nodes each node imports what the other nodes hold (all_gather:
  * the others' contributions; reduce_scatter, all_reduce: the partial sums of its shards, and for
- * all_reduce the reduced shards back) through at most all its GPUs' NICs. 0 for other kinds. */
-static double coll_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *op) {
+ * all_reduce the reduced shards back) through at most all its GPUs' NICs. 0 for other kinds.
+ * nodes_of: per group, the nodes it spans (ep_route_nodes), 0 until first asked; scratch: room for
+ * a group's ranks. */
+static double coll_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *op, int *nodes_of,
+                           int *scratch) {
     if (op->group < 0 || (op->kind != EP_OP_ALL_GATHER && op->kind != EP_OP_REDUCE_SCATTER &&
                           op->kind != EP_OP_ALL_REDUCE))
         return 0;
     const ep_group *g = &s->groups[op->group];
     int n = g->size;
     if (n < 2) return 0;
-    int nodes = 1, gpn = pi->gpn > 0 ? pi->gpn : 1;
-    for (int i = 1; i < n; i++) {
-        int seen = 0;
-        for (int j = 0; j < i && !seen; j++)
-            seen = g->ranks[j] / gpn == g->ranks[i] / gpn;
-        nodes += !seen;
-    }
+    int gpn = pi->gpn > 0 ? pi->gpn : 1;
+    if (!nodes_of[op->group]) nodes_of[op->group] = ep_route_nodes(g->ranks, n, gpn, scratch);
+    int nodes = nodes_of[op->group];
     double t = pi->nvl_bw > 0 ? ep_xfer_size_of(op->kind, n, op->bytes).link / pi->nvl_bw : 0;
     if (nodes > 1 && pi->net_bw > 0) {
         double B = op->bytes, N = nodes, imp = op->kind == EP_OP_ALL_GATHER
@@ -349,6 +349,10 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
     ep_mem_model_default(&mm);
     sim_cost cost;
     if (!state_only) sim_cost_init(&cost, calib, &cfg);
+    /* coll_bound_s: the nodes each group spans, counted once per group */
+    int *nodes_of = calloc((size_t)s.ngroups + 1, sizeof *nodes_of);
+    int *scratch = malloc(((size_t)s.world + 1) * sizeof *scratch);
+    if (!nodes_of || !scratch) rc = -1, snprintf(err, EP_ERRLEN, "out of memory");
     double scale = (double)nmb / nmb2;
     *state = *mem = *lb = 0;
     for (int r = 0; r < s.world && rc == 0; r++) {
@@ -370,7 +374,7 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
             host += k * sim_op_host_s(&cost, op, gsize);
             if (ep_op_is_comm(op)) {
                 /* a stream runs its ops one after another: their bounds add up */
-                stream[op->stream] += k * coll_bound_s(pi, &s, op);
+                stream[op->stream] += k * coll_bound_s(pi, &s, op, nodes_of, scratch);
                 continue;
             }
             if (op->kind == EP_OP_HOST_SYNC) continue;
@@ -386,6 +390,8 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
     if (!state_only) sim_cost_free(&cost);
     ep_sched_free(&s);
     free(only);
+    free(nodes_of);
+    free(scratch);
     return rc;
 }
 
