@@ -514,6 +514,16 @@ typedef struct {
     int n;
 } host_layer;
 
+/* The index of the layer named `name`, else of the one named `fallback`; -1 without either. */
+static int host_layer_of(const host_layer *L, int nl, const char *name, const char *fallback) {
+    int f = -1;
+    for (int k = 0; k < nl; k++) {
+        if (!strcmp(L[k].name, name)) return k;
+        if (!strcmp(L[k].name, fallback)) f = k;
+    }
+    return f;
+}
+
 static int fit_host_layers(fit *x) {
     host_layer L[HOST_LAYERS_MAX];
     int nl = 0;
@@ -530,7 +540,7 @@ static int fit_host_layers(fit *x) {
         if (L[k].n < HOST_LAUNCHES_MAX) L[k].t[L[k].n++] = us * 1e-6;
     }
     double calls[HOST_LAYERS_MAX], t[HOST_LAYERS_MAX];
-    int nops[HOST_LAYERS_MAX], nexp[HOST_LAYERS_MAX], dense = -1, moe = -1;
+    int nops[HOST_LAYERS_MAX], nexp[HOST_LAYERS_MAX], dense, moe;
     for (int k = 0; k < nl; k++) {
         if (layer_calls(&x->c, L[k].config, &calls[k], &nops[k], &nexp[k], x->err)) {
             char e[EP_ERRLEN];
@@ -544,13 +554,8 @@ static int fit_host_layers(fit *x) {
     /* the layers fitted: those whose core attention is one fused call (dense_sdpa, moe_sdpa),
      * as Transformer Engine's is in the runs epsim predicts and as epsim's attention op is one
      * launch; files without them, the local spec's unfused attention (dense, moe) */
-    static const char *const fit_dense[] = {"dense_sdpa", "dense"};
-    static const char *const fit_moe[] = {"moe_sdpa", "moe"};
-    for (int j = 1; j >= 0; j--) /* the preferred name last, so it wins */
-        for (int k = 0; k < nl; k++) {
-            if (!strcmp(L[k].name, fit_dense[j])) dense = k;
-            if (!strcmp(L[k].name, fit_moe[j])) moe = k;
-        }
+    dense = host_layer_of(L, nl, "dense_sdpa", "dense");
+    moe = host_layer_of(L, nl, "moe_sdpa", "moe");
     if (dense < 0 || !(nops[dense] > 0 && t[dense] > calls[dense])) return 0;
     x->c.op_overhead_s = (t[dense] - calls[dense]) / nops[dense];
     if (moe >= 0 && nexp[moe] > 0) {
