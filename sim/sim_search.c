@@ -8,7 +8,8 @@
  *    (ep_sched_build_ranks) with at most 2 x PP microbatches: its peak memory (ep_mem_rank_peak)
  *    and a lower bound on the step (per rank, the larger of its host's issue time and each
  *    stream's ops at their standalone cost, sim_cost, collectives at what must cross links,
- *    coll_bound_s; per-microbatch ops scaled to the full count). In worker processes (--jobs), a
+ *    coll_bound_s; per-microbatch ops scaled to the full count; with a pipeline, each stage's
+ *    compute plus the fill and drain of the stages before it). In worker processes (--jobs), a
  *    layout group at a time.
  * 3. Prune: model state alone above the GPU memory (the rest of that layout group needs no
  *    build); estimated peak above it; recomputation where the same layout fits with less
@@ -141,15 +142,16 @@ static void add(axis *a, const char *label, const char *w0, const char *w1, cons
         if (w[i]) snprintf(v->words[v->nwords++], sizeof v->words[0], "%s", w[i]);
 }
 
-/* The pipeline values: PP 1..16 with VPP 1, 2; a layer count PP x VPP does not divide gets
- * uneven first and last stages (VPP 1) or a --pipeline-model-parallel-layout (VPP 2). */
+/* The pipeline values: PP 1..16 with VPP 1, 2, and every larger VPP that cuts the stages evenly
+ * into model chunks of 1-4 layers; a layer count PP x VPP does not divide gets uneven first and
+ * last stages (VPP 1) or a --pipeline-model-parallel-layout (VPP 2). */
 static void pipeline_values(axis *a, const ep_config *base, int world) {
     int L = base->num_layers;
     char w[4][200], label[48];
     for (int pp = 1; pp <= 16 && pp <= L && pp <= world; pp *= 2)
-        for (int vpp = 1; vpp <= (pp > 1 ? 2 : 1); vpp++) {
+        for (int vpp = 1; vpp <= (pp > 1 ? L / pp : 1); vpp++) {
             int V = pp * vpp;
-            if (V > L) continue;
+            if (V > L || (vpp > 2 && (L % V != 0 || L / V > 4))) continue;
             snprintf(w[0], sizeof w[0], "--pipeline-model-parallel-size=%d", pp);
             snprintf(w[1], sizeof w[1], "--num-virtual-stages-per-pipeline-rank=%d", vpp);
             if (L % V == 0) {
@@ -184,6 +186,13 @@ static void pipeline_values(axis *a, const ep_config *base, int world) {
                 add(a, label, w[0], w[2], NULL, NULL);
             }
         }
+}
+
+/* An axis that means nothing to the model keeps one value without flags: a dense model's ETP,
+ * dispatcher and EP overlap, whose values would only repeat the same layout. */
+static void not_applicable(axis *a) {
+    a->n = 0;
+    add(a, "n/a", NULL, NULL, NULL, NULL);
 }
 
 static void make_axes(axis *ax, const ep_config *base, int world, int gpn) {
@@ -245,6 +254,11 @@ static void make_axes(axis *ax, const ep_config *base, int world, int gpn) {
     add(&ax[AX_RC], "selective", "--recompute-granularity=selective", NULL, NULL, NULL);
     add(&ax[AX_RC], "full", "--recompute-granularity=full", "--recompute-method=uniform",
         "--recompute-num-layers=1", NULL);
+    if (base->num_experts <= 0) {
+        not_applicable(&ax[AX_ETP]);
+        not_applicable(&ax[AX_DISP]);
+        not_applicable(&ax[AX_OVL]);
+    }
 }
 
 /* An axis the command line fixes keeps one value: the base's. */
@@ -290,7 +304,10 @@ typedef struct {
  * member receives its share through its own link (the kind's link bytes over the node's link
  * bandwidth), and over several nodes each node imports what the other nodes hold (all_gather:
  * the others' contributions; reduce_scatter, all_reduce: the partial sums of its shards, and for
- * all_reduce the reduced shards back) through at most all its GPUs' NICs. 0 for other kinds.
+ * all_reduce the reduced shards back). The group's members in a node get their share of its
+ * NICs, one NIC per GPU: the node's other GPUs are members of groups of the same kind that move
+ * as much (a layout is the same on every rank of a stage), so over an iteration the node's NICs
+ * carry all of it - with one member per node, one NIC's worth. 0 for other kinds.
  * nodes_of: per group, the nodes it spans (ep_route_nodes), 0 until first asked; scratch: room for
  * a group's ranks. */
 static double coll_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *op, int *nodes_of,
@@ -310,7 +327,8 @@ static double coll_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *
                                                    ? (N - 1) * (n / N) * B
                                                    : (op->kind == EP_OP_ALL_REDUCE ? 2 : 1) *
                                                          B * (N - 1) / N;
-        double tn = imp / (gpn * pi->net_bw);
+        double members = n / N < gpn ? n / N : gpn; /* of this group in a node */
+        double tn = imp / (members * pi->net_bw);
         if (tn > t) t = tn;
     }
     return t;
@@ -354,6 +372,10 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
     int *scratch = malloc(((size_t)s.world + 1) * sizeof *scratch);
     if (!nodes_of || !scratch) rc = -1, snprintf(err, EP_ERRLEN, "out of memory");
     double scale = (double)nmb / nmb2;
+    /* per stage: its microbatches' compute, and microbatch 0's first model chunk forward and
+     * backward, for the pipeline's fill and drain below */
+    double *stage_t = calloc(3 * (size_t)pp, sizeof *stage_t);
+    if (!stage_t) rc = -1, snprintf(err, EP_ERRLEN, "out of memory");
     *state = *mem = *lb = 0;
     for (int r = 0; r < s.world && rc == 0; r++) {
         if (!only[r]) continue;
@@ -366,6 +388,9 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
             break;
         }
         if (pk.total > *mem) *mem = pk.total;
+        ep_coords d;
+        ep_rank_coords(&cfg, r, &d, NULL);
+        int stage = d.pp;
         double host = 0, stream[EP_NUM_STREAMS] = {0};
         for (int i = 0; i < s.ranks[r].nops; i++) {
             const ep_op *op = &s.ranks[r].ops[i];
@@ -380,13 +405,31 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
             if (op->kind == EP_OP_HOST_SYNC) continue;
             sim_work w;
             sim_op_work(&cost, op, pi->peak_flops, pi->hbm_bw, &w);
-            stream[op->stream] += k * sim_work_alone(&w);
+            double t = sim_work_alone(&w);
+            stream[op->stream] += k * t;
+            if (op->stream == EP_STREAM_COMP && op->mb >= 0) {
+                double *st = stage_t + 3 * stage;
+                st[0] += k * t;
+                if (op->mb == 0 && op->chunk <= 0 && op->phase == EP_PHASE_FWD) st[1] += t;
+                if (op->mb == 0 && op->chunk <= 0 && op->phase == EP_PHASE_BWD) st[2] += t;
+            }
         }
         double b = host;
         for (int t = 0; t < EP_NUM_STREAMS; t++)
             if (stream[t] > b) b = stream[t];
         if (b > *lb) *lb = b;
     }
+    /* The pipeline fills and drains: stage p's first forward waits for model chunk 0 of
+     * microbatch 0 on stages 0..p-1, and after its last backward (chunk 0 of the last microbatch)
+     * those stages still run theirs - the 1F1B bubble, (PP - 1) / (VPP x microbatches) of the
+     * step with even stages; the optimizer, after the last backward, is left out. */
+    for (int p = 0; rc == 0 && !state_only && p < pp; p++) {
+        double fill = 0;
+        for (int q = 0; q < p; q++)
+            fill += stage_t[3 * q + 1] + stage_t[3 * q + 2];
+        if (fill + stage_t[3 * p] > *lb) *lb = fill + stage_t[3 * p];
+    }
+    free(stage_t);
     if (!state_only) sim_cost_free(&cost);
     ep_sched_free(&s);
     free(only);

@@ -82,6 +82,32 @@ static void test_enumeration_is_the_legal_set(void) {
     remove(so);
 }
 
+/* A dense model: ETP, dispatcher and EP overlap mean nothing and keep one value ("n/a"), so each
+ * layout is enumerated once. By hand, world 2: TP 1 or 2 x PP 1 or 2 x EP 1 x 4 shardings = 16;
+ * legal: TP 1 PP 1 (DP 2) 4, TP 1 PP 2 and TP 2 PP 1 (DP 1, no HSDP) 3 each, TP 2 PP 2 none. */
+static void test_dense_model_axes(void) {
+    char out[512], so[512], args[2048];
+    tmp_path(out, sizeof out, "search_dense.csv");
+    tmp_path(so, sizeof so, "search_dense.out");
+    snprintf(args, sizeof args,
+             "search --topo h200x2 --no-preset --num-layers 2 --seq-length 512 "
+             "--global-batch-size 4 --micro-batch-size 1 --recompute-granularity none "
+             "--context-parallel-size 1 --num-experts 0 --moe-layer-freq 0 --budget 2 --jobs 2 "
+             "--out %s",
+             out);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, so, NULL), 0);
+    CU_ASSERT(file_has(so, "16 combinations (0 duplicates), 10 legal layouts, 6 illegal"));
+    static char etp[16][64], disp[16][64];
+    CU_ASSERT_EQUAL(csv_col(out, 6, etp, 16), 10);
+    CU_ASSERT_EQUAL(csv_col(out, 8, disp, 16), 10);
+    for (int i = 0; i < 10; i++) {
+        CU_ASSERT_STRING_EQUAL(etp[i], "n/a");
+        CU_ASSERT_STRING_EQUAL(disp[i], "n/a");
+    }
+    remove(out);
+    remove(so);
+}
+
 /* A GPU memory limit between the layouts' model states: those above it are pruned without a
  * simulation (the most sharded fit), and nothing simulated exceeds it. */
 static void test_memory_pruning(void) {
@@ -140,6 +166,41 @@ static void test_shards_cover_once(void) {
     remove(all);
 }
 
+/* The bound that orders and prunes the simulations is a lower bound: every layout's simulated
+ * step (simulated in the search or run here from its CSV flags) is at least its lower_bound_s;
+ * the pipeline's fill and drain are part of it, and with 8 layers PP 2 offers VPP 4 (model chunks
+ * of one layer) but not VPP 3 (8 layers do not split into 6 chunks). */
+#define EIGHT                                                                                      \
+    "--topo h200x2 --no-preset --num-layers 8 --seq-length 512 --global-batch-size 8 "            \
+    "--moe-token-dispatcher-type alltoall --micro-batch-size 1 --recompute-granularity none "      \
+    "--context-parallel-size 1"
+
+static void test_bound_is_a_lower_bound(void) {
+    char out[512], args[2048], cmd[4096];
+    tmp_path(out, sizeof out, "search_lb.csv");
+    snprintf(args, sizeof args, "search " EIGHT " --budget 100 --jobs 2 --out %s", out);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    snprintf(cmd, sizeof cmd,
+             "awk -F, 'NR==1{for(i=1;i<=NF;i++)h[$i]=i;next} $h[\"pp_vpp\"]==\"2/4\"{a++} "
+             "$h[\"pp_vpp\"]==\"2/3\"{b++} END{exit !(a>0 && b==0)}' %s",
+             out);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    /* each row with a bound: its layout run alone, step time against the bound */
+    snprintf(cmd, sizeof cmd,
+             "n=0; awk -F, 'NR==1{for(i=1;i<=NF;i++)h[$i]=i;next} $h[\"lower_bound_s\"]!=\"\""
+             "{print $h[\"lower_bound_s\"] \";\" $h[\"flags\"]}' %s > %s.rows && "
+             "while IFS=';' read lb fl; do n=$((n+1)); "
+             "t=$(%s/sim/epsim " EIGHT " $fl 2>/dev/null | awk '/iteration time/{print $3}'); "
+             "awk -v t=\"$t\" -v lb=\"$lb\" 'BEGIN{exit !(t != \"\" && t + 1e-6 >= lb)}' || "
+             "{ echo \"$fl: step $t below the bound $lb\" >&2; exit 1; }; done < %s.rows && "
+             "test $n -ge 20",
+             out, out, EP_BINARY_DIR, out);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s.rows", out);
+    remove(cmd);
+    remove(out);
+}
+
 /* Bad input: one line on stderr, exit 2, no CSV. */
 static void test_search_bad_input(void) {
     char out[512], args[2048];
@@ -170,7 +231,9 @@ void ep_suite_search(void) {
     CU_pSuite s = CU_add_suite("epsim search", NULL, NULL);
     CU_add_test(s, "the enumeration is the legal set; budget; ranking",
                 test_enumeration_is_the_legal_set);
+    CU_add_test(s, "a dense model enumerates each layout once", test_dense_model_axes);
     CU_add_test(s, "layouts that cannot fit are pruned", test_memory_pruning);
     CU_add_test(s, "shards cover the space once", test_shards_cover_once);
+    CU_add_test(s, "the search's bound is below every layout's step", test_bound_is_a_lower_bound);
     CU_add_test(s, "bad input: one line, exit 2, no CSV", test_search_bad_input);
 }
