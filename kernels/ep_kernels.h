@@ -131,6 +131,8 @@ typedef struct {
     void *peer_region[EP_MAX_RANKS]; /* IPC-mapped regions (own one at index me) */
     int gpu_sms, prereduce_per_sm;   /* SMs of the device, resident pre-reduce blocks per SM */
     int *pcnt;   /* combine: pre-reduced tokens per (owner, chunk), zero between ops */
+    int *scnt;   /* senders: finished slices per (dispatch|combine, destination, chunk), zero
+                    between ops */
     void *psend; /* combine: pre-reduced rows for the peers, staging order (local memory) */
     size_t off_stage, off_cstage, off_flags, off_topk, off_prob, off_ntok;
     int *d_err;       /* device error word set by timeouts */

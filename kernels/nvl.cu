@@ -46,6 +46,7 @@ struct Args {
     // owner-side sum; 0: the rows are already in psend (separate pre-reduce kernel)
     int pre, weighted;
     int *pcnt;
+    int *scnt; // finished slices per (dispatch | combine, destination, chunk) of a sender item
     const ep_bf16 *expout;
     size_t off_stage, off_cstage, off_flags, off_topk, off_prob, off_ntok;
     int fl_cchunk;
@@ -87,6 +88,43 @@ __device__ void publish(const Args &a, uint32_t *flag) {
     if (threadIdx.x == 0) {
         __threadfence_system();
         st_release_sys(flag, a.seq);
+    }
+}
+
+// Column slices per item when there are few items for many workers: a token's row (or a chunk's
+// rows) is split into up to `units` column ranges so that every worker gets some, at least one
+// slice per item (at large token counts, one: whole rows as before).
+__device__ __forceinline__ int slices(size_t workers, size_t items, int units) {
+    if (items == 0) return 1;
+    size_t s = workers / items;
+    return s < 1 ? 1 : s > (size_t)units ? units : (int)s;
+}
+// Slice sl of S over n16 columns, in units of 64 (the width of combine_token's and reduce_token's
+// step): [*c0, *c1).
+// With few chunks for many sender blocks, an item (chunk, destination) is split into `S` slices
+// of its rows, one block each (at most 16: 4 tokens a slice); with many chunks, S = 1.
+__device__ __forceinline__ int sender_slices(const Args &a, int nch) {
+    size_t items = (size_t)nch * a.ep, s = items ? (size_t)a.senders / items : 1;
+    return s < 1 ? 1 : s > 16 ? 16 : (int)s;
+}
+
+// A slice of item (c, d) is done: the item's flag at d is released by the last of its S slices
+// to finish (a local count per item, fenced like publish; the last one resets it, and `also`
+// when given, for the next op). S = 1: this block publishes.
+__device__ void publish_item(const Args &a, uint32_t *flag, int *cnt, int S, int *also) {
+    if (S == 1) {
+        publish(a, flag);
+        return;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence_system();
+        if (atomicAdd(cnt, 1) == S - 1) {
+            *cnt = 0;
+            if (also) *also = 0;
+            __threadfence_system();
+            st_release_sys(flag, a.seq);
+        }
     }
 }
 
@@ -139,21 +177,24 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     if ((int)blockIdx.x < a.senders) {
         const int nt = L.ntok[a.me], nch = (nt + EP_CHUNK - 1) / EP_CHUNK;
-        for (int i = blockIdx.x; i < nch * a.ep; i += a.senders) {
+        const int S = sender_slices(a, nch);
+        for (int i = blockIdx.x; i < nch * a.ep * S; i += a.senders) {
             int c, d;
-            sender_item(a, i, c, d);
+            sender_item(a, i / S, c, d);
+            const int sl = i % S, t0 = c * EP_CHUNK + sl * EP_CHUNK / S,
+                      t1 = min(c * EP_CHUNK + (sl + 1) * EP_CHUNK / S, nt);
             int4 *dst = rows_of(a, d, a.off_stage);
             const int base = L.roff[a.me * L.ep + d];
             // Own tokens: no copy (the permute reads x), only the flag.
-            for (int t = c * EP_CHUNK + warp; d != a.me && t < nt && t < (c + 1) * EP_CHUNK;
-                 t += WARPS) {
+            for (int t = t0 + warp; d != a.me && t < t1; t += WARPS) {
                 int di = L.didx[((size_t)a.me * L.max_tokens + t) * L.ep + d];
                 if (di >= 0)
                     warp_copy_row(dst + (size_t)(base + di) * a.n16,
                                   reinterpret_cast<const int4 *>(x) + (size_t)t * a.n16, a.n16,
                                   lane);
             }
-            publish(a, flags_of(a, d) + FL_DCHUNK + a.me * L.nchunks + c);
+            publish_item(a, flags_of(a, d) + FL_DCHUNK + a.me * L.nchunks + c,
+                         a.scnt + (size_t)d * L.nchunks + c, S, nullptr);
         }
         return;
     }
@@ -162,14 +203,36 @@ __global__ void __launch_bounds__(THREADS, 1)
     zero_gaps(L, perm, a.n16, h * WARPS + warp, a.helpers * WARPS, lane);
     const ep_bf16 *stage = reinterpret_cast<const ep_bf16 *>(a.region[a.me] + a.off_stage);
     const uint32_t *fl = flags_of(a, a.me) + FL_DCHUNK;
-    for (int i = h; i < L.nchunks * a.ep; i += a.helpers) {
-        const int c = i / a.ep, s = i % a.ep, nt = L.ntok[s];
+    // items (chunk, source), each in S token slices when there are fewer items than helpers
+    int nch = 0;
+    for (int k = 0; k < L.ep; k++)
+        nch = max(nch, (L.ntok[k] + EP_CHUNK - 1) / EP_CHUNK);
+    const int S = slices((size_t)a.helpers, (size_t)nch * a.ep, 16);
+    for (int i = h; i < nch * a.ep * S; i += a.helpers) {
+        const int item = i / S, c = item / a.ep, s = item % a.ep, nt = L.ntok[s], sl = i % S;
         if (c * EP_CHUNK >= nt) continue;
         if (!block_wait(a, fl + s * L.nchunks + c, s, "dispatch chunk", c)) return;
-        for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS)
+        const int t1 = min(c * EP_CHUNK + (sl + 1) * EP_CHUNK / S, nt);
+        for (int t = c * EP_CHUNK + sl * EP_CHUNK / S + warp; t < t1; t += WARPS)
             permute_token(L, s, t, stage, perm, a.n16, lane, scale != 0, x);
         __syncthreads();
     }
+}
+
+__device__ __forceinline__ void slice_cols(int n16, int sl, int S, int &c0, int &c1) {
+    const int n64 = (n16 + 63) / 64;
+    c0 = sl * n64 / S * 64;
+    c1 = min((sl + 1) * n64 / S * 64, n16);
+}
+__device__ __forceinline__ size_t total_tokens(const ep_layout &L) {
+    size_t total = 0;
+    for (int k = 0; k < L.ep; k++)
+        total += (size_t)L.ntok[k];
+    return total;
+}
+// The pre-reduce's slices per token: the same in the pre-reducers and the senders that count them.
+__device__ __forceinline__ int pre_slices(const ep_layout &L, size_t warps, int n16) {
+    return slices(warps, total_tokens(L), (n16 + 63) / 64);
 }
 
 // Pre-reduce work item w, dense over the tokens of every source, chunk by chunk: the 64 tokens
@@ -181,13 +244,11 @@ __global__ void __launch_bounds__(THREADS, 1)
 __device__ __forceinline__ bool pre_item(const ep_layout &L, size_t w, int &s, int &t) {
     // the chunks every source fills: index arithmetic; past them, a walk over the few left
     int nmin = L.ntok[0], nmax = L.ntok[0];
-    size_t total = 0;
     for (int k = 0; k < L.ep; k++) {
         nmin = min(nmin, L.ntok[k]);
         nmax = max(nmax, L.ntok[k]);
-        total += (size_t)L.ntok[k];
     }
-    if (w >= total) return false;
+    if (w >= total_tokens(L)) return false;
     const int full = nmin / EP_CHUNK;
     const size_t per = (size_t)L.ep * EP_CHUNK;
     if (w < (size_t)full * per) {
@@ -213,17 +274,21 @@ __device__ __forceinline__ bool pre_item(const ep_layout &L, size_t w, int &s, i
 
 // Combine step 1 for the items wid, wid + nw, ... of one warp: the (weighted) sum over the
 // token's local experts -> psend (peers' tokens, staging order) or the own combine buffer (own
-// tokens). pcnt non-NULL: lane 0 counts the finished token in its (owner, chunk) counter.
+// tokens), each token in pre_slices column slices. pcnt non-NULL: lane 0 counts each finished
+// slice in its token's (owner, chunk) counter.
 __device__ __forceinline__ void prereduce_warp(const ep_layout &L, const ep_bf16 *expout,
                                                int4 *psend, int4 *cself, int n16, bool weighted,
                                                size_t wid, size_t nw, int lane, int *pcnt) {
+    const int S = pre_slices(L, nw, n16);
     int s, t;
-    for (size_t w = wid; pre_item(L, w, s, t); w += nw) {
+    for (size_t w = wid; pre_item(L, S == 1 ? w : w / S, s, t); w += nw) {
         const int di = L.didx[((size_t)s * L.max_tokens + t) * L.ep + L.me];
         if (di < 0) continue;
         int4 *dst = s == L.me ? cself + (size_t)(L.coff[L.me * L.ep + L.me] + di) * n16
                               : psend + (size_t)(L.roff[s * L.ep + L.me] + di) * n16;
-        combine_token(L, s, t, expout, dst, n16, lane, weighted);
+        int c0, c1;
+        slice_cols(n16, S == 1 ? 0 : (int)(w % S), S, c0, c1);
+        combine_token(L, s, t, expout, dst, n16, lane, weighted, c0, c1);
         if (pcnt) {
             __syncwarp(); // the row's stores of every lane before lane 0's fence
             if (lane == 0) {
@@ -234,18 +299,24 @@ __device__ __forceinline__ void prereduce_warp(const ep_layout &L, const ep_bf16
     }
 }
 
-// The owner's sum over ranks, chunk by chunk as the partials arrive: chunks h, h + nh, ... of
-// this rank's tokens (sum block h of nh).
+// The owner's sum over ranks, chunk by chunk as the partials arrive: items h, h + nh, ... of
+// this rank's (chunk, column slice) items (sum block h of nh; with fewer chunks than blocks each
+// chunk's rows are split in column slices, so that few tokens still use every block).
 __device__ void owner_sum(const Args &a, ep_bf16 *out, int h, int nh) {
     const ep_layout &L = a.L;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nt = L.ntok[a.me];
     const ep_bf16 *recv = reinterpret_cast<const ep_bf16 *>(rows_of(a, a.me, a.off_cstage));
     const uint32_t *fl = flags_of(a, a.me) + a.fl_cchunk;
-    for (int c = h; c * EP_CHUNK < nt; c += nh) {
+    const int nc = (nt + EP_CHUNK - 1) / EP_CHUNK;
+    const int S = slices((size_t)nh, (size_t)nc, (a.n16 + 63) / 64);
+    for (int it = h; it < nc * S; it += nh) {
+        const int c = it / S;
+        int c0, c1;
+        slice_cols(a.n16, it % S, S, c0, c1);
         for (int d = 0; d < a.ep; d++)
             if (!block_wait(a, fl + d * L.nchunks + c, d, "combine chunk", c)) return;
         for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS)
-            reduce_token(L, t, recv, out, a.n16, lane);
+            reduce_token(L, t, recv, out, a.n16, lane, c0, c1);
         __syncthreads();
     }
 }
@@ -279,35 +350,47 @@ __global__ void __launch_bounds__(THREADS, 1) combine_kernel(Args a, ep_bf16 *ou
     if (!enter_wait(a, OP_COMBINE)) return;
     const int sb = b - a.pre;
     if (sb >= 0 && sb < a.senders) {
+        const int pslices = a.pcnt ? pre_slices(L, (size_t)a.pre * WARPS, a.n16) : 1;
         // Chunk c of owner s's tokens: its pre-reduced rows are one contiguous range of slots
         // [hist_d[s][c][me], hist_d[s][c+1][me]) in psend (at roff) and at the owner (at coff).
         __shared__ int ready;
-        for (int i = sb; i < L.nchunks * a.ep; i += a.senders) {
+        // the chunks any owner has (the items past an owner's tokens are skipped)
+        int nch = 0;
+        for (int k = 0; k < L.ep; k++)
+            nch = max(nch, (L.ntok[k] + EP_CHUNK - 1) / EP_CHUNK);
+        const int S = sender_slices(a, nch);
+        for (int i = sb; i < nch * a.ep * S; i += a.senders) {
             int c, s;
-            sender_item(a, i, c, s);
+            sender_item(a, i / S, c, s);
             if (c * EP_CHUNK >= L.ntok[s]) continue;
             const int32_t *hd = L.hist_d + (size_t)s * L.nchunks * L.ep + a.me;
             const int r0 = hd[(size_t)c * L.ep];
             const int r1 = c + 1 < L.nchunks ? hd[(size_t)(c + 1) * L.ep] : L.cnt[s * L.ep + a.me];
-            if (a.pcnt && r1 > r0) { // the chunk's rows are all pre-reduced
-                int *cnt = a.pcnt + s * L.nchunks + c;
+            int *pc = a.pcnt ? a.pcnt + s * L.nchunks + c : nullptr;
+            if (pc && r1 > r0) { // the chunk's rows are all pre-reduced
                 if (threadIdx.x == 0) {
-                    ready = wait_flag(reinterpret_cast<const uint32_t *>(cnt), (uint32_t)(r1 - r0),
-                                      a.timeout_ns, a.me, a.me, "pre-reduce", c, a.err);
-                    *cnt = 0; // every increment of this op has arrived: reset for the next op
+                    ready = wait_flag(reinterpret_cast<const uint32_t *>(pc),
+                                      (uint32_t)(r1 - r0) * (uint32_t)pslices, a.timeout_ns, a.me,
+                                      a.me, "pre-reduce", c, a.err);
+                    // every increment of this op has arrived: reset for the next op (with
+                    // slices, by the last one, once every slice has waited)
+                    if (S == 1) *pc = 0;
                 }
                 __syncthreads();
                 if (!ready) return;
             }
             if (s != a.me) { // own rows: written in place by the pre-reduce, only the flag
+                const int sl = i % S, q0 = r0 + (r1 - r0) * sl / S,
+                          q1 = r0 + (r1 - r0) * (sl + 1) / S;
                 int4 *dst =
-                    rows_of(a, s, a.off_cstage) + (size_t)(L.coff[s * L.ep + a.me] + r0) * a.n16;
-                const int4 *src = a.psend + (size_t)(L.roff[s * L.ep + a.me] + r0) * a.n16;
-                for (int r = warp; r < r1 - r0; r += WARPS)
+                    rows_of(a, s, a.off_cstage) + (size_t)(L.coff[s * L.ep + a.me] + q0) * a.n16;
+                const int4 *src = a.psend + (size_t)(L.roff[s * L.ep + a.me] + q0) * a.n16;
+                for (int r = warp; r < q1 - q0; r += WARPS)
                     warp_copy_row_coherent(dst + (size_t)r * a.n16, src + (size_t)r * a.n16, a.n16,
                                            lane);
             }
-            publish(a, flags_of(a, s) + a.fl_cchunk + a.me * L.nchunks + c);
+            publish_item(a, flags_of(a, s) + a.fl_cchunk + a.me * L.nchunks + c,
+                         a.scnt + (size_t)(L.ep + s) * L.nchunks + c, S, pc);
         }
         return;
     }
@@ -315,7 +398,7 @@ __global__ void __launch_bounds__(THREADS, 1) combine_kernel(Args a, ep_bf16 *ou
 }
 
 // Combine step 1 as its own kernel (whole GPU, one warp per token).
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, 2)
     prereduce_kernel(ep_layout L, const ep_bf16 *expout, int4 *psend, int4 *cself, int n16,
                      int weighted) {
     const int wpb = blockDim.x / 32;
@@ -361,6 +444,7 @@ Args make_args(ep_nvl *c, int helpers) {
     for (int r = 0; r < c->ep; r++)
         a.region[r] = static_cast<char *>(c->peer_region[r]);
     a.psend = static_cast<const int4 *>(c->psend);
+    a.scnt = c->scnt;
     a.off_stage = c->off_stage;
     a.off_cstage = c->off_cstage;
     a.off_flags = c->off_flags;
@@ -417,6 +501,9 @@ extern "C" cudaError_t ep_nvl_create(ep_nvl *c, int ep, int me, int hidden, int 
     KCHECK(cudaMalloc(&c->psend, rows * row_bytes));
     KCHECK(cudaMalloc(&c->pcnt, (size_t)ep * c->nchunks * sizeof(int)));
     KCHECK(cudaMemset(c->pcnt, 0, (size_t)ep * c->nchunks * sizeof(int)));
+    // [dispatch | combine][destination][chunk]: the two never share a count
+    KCHECK(cudaMalloc(&c->scnt, 2 * (size_t)ep * c->nchunks * sizeof(int)));
+    KCHECK(cudaMemset(c->scnt, 0, 2 * (size_t)ep * c->nchunks * sizeof(int)));
     int dev = 0;
     KCHECK(cudaGetDevice(&dev));
     KCHECK(cudaDeviceGetAttribute(&c->gpu_sms, cudaDevAttrMultiProcessorCount, dev));
@@ -465,6 +552,7 @@ extern "C" void ep_nvl_destroy(ep_nvl *c) {
     cudaFree(c->d_err);
     cudaFree(c->psend);
     cudaFree(c->pcnt);
+    cudaFree(c->scnt);
     memset(c, 0, sizeof *c);
 }
 

@@ -55,11 +55,14 @@ __device__ __forceinline__ void permute_token(const ep_layout &L, int s, int t,
     }
 }
 
-// Sum over token (s,t)'s local experts of (prob *) expert output -> one bf16 row at dst.
-// Returns false if the token has no row at this rank.
+// Sum over token (s,t)'s local experts of (prob *) expert output -> one bf16 row at dst, the
+// 16-byte columns [c0, c1) of it (c1 < 0: to the end; a few tokens are split in column ranges
+// over many warps, so that each warp has few dependent loads). Returns false if the token has no
+// row at this rank.
 __device__ __forceinline__ bool combine_token(const ep_layout &L, int s, int t,
                                               const ep_bf16 *expout, int4 *dst, int n16, int lane,
-                                              bool weighted) {
+                                              bool weighted, int c0 = 0, int c1 = -1) {
+    if (c1 < 0 || c1 > n16) c1 = n16;
     const size_t g = (size_t)s * L.max_tokens + t;
     if (L.didx[g * L.ep + L.me] < 0) return false;
     // The token's local rows, compacted in slot order (the sum's order is the slot order, as
@@ -93,8 +96,8 @@ __device__ __forceinline__ bool combine_token(const ep_layout &L, int s, int t,
         if (rows[j] < 0) rows[j] = any;
     const int4 *src = reinterpret_cast<const int4 *>(expout);
     // Two columns per lane and 4 rows per group: 8 loads in flight before the first use.
-    for (int i = lane; i < n16; i += 64) {
-        const bool two = i + 32 < n16;
+    for (int i = c0 + lane; i < c1; i += 64) {
+        const bool two = i + 32 < c1;
         float a0[8] = {0, 0, 0, 0, 0, 0, 0, 0}, a1[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
         for (int k0 = 0; k0 < EP_MAX_TOPK; k0 += 4) {
@@ -124,9 +127,11 @@ __device__ __forceinline__ bool combine_token(const ep_layout &L, int s, int t,
 }
 
 // out[t] = sum over destination ranks d of recv[coff[me][d] + didx[me][t][d]]; zeros if the
-// token went nowhere.
+// token went nowhere. Columns [c0, c1) only (c1 < 0: to the end), as in combine_token.
 __device__ __forceinline__ void reduce_token(const ep_layout &L, int t, const ep_bf16 *recv,
-                                             ep_bf16 *out, int n16, int lane) {
+                                             ep_bf16 *out, int n16, int lane, int c0 = 0,
+                                             int c1 = -1) {
+    if (c1 < 0 || c1 > n16) c1 = n16;
     const size_t g = (size_t)L.me * L.max_tokens + t;
     int rows[EP_MAX_RANKS];
 #pragma unroll
@@ -146,7 +151,7 @@ __device__ __forceinline__ void reduce_token(const ep_layout &L, int t, const ep
     }
     const int4 *src = reinterpret_cast<const int4 *>(recv);
     int4 *dst = reinterpret_cast<int4 *>(out) + (size_t)t * n16;
-    for (int i = lane; i < n16; i += 32) {
+    for (int i = c0 + lane; i < c1; i += 32) {
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (any >= 0) {
             int4 v[EP_MAX_RANKS];
@@ -168,18 +173,29 @@ __device__ __forceinline__ void reduce_token(const ep_layout &L, int t, const ep
 }
 
 // Zeroes the pad gap rows [exp_off[e] + count, exp_off[e] + padded) below the budget; the
-// gap rows are spread over `nworkers` warps.
+// gap rows are spread over `nworkers` warps. The lanes read 32 experts' bounds at once, so a
+// warp's walk over the experts is Ep / 32 steps, not Ep dependent loads (which cost more than
+// the permute itself at small batches, gaps or not).
 __device__ __forceinline__ void zero_gaps(const ep_layout &L, ep_bf16 *perm, int n16, int worker,
                                           int nworkers, int lane) {
     const int Ep = L.experts_per_rank;
     int4 z = make_int4(0, 0, 0, 0);
     int4 *dst = reinterpret_cast<int4 *>(perm);
-    for (int e = 0; e < Ep; e++) {
-        int64_t a = (int64_t)L.exp_off[e] + L.exp_count[e], b = (int64_t)L.exp_off[e + 1];
-        if (b > L.perm_cap) b = L.perm_cap;
-        for (int64_t r = a + worker; r < b; r += nworkers)
-            for (int i = lane; i < n16; i += 32)
-                dst[(size_t)r * n16 + i] = z;
+    for (int e0 = 0; e0 < Ep; e0 += 32) {
+        const int e = e0 + lane;
+        int64_t a = 0, b = 0;
+        if (e < Ep) {
+            a = (int64_t)L.exp_off[e] + L.exp_count[e];
+            b = (int64_t)L.exp_off[e + 1];
+            if (b > L.perm_cap) b = L.perm_cap;
+        }
+        for (unsigned has = __ballot_sync(0xffffffffu, b > a); has; has &= has - 1) {
+            const int j = __ffs(has) - 1;
+            const int64_t aj = __shfl_sync(0xffffffffu, a, j), bj = __shfl_sync(0xffffffffu, b, j);
+            for (int64_t r = aj + worker; r < bj; r += nworkers)
+                for (int i = lane; i < n16; i += 32)
+                    dst[(size_t)r * n16 + i] = z;
+        }
     }
 }
 
