@@ -47,6 +47,11 @@ static void op_nvl_layout(void *a, cudaStream_t st) {
     dctx *c = a;
     ref_disp_route(c->nvl, c->d_topk, c->d_prob, c->tokens, st);
 }
+/* The layout's four compute kernels alone, on the routing map the previous op exchanged. */
+static void op_nvl_layout_compute(void *a, cudaStream_t st) {
+    dctx *c = a;
+    CUDA_CHECK(ep_layout_compute(&c->nvl->nvl.layout, st));
+}
 static void op_nccl_layout(void *a, cudaStream_t st) {
     dctx *c = a;
     ref_disp_route(c->a2a, c->d_topk, c->d_prob, c->tokens, st);
@@ -129,6 +134,8 @@ int bench_dispatch(bench *b) {
         bench_add(b, "nccl_permute", T, -1, bench_time(b, op_nccl_permute, &c), link, logical, 0);
         bench_add_push_baselines(b, &nvl.nvl, c.x, c.peer_bytes, c.me, c.ep, T, link, logical);
         bench_add(b, "nvl_layout", T, -1, bench_time(b, op_nvl_layout, &c), 0, 0, 0);
+        bench_add(b, "nvl_layout_compute", T, -1, bench_time(b, op_nvl_layout_compute, &c), 0, 0,
+                  0);
         bench_add(b, "nccl_layout", T, -1, bench_time(b, op_nccl_layout, &c), 0, 0, 0);
         ref_disp_check(&nvl, b->ctx->stream);
     }
