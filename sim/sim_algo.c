@@ -11,6 +11,22 @@ static const sim_algo_fn k_algos[EP_ALGO_NUM] = {
     [EP_ALGO_P2P] = sim_algo_p2p,
 };
 
+double sim_algo_base_s(const sim_calib *c, const ep_op *op) {
+    const sim_coll_curve *curve = sim_calib_nccl_curve(c, op->kind);
+    switch ((ep_algo)op->algo) {
+    case EP_ALGO_RING:
+    case EP_ALGO_DIRECT:
+        return curve ? curve->base_s : c->nccl_base_s;
+    case EP_ALGO_P2P:
+        return curve ? curve->base_s : c->p2p_base_s;
+    case EP_ALGO_NVLINK:
+    case EP_ALGO_HIER:
+        return c->ep_nvlink.efficiency.n ? c->ep_nvlink.base_s : c->ep_kernel_base_s;
+    default:
+        return 0;
+    }
+}
+
 sim_algo_fn sim_algo_of(int algo) {
     return algo > EP_ALGO_NONE && algo < EP_ALGO_NUM ? k_algos[algo] : NULL;
 }

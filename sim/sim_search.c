@@ -39,6 +39,7 @@
 #include "ep_route.h"
 #include "ep_xfer.h"
 #include "ep_memory.h"
+#include "sim_algo.h"
 #include "ep_opts.h"
 #include "ep_sched.h"
 #include "sim_calib.h"
@@ -334,6 +335,50 @@ static double coll_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *
     return t;
 }
 
+/* A lower bound on a token all-to-all's time at member `me` of its group (global rank r): inside
+ * the node, what it sends to and receives from the node's other members through its own NVLink
+ * (the larger of the two over the link bandwidth); across nodes, what its node's members of the
+ * group send to and receive from the other nodes (one copy per node where the traffic has node
+ * totals, the deepep/hybridep transport) over their NICs, one per GPU. 0 for other ops. */
+static double a2a_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *op, int r) {
+    if (op->traffic < 0 || (op->kind != EP_OP_A2A_DISPATCH && op->kind != EP_OP_A2A_COMBINE))
+        return 0;
+    const ep_traffic *tr = &s->traffic[op->traffic];
+    const ep_group *g = &s->groups[tr->group];
+    const int n = tr->n, tp = op->transpose;
+    int me = -1;
+    for (int i = 0; i < n && me < 0; i++)
+        if (g->ranks[i] == r) me = i;
+    if (me < 0) return 0;
+    /* src -> dst bytes in this op's direction */
+#define A2A_BYTES(src, dst)                                                                        \
+    ((double)(tp ? tr->bytes[(dst) * n + (src)] : tr->bytes[(src) * n + (dst)]))
+    double out = 0, in = 0, xout = 0, xin = 0;
+    int k = 0; /* the group's members in my node */
+    for (int i = 0; i < n; i++) {
+        if (tr->node_of[i] != tr->node_of[me]) continue;
+        k++;
+        for (int j = 0; j < n; j++) {
+            if (j == i) continue;
+            int cross = tr->node_of[j] != tr->node_of[me];
+            if (i == me && !cross) out += A2A_BYTES(i, j), in += A2A_BYTES(j, i);
+            if (cross && !tr->node_bytes) xout += A2A_BYTES(i, j), xin += A2A_BYTES(j, i);
+        }
+    }
+    if (tr->node_bytes) /* one copy per destination node: my node's export and import (the
+                           combine moves the same the other way; the bound takes the larger) */
+        for (int i = 0; i < n; i++)
+            for (int m = 0; m < tr->nnodes; m++) {
+                double b = (double)tr->node_bytes[i * tr->nnodes + m];
+                if (tr->node_of[i] == tr->node_of[me] && m != tr->node_of[me]) xout += b;
+                if (tr->node_of[i] != tr->node_of[me] && m == tr->node_of[me]) xin += b;
+            }
+#undef A2A_BYTES
+    double t = pi->nvl_bw > 0 ? fmax(out, in) / pi->nvl_bw : 0;
+    if (tr->nnodes > 1 && pi->net_bw > 0 && k > 0) t = fmax(t, fmax(xout, xin) / (k * pi->net_bw));
+    return t;
+}
+
 /* Peak memory, model state and the compute lower bound of cfg (legal) from one rank per pipeline
  * stage. Returns 0, or -1 with err. */
 static int estimate(const ep_config *full, const plat_info *pi, const sim_calib *calib,
@@ -399,7 +444,14 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
             host += k * sim_op_host_s(&cost, op, gsize);
             if (ep_op_is_comm(op)) {
                 /* a stream runs its ops one after another: their bounds add up */
-                stream[op->stream] += k * coll_bound_s(pi, &s, op, nodes_of, scratch);
+                /* a collective of two or more also pays its algorithm's fixed cost (the
+                 * simulation adds it to the transfer; send/recv pairs are left out: a batched
+                 * send and receive may share one) */
+                double base = gsize >= 2 && op->kind != EP_OP_SEND && op->kind != EP_OP_RECV
+                                  ? sim_algo_base_s(calib, op)
+                                  : 0;
+                stream[op->stream] += k * (base + coll_bound_s(pi, &s, op, nodes_of, scratch) +
+                                           a2a_bound_s(pi, &s, op, r));
                 continue;
             }
             if (op->kind == EP_OP_HOST_SYNC) continue;
@@ -477,11 +529,12 @@ static double least_activations(const ep_config *base, const axis *ax, const uns
 /* A worker claims layouts one at a time: the keys from unit_first[u] to unit_first[u + 1] (in
  * key_first) differ only in the DP sharding. Beyond the model state, the memory model counts of
  * the sharding only FSDP's unsharded buffers, which depend on its kind (ep_mem_fsdp_kind: none,
- * gradients, gradients and parameters; not the DP group's size: they are unsharded), so a variant
- * is estimated once per layout and kind, and its activations, buffers and bound reused with each
- * sharding's own model state. Within a key, recomputation variants run least first; each
- * candidate's record goes to sh->rec[i]. Claiming balances the workers however the layouts
- * prune. */
+ * gradients, gradients and parameters; not the DP group's size: they are unsharded), so the
+ * least-memory shortcut is shared by the shardings of a kind. The bound is not (HSDP's
+ * collectives and their issue differ from FSDP's of the same kind: reusing FSDP's put the bound
+ * above HSDP's simulated step), so each sharding of a variant is estimated once. Within a key,
+ * recomputation variants run least first; each candidate's record goes to sh->rec[i]. Claiming
+ * balances the workers however the layouts prune. */
 static void worker(cand *c, const long *key_first, const long *unit_first, long nunits,
                    const ep_config *base, const axis *ax, const plat_info *pi, double hbm,
                    est_shared *sh) {
@@ -490,7 +543,7 @@ static void worker(cand *c, const long *key_first, const long *unit_first, long 
     char err[EP_ERRLEN];
     if (pi->calib[0] && sim_calib_load(&calib, pi->calib, err) != 0) _exit(3);
     int nv = ax[AX_DISP].n * ax[AX_OVL].n * ax[AX_MBS].n * ax[AX_RC].n;
-    size_t ncache = (size_t)nv * EP_MEM_FSDP_KINDS;
+    size_t ncache = (size_t)nv * ax[AX_DP].n;
     double *act = malloc(ncache * sizeof *act), *vlb = malloc(ncache * sizeof *vlb);
     double least_act[MAX_VALS][EP_MEM_FSDP_KINDS];
     if (!act || !vlb) _exit(5);
@@ -527,7 +580,7 @@ static void worker(cand *c, const long *key_first, const long *unit_first, long 
                     if (*la == -2) *la = least_activations(base, ax, c[i].vi, pi, &calib);
                     least[d] = *la >= 0 ? key_state + *la : 0; /* 0: none */
                 }
-                int v = variant_of(ax, c[i].vi) * EP_MEM_FSDP_KINDS + kind;
+                int v = variant_of(ax, c[i].vi) * ax[AX_DP].n + c[i].vi[AX_DP];
                 if (hbm > 0 && key_state > hbm) {
                     rec.status = ST_STATE, rec.state = key_state;
                 } else if (hbm > 0 && least[d] > hbm) {
@@ -823,6 +876,14 @@ int sim_search_main(int argc, char **argv) {
         ep_config cfg;
         if (apply(&base, ax, vi, &cfg, err) != 0) {
             illegal++;
+            continue;
+        }
+        /* with one data-parallel replica of every weight (dense and expert DP 1) the distributed
+         * optimizer shards nothing: DDP again */
+        if (!strcmp(ax[AX_DP].v[vi[AX_DP]].label, "distopt") && cfg.data_parallel_size == 1 &&
+            cfg.tensor_model_parallel_size * cfg.context_parallel_size ==
+                ep_config_expert_tensor_parallel(&cfg) * cfg.expert_model_parallel_size) {
+            dup++;
             continue;
         }
         if (nc == cap) {

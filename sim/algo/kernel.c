@@ -45,7 +45,7 @@ double sim_algo_kernel(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
                       ? sim_table_eval(&c->ep_rdma_nodes, t->nnodes)
                       : c->ep_rdma_efficiency;
     sim_flows_begin(f, c->ep_nvlink_efficiency, rdma, ep ? &ep->efficiency : NULL);
-    *fixed_s = ep ? ep->base_s : c->ep_kernel_base_s;
+    *fixed_s = sim_algo_base_s(c, op);
     if (!t) return 0;
     f->reverse = op->transpose != 0;
     int n = t->n;

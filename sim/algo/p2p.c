@@ -9,7 +9,7 @@ double sim_algo_p2p(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
     sim_flows_begin(f, curve ? sim_table_eval(&curve->efficiency, op->bytes)
                              : c->nccl_nvlink_efficiency,
                     c->nccl_ib_efficiency, NULL);
-    *fixed_s = curve ? curve->base_s : c->p2p_base_s;
+    *fixed_s = sim_algo_base_s(c, op);
     double payload = 0;
     for (int i = 0; i < a->n; i++)
         if (a->ops[i]->kind == EP_OP_SEND) {

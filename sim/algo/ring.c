@@ -11,7 +11,7 @@ double sim_algo_ring(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
     sim_flows_begin(f, curve ? sim_table_eval(&curve->efficiency, op->bytes)
                              : c->nccl_nvlink_efficiency,
                     c->nccl_ib_efficiency, NULL);
-    *fixed_s = curve ? curve->base_s : c->nccl_base_s;
+    *fixed_s = sim_algo_base_s(c, op);
     int n = a->n;
     if (n < 2) return 0;
     ep_xfer_size z = ep_xfer_size_of(op->kind, n, op->bytes);
