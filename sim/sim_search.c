@@ -502,12 +502,6 @@ typedef struct {
     est_rec rec[];
 } est_shared;
 
-/* The variant of a candidate within its key (dispatcher, overlap, micro batch, recomputation). */
-static int variant_of(const axis *ax, const unsigned char *vi) {
-    return ((vi[AX_DISP] * ax[AX_OVL].n + vi[AX_OVL]) * ax[AX_MBS].n + vi[AX_MBS]) * ax[AX_RC].n +
-           vi[AX_RC];
-}
-
 /* All of the peak but the model state (activations, buffers, margin, FSDP's unsharded buffers) of
  * a candidate's least-memory variant (EP overlap off, micro batch 1, full recomputation: every
  * other variant of its layout, dispatcher and DP sharding holds at least these), -1 when it cannot
@@ -532,7 +526,7 @@ static double least_activations(const ep_config *base, const axis *ax, const uns
  * gradients, gradients and parameters; not the DP group's size: they are unsharded), so the
  * least-memory shortcut is shared by the shardings of a kind. The bound is not (HSDP's
  * collectives and their issue differ from FSDP's of the same kind: reusing FSDP's put the bound
- * above HSDP's simulated step), so each sharding of a variant is estimated once. Within a key,
+ * above HSDP's simulated step), so every candidate left is estimated on its own. Within a key,
  * recomputation variants run least first; each candidate's record goes to sh->rec[i]. Claiming
  * balances the workers however the layouts prune. */
 static void worker(cand *c, const long *key_first, const long *unit_first, long nunits,
@@ -542,16 +536,10 @@ static void worker(cand *c, const long *key_first, const long *unit_first, long 
     sim_calib_default(&calib);
     char err[EP_ERRLEN];
     if (pi->calib[0] && sim_calib_load(&calib, pi->calib, err) != 0) _exit(3);
-    int nv = ax[AX_DISP].n * ax[AX_OVL].n * ax[AX_MBS].n * ax[AX_RC].n;
-    size_t ncache = (size_t)nv * ax[AX_DP].n;
-    double *act = malloc(ncache * sizeof *act), *vlb = malloc(ncache * sizeof *vlb);
     double least_act[MAX_VALS][EP_MEM_FSDP_KINDS];
-    if (!act || !vlb) _exit(5);
     for (;;) {
         long u = __atomic_fetch_add(&sh->next_unit, 1, __ATOMIC_RELAXED);
         if (u >= nunits) break;
-        for (size_t v = 0; v < ncache; v++)
-            act[v] = -1; /* not estimated yet (>= 0: all of the peak but the model state) */
         for (int d = 0; d < MAX_VALS; d++)
             for (int f = 0; f < EP_MEM_FSDP_KINDS; f++)
                 least_act[d][f] = -2; /* -2 unknown, -1 no shortcut */
@@ -580,7 +568,6 @@ static void worker(cand *c, const long *key_first, const long *unit_first, long 
                     if (*la == -2) *la = least_activations(base, ax, c[i].vi, pi, &calib);
                     least[d] = *la >= 0 ? key_state + *la : 0; /* 0: none */
                 }
-                int v = variant_of(ax, c[i].vi) * ax[AX_DP].n + c[i].vi[AX_DP];
                 if (hbm > 0 && key_state > hbm) {
                     rec.status = ST_STATE, rec.state = key_state;
                 } else if (hbm > 0 && least[d] > hbm) {
@@ -588,14 +575,7 @@ static void worker(cand *c, const long *key_first, const long *unit_first, long 
                 } else if (c[i].group == fit_group) {
                     rec.status = ST_RECOMPUTE;
                 } else {
-                    int ok = 1;
-                    if (act[v] < 0 || key_state < 0) {
-                        ok = estimate(&cfg, pi, &calib, &rec.state, &rec.mem, &rec.lb, 0, err) == 0;
-                        if (ok) act[v] = rec.mem - rec.state, vlb[v] = rec.lb;
-                    } else {
-                        rec.state = key_state, rec.mem = key_state + act[v], rec.lb = vlb[v];
-                    }
-                    if (ok) {
+                    if (estimate(&cfg, pi, &calib, &rec.state, &rec.mem, &rec.lb, 0, err) == 0) {
                         rec.status = hbm > 0 && rec.mem > hbm ? ST_MEMORY : ST_FIT;
                         if (rec.status == ST_FIT) fit_group = c[i].group;
                     }
@@ -604,8 +584,6 @@ static void worker(cand *c, const long *key_first, const long *unit_first, long 
             }
         }
     }
-    free(act);
-    free(vlb);
     sim_calib_free(&calib);
     _exit(0);
 }
