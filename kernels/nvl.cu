@@ -203,15 +203,20 @@ __global__ void __launch_bounds__(THREADS, 1)
     zero_gaps(L, perm, a.n16, h * WARPS + warp, a.helpers * WARPS, lane);
     const ep_bf16 *stage = reinterpret_cast<const ep_bf16 *>(a.region[a.me] + a.off_stage);
     const uint32_t *fl = flags_of(a, a.me) + FL_DCHUNK;
-    // items (chunk, source), each in S token slices when there are fewer items than helpers
+    // items (chunk, source), each in S token slices when there are fewer items than helpers:
+    // this rank's own chunks first (their rows are read from x, there from the start: no wait),
+    // so the helpers permute them while the peers' rows are still on the link; then the peers'
+    // chunk by chunk, as they arrive
     int nch = 0;
     for (int k = 0; k < L.ep; k++)
         nch = max(nch, (L.ntok[k] + EP_CHUNK - 1) / EP_CHUNK);
     const int S = slices((size_t)a.helpers, (size_t)nch * a.ep, 16);
     for (int i = h; i < nch * a.ep * S; i += a.helpers) {
-        const int item = i / S, c = item / a.ep, s = item % a.ep, nt = L.ntok[s], sl = i % S;
+        const int item = i / S, sl = i % S, peer = item - nch;
+        const int c = peer < 0 ? item : peer / (a.ep - 1);
+        const int s = peer < 0 ? a.me : (a.me + 1 + peer % (a.ep - 1)) % a.ep, nt = L.ntok[s];
         if (c * EP_CHUNK >= nt) continue;
-        if (!block_wait(a, fl + s * L.nchunks + c, s, "dispatch chunk", c)) return;
+        if (s != a.me && !block_wait(a, fl + s * L.nchunks + c, s, "dispatch chunk", c)) return;
         const int t1 = min(c * EP_CHUNK + (sl + 1) * EP_CHUNK / S, nt);
         for (int t = c * EP_CHUNK + sl * EP_CHUNK / S + warp; t < t1; t += WARPS)
             permute_token(L, s, t, stage, perm, a.n16, lane, scale != 0, x);
