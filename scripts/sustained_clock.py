@@ -9,7 +9,10 @@ reduction and large outputs, an HBM copy), on one GPU:
              times an op;
   sustained: the op back to back for SECONDS, the per-iteration time of the second half (median),
              while a thread samples the SM clock and power (nvidia-smi) every 50 ms.
-Prints one JSON object; usage: sustained_clock.py [--seconds S] [--rounds R] > out.json
+With --mix, also streams of the GEMM and the copy interleaved at GEMM duty cycles of about 1/4,
+1/2 and 3/4 (patterns of 1 GEMM + 6 copies, 1 + 2, 3 + 2), each op timed by its own events in the
+second half: how the cap's slowdown falls with the share of time compute-bound kernels run.
+Prints one JSON object; usage: sustained_clock.py [--seconds S] [--rounds R] [--mix] > out.json
 """
 import argparse, json, statistics, subprocess, threading, time
 
@@ -61,6 +64,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--mix", action="store_true")
     args = p.parse_args()
     dev = torch.device("cuda")
     res = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
@@ -99,6 +103,34 @@ def main():
         print(f"{name}: isolated {rec['isolated_us']:.1f} us, sustained {rec['sustained_us']:.1f} us, "
               f"x{rec['slowdown']:.3f}, SM clock {rec['sm_clock_mhz_second_half']}, power "
               f"{rec['power_w_second_half']}", flush=True, file=__import__('sys').stderr)
+    if args.mix:
+        table = {n: (fn, r) for (n, fn, _, _), r in zip(ops(dev), res["ops"])}
+        gemm, g_rec = table["gemm_8192"]
+        copy, c_rec = table["copy_1GiB"]
+        res["mix"] = []
+        for ng, nc in ((1, 6), (1, 2), (3, 2)):
+            seq = [gemm] * ng + [copy] * nc
+            ev = []
+            t0 = time.time()
+            while time.time() - t0 < args.seconds:
+                for fn in seq:
+                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    s.record()
+                    fn()
+                    e.record()
+                    ev.append((fn is gemm, s, e))
+            torch.cuda.synchronize()
+            half = ev[len(ev) // 2:]
+            g = [s.elapsed_time(e) * 1e3 for is_g, s, e in half if is_g]
+            c = [s.elapsed_time(e) * 1e3 for is_g, s, e in half if not is_g]
+            duty = ng * g_rec["isolated_us"] / (ng * g_rec["isolated_us"] + nc * c_rec["isolated_us"])
+            m = {"pattern": [ng, nc], "gemm_duty_isolated": duty,
+                 "gemm_us": statistics.median(g), "copy_us": statistics.median(c),
+                 "gemm_slowdown": statistics.median(g) / g_rec["isolated_us"],
+                 "copy_slowdown": statistics.median(c) / c_rec["isolated_us"]}
+            res["mix"].append(m)
+            print(f"mix {ng} GEMM + {nc} copies (GEMM duty {duty:.2f}): GEMM x{m['gemm_slowdown']:.3f},"
+                  f" copy x{m['copy_slowdown']:.3f}", flush=True, file=__import__('sys').stderr)
     print(json.dumps(res))
 
 
