@@ -99,8 +99,6 @@ __device__ __forceinline__ int slices(size_t workers, size_t items, int units) {
     size_t s = workers / items;
     return s < 1 ? 1 : s > (size_t)units ? units : (int)s;
 }
-// Slice sl of S over n16 columns, in units of 64 (the width of combine_token's and reduce_token's
-// step): [*c0, *c1).
 // With few chunks for many sender blocks, an item (chunk, destination) is split into `S` slices
 // of its rows, one block each (at most 16: 4 tokens a slice); with many chunks, S = 1.
 __device__ __forceinline__ int sender_slices(const Args &a, int nch) {
@@ -224,6 +222,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
 }
 
+// Slice sl of S over n16 columns, in units of 64 (the width of combine_token's step): [c0, c1).
 __device__ __forceinline__ void slice_cols(int n16, int sl, int S, int &c0, int &c1) {
     const int n64 = (n16 + 63) / 64;
     c0 = sl * n64 / S * 64;
