@@ -10,6 +10,14 @@ int ep_config_expert_tensor_parallel(const ep_config *cfg) {
                                                 : cfg->tensor_model_parallel_size;
 }
 
+int ep_config_expert_data_parallel(const ep_config *cfg) {
+    long long stage = (long long)cfg->tensor_model_parallel_size * cfg->context_parallel_size *
+                      cfg->data_parallel_size,
+              ex = (long long)ep_config_expert_tensor_parallel(cfg) *
+                   cfg->expert_model_parallel_size;
+    return ex > 0 && stage % ex == 0 ? (int)(stage / ex) : 1;
+}
+
 double ep_config_mamba_heads(const ep_config *cfg) {
     if (cfg->mamba_num_heads > 0) return cfg->mamba_num_heads;
     return 2.0 * cfg->hidden_size / cfg->mamba_head_dim; /* Mamba-2's expand factor 2 */

@@ -372,7 +372,7 @@ static int check_moe(ep_config *c, long long *edp, char err[EP_ERRLEN]) {
         FAIL("--expert-model-parallel-size %d x --expert-tensor-parallel-size %d does not divide "
              "TP x CP x DP = %lld ranks per pipeline stage",
              ep, etp, stage);
-    *edp = stage / ((long long)etp * ep);
+    *edp = ep_config_expert_data_parallel(c);
     if (c->route_dist == EP_ROUTE_GROUP_LIMITED && (E == 0 || c->moe_router_num_groups == 0))
         FAIL("--routing group-limited needs --num-experts and --moe-router-num-groups");
     if (c->route_dist == EP_ROUTE_ZIPF && !(c->route_zipf_s > 0.0))

@@ -273,6 +273,9 @@ int ep_config_validate(ep_config *cfg, char err[EP_ERRLEN]);
 void ep_config_resolve(ep_config *cfg);
 /* --expert-tensor-parallel-size, or TP where unset (0): for readers before validation. */
 int ep_config_expert_tensor_parallel(const ep_config *cfg);
+/* Expert data-parallel size: a pipeline stage's TP x CP x DP ranks over ETP x EP (world = ETP x
+ * EP x EDP x PP); 1 where ETP x EP does not divide them (a layout ep_config_validate refuses). */
+int ep_config_expert_data_parallel(const ep_config *cfg);
 /* Mamba heads: --mamba-num-heads, or 2 x hidden / --mamba-head-dim where unset (0). The field
  * keeps its 0 in configurations without Mamba layers (GDN layers read this too), as the metadata
  * prints it; validation writes it where Mamba layers need it. */

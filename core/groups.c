@@ -21,8 +21,7 @@ static layout get_layout(const ep_config *cfg) {
     l.dp = cfg->data_parallel_size;
     l.etp = cfg->expert_tensor_parallel_size;
     l.ep = cfg->expert_model_parallel_size;
-    long stage = (long)l.tp * l.cp * l.dp, ex = (long)l.etp * l.ep;
-    l.edp = ex > 0 && stage % ex == 0 ? (int)(stage / ex) : 1;
+    l.edp = ep_config_expert_data_parallel(cfg);
     l.n = cfg->num_distributed_optimizer_instances;
     return l;
 }

@@ -339,41 +339,42 @@ static double coll_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *
  * the node, what it sends to and receives from the node's other members through its own NVLink
  * (the larger of the two over the link bandwidth); across nodes, what its node's members of the
  * group send to and receive from the other nodes (one copy per node where the traffic has node
- * totals, the deepep/hybridep transport) over their NICs, one per GPU. 0 for other ops. */
+ * totals, the deepep/hybridep transport) over their NICs, one per GPU. Both take the larger of
+ * the two directions, so dispatch and combine (the traffic transposed) have the same bound. 0 for
+ * other ops. */
 static double a2a_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *op, int r) {
     if (op->traffic < 0 || (op->kind != EP_OP_A2A_DISPATCH && op->kind != EP_OP_A2A_COMBINE))
         return 0;
     const ep_traffic *tr = &s->traffic[op->traffic];
     const ep_group *g = &s->groups[tr->group];
-    const int n = tr->n, tp = op->transpose;
+    const int n = tr->n;
     int me = -1;
     for (int i = 0; i < n && me < 0; i++)
         if (g->ranks[i] == r) me = i;
     if (me < 0) return 0;
-    /* src -> dst bytes in this op's direction */
-#define A2A_BYTES(src, dst)                                                                        \
-    ((double)(tp ? tr->bytes[(dst) * n + (src)] : tr->bytes[(src) * n + (dst)]))
-    double out = 0, in = 0, xout = 0, xin = 0;
-    int k = 0; /* the group's members in my node */
+    const int home = tr->node_of[me];
+    double out = 0, in = 0, xout = 0, xin = 0; /* dispatch direction; x: across nodes */
+    int k = 0;                                 /* the group's members in my node */
     for (int i = 0; i < n; i++) {
-        if (tr->node_of[i] != tr->node_of[me]) continue;
+        if (tr->node_of[i] != home) continue;
         k++;
         for (int j = 0; j < n; j++) {
             if (j == i) continue;
-            int cross = tr->node_of[j] != tr->node_of[me];
-            if (i == me && !cross) out += A2A_BYTES(i, j), in += A2A_BYTES(j, i);
-            if (cross && !tr->node_bytes) xout += A2A_BYTES(i, j), xin += A2A_BYTES(j, i);
+            double ij = (double)tr->bytes[i * n + j], ji = (double)tr->bytes[j * n + i];
+            if (tr->node_of[j] != home) {
+                if (!tr->node_bytes) xout += ij, xin += ji;
+            } else if (i == me) {
+                out += ij, in += ji;
+            }
         }
     }
-    if (tr->node_bytes) /* one copy per destination node: my node's export and import (the
-                           combine moves the same the other way; the bound takes the larger) */
+    if (tr->node_bytes) /* one copy per destination node: my node's export and import */
         for (int i = 0; i < n; i++)
             for (int m = 0; m < tr->nnodes; m++) {
                 double b = (double)tr->node_bytes[i * tr->nnodes + m];
-                if (tr->node_of[i] == tr->node_of[me] && m != tr->node_of[me]) xout += b;
-                if (tr->node_of[i] != tr->node_of[me] && m == tr->node_of[me]) xin += b;
+                if (tr->node_of[i] == home && m != home) xout += b;
+                if (tr->node_of[i] != home && m == home) xin += b;
             }
-#undef A2A_BYTES
     double t = pi->nvl_bw > 0 ? fmax(out, in) / pi->nvl_bw : 0;
     if (tr->nnodes > 1 && pi->net_bw > 0 && k > 0) t = fmax(t, fmax(xout, xin) / (k * pi->net_bw));
     return t;
@@ -443,10 +444,10 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
             int gsize = op->group >= 0 ? s.groups[op->group].size : 1;
             host += k * sim_op_host_s(&cost, op, gsize);
             if (ep_op_is_comm(op)) {
-                /* a stream runs its ops one after another: their bounds add up */
-                /* a collective of two or more also pays its algorithm's fixed cost (the
-                 * simulation adds it to the transfer; send/recv pairs are left out: a batched
-                 * send and receive may share one) */
+                /* a stream runs its ops one after another: their bounds add up. A collective
+                 * of two or more also pays its algorithm's fixed cost (the simulation adds it to
+                 * the transfer; send/recv pairs are left out: a batched send and receive may
+                 * share one) */
                 double base = gsize >= 2 && op->kind != EP_OP_SEND && op->kind != EP_OP_RECV
                                   ? sim_algo_base_s(calib, op)
                                   : 0;
@@ -859,8 +860,7 @@ int sim_search_main(int argc, char **argv) {
         /* with one data-parallel replica of every weight (dense and expert DP 1) the distributed
          * optimizer shards nothing: DDP again */
         if (!strcmp(ax[AX_DP].v[vi[AX_DP]].label, "distopt") && cfg.data_parallel_size == 1 &&
-            cfg.tensor_model_parallel_size * cfg.context_parallel_size ==
-                ep_config_expert_tensor_parallel(&cfg) * cfg.expert_model_parallel_size) {
+            ep_config_expert_data_parallel(&cfg) == 1) {
             dup++;
             continue;
         }
