@@ -99,12 +99,17 @@ __device__ __forceinline__ int slices(size_t workers, size_t items, int units) {
     size_t s = workers / items;
     return s < 1 ? 1 : s > (size_t)units ? units : (int)s;
 }
-// With few chunks for many sender blocks, an item (chunk, destination) is split into `S` slices
-// of its rows, one block each (at most 16: 4 tokens a slice); with many chunks, S = 1.
-__device__ __forceinline__ int sender_slices(const Args &a, int nch) {
-    size_t items = (size_t)nch * a.ep, s = items ? (size_t)a.senders / items : 1;
-    return s < 1 ? 1 : s > 16 ? 16 : (int)s;
+// The chunks of the source with the most tokens: the items (chunk, source or destination) a
+// sender or helper loop covers.
+__device__ __forceinline__ int max_chunks(const ep_layout &L) {
+    int nch = 0;
+    for (int k = 0; k < L.ep; k++)
+        nch = max(nch, (L.ntok[k] + EP_CHUNK - 1) / EP_CHUNK);
+    return nch;
 }
+// With few chunks for many sender blocks, an item (chunk, destination) is split into S slices of
+// its rows, one block each (at most 16: 4 tokens a slice); with many chunks, S = 1.
+constexpr int MAX_ROW_SLICES = 16;
 
 // A slice of item (c, d) is done: the item's flag at d is released by the last of its S slices
 // to finish (a local count per item, fenced like publish; the last one resets it, and `also`
@@ -175,7 +180,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     if ((int)blockIdx.x < a.senders) {
         const int nt = L.ntok[a.me], nch = (nt + EP_CHUNK - 1) / EP_CHUNK;
-        const int S = sender_slices(a, nch);
+        const int S = slices((size_t)a.senders, (size_t)nch * a.ep, MAX_ROW_SLICES);
         for (int i = blockIdx.x; i < nch * a.ep * S; i += a.senders) {
             int c, d;
             sender_item(a, i / S, c, d);
@@ -205,10 +210,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     // this rank's own chunks first (their rows are read from x, there from the start: no wait),
     // so the helpers permute them while the peers' rows are still on the link; then the peers'
     // chunk by chunk, as they arrive
-    int nch = 0;
-    for (int k = 0; k < L.ep; k++)
-        nch = max(nch, (L.ntok[k] + EP_CHUNK - 1) / EP_CHUNK);
-    const int S = slices((size_t)a.helpers, (size_t)nch * a.ep, 16);
+    const int nch = max_chunks(L);
+    const int S = slices((size_t)a.helpers, (size_t)nch * a.ep, MAX_ROW_SLICES);
     for (int i = h; i < nch * a.ep * S; i += a.helpers) {
         const int item = i / S, sl = i % S, peer = item - nch;
         const int c = peer < 0 ? item : peer / (a.ep - 1);
@@ -359,10 +362,8 @@ __global__ void __launch_bounds__(THREADS, 1) combine_kernel(Args a, ep_bf16 *ou
         // [hist_d[s][c][me], hist_d[s][c+1][me]) in psend (at roff) and at the owner (at coff).
         __shared__ int ready;
         // the chunks any owner has (the items past an owner's tokens are skipped)
-        int nch = 0;
-        for (int k = 0; k < L.ep; k++)
-            nch = max(nch, (L.ntok[k] + EP_CHUNK - 1) / EP_CHUNK);
-        const int S = sender_slices(a, nch);
+        const int nch = max_chunks(L);
+        const int S = slices((size_t)a.senders, (size_t)nch * a.ep, MAX_ROW_SLICES);
         for (int i = sb; i < nch * a.ep * S; i += a.senders) {
             int c, s;
             sender_item(a, i / S, c, s);

@@ -52,11 +52,8 @@ def main():
         duty = max(busy.values()) / step
         whatif = step + grow
         pubv = float(pub)
-
-        tok = None
-        if metric != "step_s":
-            m = re.search(r"tokens/s/GPU\s+([0-9.]+)", out)
-            tok = float(m.group(1))
+        if metric != "step_s":  # a throughput: the error is published / predicted - 1
+            tok = float(re.search(r"tokens/s/GPU\s+([0-9.]+)", out).group(1))
             e0, e1 = pubv / tok - 1, pubv / (tok * step / whatif) - 1
         else:
             e0, e1 = step / pubv - 1, whatif / pubv - 1

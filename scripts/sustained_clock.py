@@ -14,7 +14,7 @@ With --mix, also streams of the GEMM and the copy interleaved at GEMM duty cycle
 second half: how the cap's slowdown falls with the share of time compute-bound kernels run.
 Prints one JSON object; usage: sustained_clock.py [--seconds S] [--rounds R] [--mix] > out.json
 """
-import argparse, json, statistics, subprocess, threading, time
+import argparse, json, statistics, subprocess, sys, threading, time
 
 import torch
 
@@ -102,7 +102,7 @@ def main():
         res["ops"].append(rec)
         print(f"{name}: isolated {rec['isolated_us']:.1f} us, sustained {rec['sustained_us']:.1f} us, "
               f"x{rec['slowdown']:.3f}, SM clock {rec['sm_clock_mhz_second_half']}, power "
-              f"{rec['power_w_second_half']}", flush=True, file=__import__('sys').stderr)
+              f"{rec['power_w_second_half']}", flush=True, file=sys.stderr)
     if args.mix:
         table = {n: (fn, r) for (n, fn, _, _), r in zip(ops(dev), res["ops"])}
         gemm, g_rec = table["gemm_8192"]
@@ -130,7 +130,7 @@ def main():
                  "copy_slowdown": statistics.median(c) / c_rec["isolated_us"]}
             res["mix"].append(m)
             print(f"mix {ng} GEMM + {nc} copies (GEMM duty {duty:.2f}): GEMM x{m['gemm_slowdown']:.3f},"
-                  f" copy x{m['copy_slowdown']:.3f}", flush=True, file=__import__('sys').stderr)
+                  f" copy x{m['copy_slowdown']:.3f}", flush=True, file=sys.stderr)
     print(json.dumps(res))
 
 
