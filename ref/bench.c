@@ -22,6 +22,7 @@ double bench_now_us(void) {
 }
 
 #define AHEAD_MAX_US 200000.0 /* longest wait the GPU is given while the host queues an op */
+#define COOL_HOLD    1.5      /* the GPU waits this many times the timed ops' time between timings */
 
 /* bench_time and bench_time_ahead: with `ahead`, a delay kernel holds the stream while the host
  * issues the op, long enough (grown through the warm-up) that the GPU never waits for it. With
@@ -65,8 +66,14 @@ static double time_op(bench *b, bench_op op, void *arg, int ahead, double *host_
         if (ep_nvl_failed(b->barrier))
             REF_DIE("an NVLink spin-wait timed out (see the device message above)");
         if (ahead && th > 0.5 * delay) delay = fmin(2 * th + 20, AHEAD_MAX_US);
+        float op_ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&op_ms, e0, e1));
+        /* the wait before the next timing: at least COOL_HOLD x the GPU time of this iteration's
+         * ops (two with host_us), so that the tensor cores' duty stays under 0.4 and no record is
+         * taken at a power-capped clock (docs/calibration.md, "Sustained load") */
+        if (ahead) delay = fmin(fmax(delay, COOL_HOLD * op_ms * 1e3 * (host_us ? 2 : 1)), AHEAD_MAX_US);
         if (i >= 0) {
-            CUDA_CHECK(cudaEventElapsedTime(&mine[i], e0, e1));
+            mine[i] = op_ms;
             host[i] = th2;
             first[i] = th;
         }

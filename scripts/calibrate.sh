@@ -31,7 +31,7 @@ mkdir -p "$out"
   --topo h200x2 --out "$out"/h200.json
 # the same with the compute of the Megatron software stack (traces/h200/torch: torch 2.11, cuDNN
 # 9.19 SDPA, torch._grouped_mm, cuBLAS via torch.matmul, FP8 _scaled_mm; 4 x H200, 2026-11-26)
-"$epsim" calibrate traces/h200/torch traces/h200/calib traces/h200x4/torch:host_torch.json \
+"$epsim" calibrate traces/h200/torch:kernels.json traces/h200/calib traces/h200x4/torch:host_torch.json \
   traces/h100/torch:host_megatron.json traces/h200x2/calib traces/h200x2/bench --topo h200x2 \
   --out "$out"/h200-megatron.json
 # 4 x H200: its own NCCL, host and interference files, the same GPU's compute: the shape grid of
@@ -58,10 +58,13 @@ mkdir -p "$out"
 "$epsim" calibrate traces/h100/grid traces/h100/calib traces/h200x2/calib:interference.json \
   --kind-from attention:traces/h100/grid-attention/compute.json \
   --model-shapes traces/h100/calib/compute.json --topo dgx8 --out "$out"/h100.json
-# the same with the compute of the Megatron software stack, timed on one H100 (traces/h100/torch),
-# and its host costs there: Megatron-Core's own layers (scripts/megatron_host.py: the bookkeeping
-# per op, per expert call), a CUDA graph's replay and torch.distributed's NCCL call
-# (scripts/torch_host.py)
-"$epsim" calibrate traces/h100/torch traces/h100/grid traces/h100/calib \
+# the same with the compute of the Megatron software stack, timed cold on one H100
+# (traces/h100/torch-cool: every timing after a hold of 1.5x the op's time, 2026-11-27), its host
+# costs there: Megatron-Core's own layers (scripts/megatron_host.py: the bookkeeping per op, per
+# expert call), a CUDA graph's replay and torch.distributed's NCCL call (scripts/torch_host.py),
+# and the power cap (traces/h100/torch/power.json). Only this file has the power model: the other
+# calibrations' compute records were timed partly at a capped clock (docs/calibration.md,
+# "Sustained load"), so they leave power.json out
+"$epsim" calibrate traces/h100/torch-cool traces/h100/torch traces/h100/grid traces/h100/calib \
   traces/h200x2/calib:interference.json --model-shapes traces/h100/calib/compute.json \
   --topo dgx8 --out "$out"/h100-megatron.json

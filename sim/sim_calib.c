@@ -156,13 +156,15 @@ typedef struct {
     size_t off;
     key_type type;
     shape_kind shape;
-    int optional; /* shapes written only when measured (outputs of older files stay the same) */
+    int optional; /* shapes and tables written only when measured (older files' outputs stay) */
 } field;
 
 #define F(name)                                                                                    \
     { #name, offsetof(sim_calib, name), K_NUM, SH_GEMM, 0 }
 #define T(name)                                                                                    \
     { #name, offsetof(sim_calib, name), K_TABLE, SH_GEMM, 0 }
+#define TO(name)                                                                                   \
+    { #name, offsetof(sim_calib, name), K_TABLE, SH_GEMM, 1 }
 #define S(name, kind)                                                                              \
     { #name, offsetof(sim_calib, name), K_SHAPES, kind, 0 }
 #define SO(name, kind)                                                                             \
@@ -192,6 +194,9 @@ static const field FIELDS[] = {
     F(fp8_gemm_factor),
     SO(fp8_gemm_shapes, SH_GEMM),
     SO(fp8_grouped_gemm_shapes, SH_GEMM),
+    TO(power_duty_slowdown),
+    F(power_tau_s),
+    F(power_attention_weight),
     F(comm_hbm_fraction),
     F(comm_flops_slowdown),
     F(comm_wait_slowdown),
@@ -215,6 +220,7 @@ static const field FIELDS[] = {
 };
 #undef F
 #undef T
+#undef TO
 #undef S
 #undef SO
 #define NFIELDS (sizeof FIELDS / sizeof FIELDS[0])
@@ -440,7 +446,9 @@ void sim_calib_write_json(const sim_calib *c, FILE *f, int points) {
         const char *p = (const char *)c + FIELDS[i].off;
         if (FIELDS[i].type == K_CURVE && ((const sim_coll_curve *)p)->efficiency.n == 0)
             continue; /* not measured: the scalars apply */
-        if (FIELDS[i].optional) {
+        if (FIELDS[i].optional && FIELDS[i].type == K_TABLE) {
+            if (((const sim_table *)p)->n == 0) continue;
+        } else if (FIELDS[i].optional) {
             const sim_shape_table *t = (const sim_shape_table *)p;
             if (t[0].n + t[1].n + t[2].n == 0) continue;
         }

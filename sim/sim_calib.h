@@ -81,6 +81,11 @@ typedef struct {
     double fp8_flops_ratio;
     double fp8_gemm_factor;
     sim_shape_table fp8_gemm_shapes[SIM_PHASES], fp8_grouped_gemm_shapes[SIM_PHASES];
+    /* the power cap (sim_power.h): flop time x power_duty_slowdown(duty) by the GPU's recent
+     * tensor-core duty (linear in duty; empty: no power model), averaged over power_tau_s */
+    sim_table power_duty_slowdown;
+    double power_tau_s;
+    double power_attention_weight; /* attention's weight in the duty (GEMMs 1, memory ops 0) */
     /* GPU sharing */
     double comm_hbm_fraction;     /* HBM share taken by one running transfer (read + write) */
     double comm_flops_slowdown;   /* compute flop rate divided by this while a transfer runs */

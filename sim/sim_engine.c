@@ -17,6 +17,7 @@
 
 #include "sim_bigmem.h"
 #include "sim_cost.h"
+#include "sim_power.h"
 #include "sim_share.h"
 #include "sim_heap.h"
 #include "sim_algo.h"
@@ -97,6 +98,7 @@ typedef struct {
                        their kernel already holds its blocks, spinning */
     double slow;    /* transfer slowdown this GPU imposes on its links now (1: none) */
     int dirty;      /* compute or transfers changed since its links were last set */
+    sim_power power; /* its recent tensor-core duty (the power cap, sim_power.h) */
     _Alignas(64) comp_slot comp[MAX_RUNNING]; /* running compute ops */
 } gpu_t;
 
@@ -201,6 +203,15 @@ static void mark_dirty(engine *e, int r) {
 static void gpu_update(engine *e, int r) {
     gpu_t *g = &e->gpu[r];
     mark_dirty(e, r);
+    const sim_calib *cal = e->c;
+    double power = 1.0; /* the power cap's flop-time factor */
+    if (sim_power_on(cal)) {
+        double w = 0;
+        for (int i = 0; i < g->ncomp; i++)
+            w += sim_power_weight(cal, op_of(e, g->comp[i].op, r), &g->comp[i].work);
+        sim_power_set(&g->power, cal, e->now, w);
+        power = sim_power_slowdown(cal, g->power.duty);
+    }
     if (g->ncomp == 0) return;
     double sm = e->p->sm_count[r];
     double avail = sm - g->comm_sms;
@@ -217,13 +228,12 @@ static void gpu_update(engine *e, int r) {
     if (fh < 0.1) fh = 0.1;
     /* ops on other streams: each adds its calibrated slowdown for this op's class beside its own
      * (docs/epsim.md, "Compute"); 2 each is an even split of SMs and HBM */
-    const sim_calib *cal = e->c;
     int nmem = 0;
     for (int i = 0; i < g->ncomp && g->ncomp > 1; i++)
         nmem += sim_work_memory_bound(&g->comp[i].work);
     for (int i = 0; i < g->ncomp; i++) {
         comp_slot *c = &g->comp[i];
-        double a = c->work.t_flop / fsm, b = c->work.t_mem / fh;
+        double a = c->work.t_flop * power / fsm, b = c->work.t_mem / fh;
         double share = 1.0;
         if (g->ncomp > 1) {
             int mem = sim_work_memory_bound(&c->work);

@@ -36,11 +36,13 @@ enum {
     F_KERNELS,
     F_HOST_STACK,
     F_HOST_LAYERS,
+    F_POWER,
     F_NUM
 };
 static const char *FILES[F_NUM] = {
     "compute.json", "comm.json",  "host.json",    "interference.json", "dispatch.json",
-    "combine.json", "corun.json", "kernels.json", "host_torch.json",   "host_megatron.json"};
+    "combine.json", "corun.json", "kernels.json", "host_torch.json",   "host_megatron.json",
+    "power.json"};
 
 enum { HOST_LAYERS_MAX = 16, HOST_LAUNCHES_MAX = 16 };
 
@@ -60,6 +62,10 @@ typedef struct {
     /* host_megatron.json's layers: measured beside epsim's host time, for the report */
     int nhost_layers;
     char host_layer_line[HOST_LAYERS_MAX][200];
+    /* power.json: median powers of a copy, attention and GEMMs at the cap, and the GEMM's demand
+     * at full clock that the table implies (W); recovery records the time constant came from */
+    double power_watts[4];
+    int npower_tau;
     char err[EP_ERRLEN];
 } fit;
 
@@ -849,6 +855,114 @@ static void holdout_report(fit *x, json_t *root, const char *path) {
 
 /* ---- output ------------------------------------------------------------------------------- */
 
+/* ---- the power cap (power.json) ---------------------------------------------------------- */
+
+/* power.json: launches of scripts/sustained_clock.py --mix --recovery (docs/calibration.md,
+ * "Sustained load"). The duty table pools the GEMM classes (bf16, FP8, grouped): each pattern's
+ * duty is the compute op's share of the pattern's measured time, binned, the median per bin, made
+ * non-decreasing; back to back is duty 1. Attention's weight comes from the powers read alone:
+ * (attention - copy) / (GEMM demand - copy), the GEMM's demand at full clock being what puts the
+ * cap where the table starts to rise. The time constant inverts the table on the recovery records
+ * (the second and third GEMM after an idle gap; the first also wakes the clock). */
+static int is_gemm_class(const char *cls) {
+    return !strcmp(cls, "gemm") || !strcmp(cls, "gemm_fp8") || !strcmp(cls, "grouped_gemm");
+}
+
+static double median_of(double *v, int n) {
+    return n ? ep_median(v, n) : NAN;
+}
+
+enum { POWER_BINS = 6, POWER_MAX = 512 };
+
+static void fit_power(fit *x) {
+    json_t *root = x->root[F_POWER];
+    if (!root) return;
+    static const double edge[POWER_BINS + 1] = {0, 0.4, 0.57, 0.69, 0.81, 0.95, 1.01};
+    static double bd[POWER_BINS][POWER_MAX], bs[POWER_BINS][POWER_MAX];
+    int bn[POWER_BINS] = {0};
+    double pmem[POWER_MAX], patt[POWER_MAX], pcap[POWER_MAX];
+    int nmem = 0, natt = 0, ncap = 0;
+    for (size_t l = 1; l < json_array_size(root); l++) {
+        json_t *launch = json_array_get(root, l), *r;
+        size_t i;
+        json_array_foreach(json_object_get(launch, "ops"), i, r) {
+            const char *cls = str(r, "class");
+            double pw = num(r, "power_w_second_half"), sl = num(r, "slowdown");
+            if (!strcmp(cls, "memory") && pw > 0 && nmem < POWER_MAX) pmem[nmem++] = pw;
+            if (!strcmp(cls, "attention") && pw > 0 && natt < POWER_MAX) patt[natt++] = pw;
+            if (is_gemm_class(cls) && sl > 0 && bn[POWER_BINS - 1] < POWER_MAX) {
+                if (pw > 0 && ncap < POWER_MAX) pcap[ncap++] = pw;
+                bd[POWER_BINS - 1][bn[POWER_BINS - 1]] = 1.0;
+                bs[POWER_BINS - 1][bn[POWER_BINS - 1]++] = sl;
+            }
+        }
+        json_array_foreach(json_object_get(launch, "mix"), i, r) {
+            if (!is_gemm_class(str(r, "class"))) continue;
+            double di = num(r, "duty_isolated"), so = num(r, "op_slowdown"),
+                   sc = num(r, "copy_slowdown");
+            if (!(di > 0 && so > 0 && sc > 0)) continue;
+            double d = di * so / (di * so + (1 - di) * sc);
+            for (int b = 0; b < POWER_BINS; b++)
+                if (d >= edge[b] && d < edge[b + 1] && bn[b] < POWER_MAX) {
+                    bd[b][bn[b]] = d;
+                    bs[b][bn[b]++] = so;
+                }
+        }
+    }
+    sim_table *t = &x->c.power_duty_slowdown;
+    t->n = 0;
+    for (int b = 0; b < POWER_BINS; b++) {
+        if (!bn[b]) continue;
+        double d = median_of(bd[b], bn[b]), y = median_of(bs[b], bn[b]);
+        if (y < 1) y = 1;
+        if (t->n && y < t->y[t->n - 1]) y = t->y[t->n - 1];
+        if (t->n && !(d > t->x[t->n - 1])) continue;
+        t->x[t->n] = d;
+        t->y[t->n++] = y;
+    }
+    if (t->n < 2) {
+        t->n = 0;
+        return;
+    }
+    /* where the table leaves 1: the first rising segment extended down to 1 */
+    double d0 = t->x[0];
+    for (int i = 1; i < t->n; i++)
+        if (t->y[i] > 1.01) {
+            double slope = (t->y[i] - t->y[i - 1]) / (t->x[i] - t->x[i - 1]);
+            d0 = slope > 0 ? t->x[i] - (t->y[i] - 1) / slope : t->x[i];
+            break;
+        }
+    double mem = median_of(pmem, nmem), att = median_of(patt, natt), cap = median_of(pcap, ncap);
+    double demand = d0 > 0 ? (cap - (1 - d0) * mem) / d0 : NAN;
+    double w = (att - mem) / (demand - mem);
+    x->c.power_attention_weight = w > 0 ? (w < 1 ? w : 1) : 0;
+    x->power_watts[0] = mem, x->power_watts[1] = att, x->power_watts[2] = cap;
+    x->power_watts[3] = demand;
+    /* the time constant: e^(-gap / tau) = the duty whose slowdown the GEMMs after the gap show */
+    double taus[POWER_MAX];
+    int ntau = 0;
+    for (size_t l = 1; l < json_array_size(root); l++) {
+        json_t *r;
+        size_t i;
+        json_array_foreach(json_object_get(json_array_get(root, l), "recovery"), i, r) {
+            double gap = num(r, "gap_ms") * 1e-3;
+            json_t *after = json_object_get(r, "slowdown_after");
+            for (size_t k = 1; k < json_array_size(after) && ntau < POWER_MAX; k++) {
+                double v = json_number_value(json_array_get(after, k));
+                if (!(v > t->y[0] + 0.005) || !(v < t->y[t->n - 1]) || !(gap > 0)) continue;
+                int j = 1;
+                while (j < t->n - 1 && t->y[j] < v)
+                    j++;
+                double f = t->y[j] > t->y[j - 1] ? (v - t->y[j - 1]) / (t->y[j] - t->y[j - 1]) : 1;
+                double d = t->x[j - 1] + f * (t->x[j] - t->x[j - 1]);
+                if (d > 0 && d < 1) taus[ntau++] = gap / log(1 / d);
+            }
+        }
+    }
+    x->c.power_tau_s = ntau ? median_of(taus, ntau) : 0.2;
+    x->npower_tau = ntau;
+}
+
 static void write_sources(fit *x, FILE *f) {
     fputs("{", f);
     int first = 1;
@@ -1110,6 +1224,7 @@ int sim_fit_main(int argc, char **argv) {
     fit_corun(&x);
     if (fit_comm(&x) != 0) goto done;
     fit_ep_kernels(&x);
+    fit_power(&x);
     if (write_out(&x, out, machine) != 0) goto done;
 
     printf("epsim calibrate: %s (topology %s) -> %s\n", machine, x.plat.name, out);
@@ -1170,6 +1285,16 @@ int sim_fit_main(int argc, char **argv) {
                "memory kernel x%.3f beside a GEMM, x%.3f beside a memory kernel\n",
                x.c.corun_compute_compute, x.c.corun_compute_memory, x.c.corun_memory_compute,
                x.c.corun_memory_memory);
+    if (x.c.power_duty_slowdown.n) {
+        const sim_table *t = &x.c.power_duty_slowdown;
+        printf("  power cap: flop time x");
+        for (int i = 0; i < t->n; i++)
+            printf("%s %.3f at duty %.2f", i ? "," : "", t->y[i], t->x[i]);
+        printf("; time constant %.0f ms (%d recovery records); attention weight %.2f (copy %.0f W, "
+               "attention %.0f W, GEMMs at the cap %.0f W, their demand %.0f W)\n",
+               x.c.power_tau_s * 1e3, x.npower_tau, x.c.power_attention_weight,
+               x.power_watts[0], x.power_watts[1], x.power_watts[2], x.power_watts[3]);
+    }
     rc = 0;
 done:
     if (rc) fail2(x.err);

@@ -3,6 +3,8 @@
  * calibration (docs/calibration.md). */
 #include <CUnit/CUnit.h>
 #include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ep_stats.h"
 #include "sim_cost.h"
@@ -542,6 +544,52 @@ static void test_fit_host_stack(void) {
     remove(out);
 }
 
+/* power.json (scripts/sustained_clock.py launches): one launch written here, worked on paper.
+ * Mix duties 0.3, 0.6 and 0.8 of the GEMM's isolated time with slowdowns 1.0, 1.05 and 1.15 (copies
+ * 1.0) are 0.3, 0.63 / 1.03 and 0.92 / 1.12 of the measured time; back to back 1.2 at duty 1. The
+ * table leaves 1 at duty 0.3, so GEMMs demand (700 - 0.7 x 400) / 0.3 = 1400 W and attention at 550
+ * W weighs 150 / 1000. After a 100 ms gap GEMMs at 1.15 and 1.05 sit at the duties of those
+ * slowdowns: tau = 0.1 / ln(1 / d), their median. */
+static void test_fit_power(void) {
+    char dir[512], path[600], out[512], args[1400], err[EP_ERRLEN];
+    tmp_path(dir, sizeof dir, "powerdir");
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/power.json", dir);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fputs("[{\"meta\": {\"gpu\": \"test\"}}, {\"ops\": ["
+          "{\"op\": \"g\", \"class\": \"gemm\", \"slowdown\": 1.2, \"power_w_second_half\": 700},"
+          "{\"op\": \"c\", \"class\": \"memory\", \"slowdown\": 1.0, \"power_w_second_half\": 400},"
+          "{\"op\": \"a\", \"class\": \"attention\", \"slowdown\": 1.0, \"power_w_second_half\": 550}],"
+          "\"mix\": ["
+          "{\"class\": \"gemm\", \"duty_isolated\": 0.3, \"op_slowdown\": 1.0, \"copy_slowdown\": 1.0},"
+          "{\"class\": \"gemm_fp8\", \"duty_isolated\": 0.6, \"op_slowdown\": 1.05, \"copy_slowdown\": 1.0},"
+          "{\"class\": \"attention\", \"duty_isolated\": 0.6, \"op_slowdown\": 1.5, \"copy_slowdown\": 1.0},"
+          "{\"class\": \"grouped_gemm\", \"duty_isolated\": 0.8, \"op_slowdown\": 1.15, \"copy_slowdown\": 1.0}],"
+          "\"recovery\": [{\"gap_ms\": 100, \"slowdown_after\": [1.3, 1.15, 1.05]}]}]\n", f);
+    fclose(f);
+    tmp_path(out, sizeof out, "fitpower.json");
+    snprintf(args, sizeof args, "calibrate %s --topo dgx8 --out %s", dir, out);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    sim_calib c;
+    sim_calib_default(&c);
+    CU_ASSERT_EQUAL_FATAL(sim_calib_load(&c, out, err), 0);
+    const sim_table *t = &c.power_duty_slowdown;
+    const double x[] = {0.3, 0.63 / 1.03, 0.92 / 1.12, 1.0}, y[] = {1.0, 1.05, 1.15, 1.2};
+    CU_ASSERT_EQUAL_FATAL(t->n, 4);
+    for (int i = 0; i < 4; i++) /* the file keeps 6 digits */
+        CU_ASSERT(near(t->x[i], x[i], 1e-5) && near(t->y[i], y[i], 1e-5));
+    double d0 = x[1] - 0.05 / ((1.05 - 1.0) / (x[1] - x[0]));
+    double demand = (700 - (1 - d0) * 400) / d0;
+    CU_ASSERT(near(c.power_attention_weight, 150 / (demand - 400), 1e-5));
+    double tau = (0.1 / log(1 / x[2]) + 0.1 / log(1 / x[1])) / 2;
+    CU_ASSERT(near(c.power_tau_s, tau, 1e-5));
+    sim_calib_free(&c);
+    remove(out);
+    remove(path);
+    rmdir(dir);
+}
+
 void ep_suite_calibrate(void) {
     CU_pSuite s = CU_add_suite("epsim calibrate", NULL, NULL);
     CU_add_test(s, "shape tables: exact points, series, below/above, nearest", test_shape_table);
@@ -554,6 +602,7 @@ void ep_suite_calibrate(void) {
                 test_fit_host_stack);
     CU_add_test(s, "topologies name their calibration; --calib none", test_topology_calibration);
     CU_add_test(s, "an FP8 cast costs the host one launch", test_fp8_cast_host);
+    CU_add_test(s, "power.json: duty table, attention weight and time constant", test_fit_power);
     CU_add_test(s, "a GEMM below its measured rows follows the size curve", test_gemm_below_series);
     CU_add_test(s, "shape grid: box blend, model shapes apart, holes, per expert, outside",
                 test_shape_grid);

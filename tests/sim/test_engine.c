@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "sim_cost.h"
+#include "sim_power.h"
 #include "sim_test_util.h"
 
 #define REL(a, b) (fabs((a) - (b)) <= 1e-9 * fabs(b) + 1e-15)
@@ -353,6 +354,57 @@ static void test_world_too_large(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(res.err, "does not fit"));
 }
 
+/* The power cap (sim_power.h): 8 large GEMMs back to back, an HBM-bound op of about 0.3 s, then 7
+ * GEMMs, on one GPU. The duty is the average of 1 (a GEMM runs) and 0 (the memory op) over
+ * power_tau_s; each GEMM's flop time runs table(duty at its start) longer (nothing else re-times
+ * it here), the memory op not at all. Expected times are worked out on paper from that rule. */
+static void test_power_cap(void) {
+    hand_sched h;
+    hand_init(&h, 1);
+    ep_op gemm = hand_gemm(32768), mem = hand_op(EP_OP_ELEMENTWISE, EP_STREAM_COMP);
+    mem.bytes = 1.2e12;
+    for (int i = 0; i < 16; i++)
+        hand_add(&h, 0, i == 8 ? mem : gemm, 0, NULL);
+    sim_calib c;
+    sim_calib_default(&c);
+    static const double pts[][2] = {{0.5, 1.0}, {0.75, 1.05}, {1.0, 1.2}};
+    c.power_duty_slowdown.n = 3;
+    for (int i = 0; i < 3; i++)
+        c.power_duty_slowdown.x[i] = pts[i][0], c.power_duty_slowdown.y[i] = pts[i][1];
+    c.power_tau_s = 0.1;
+    hand_result res;
+    hand_run(&h, "h200x2", &c, &res);
+    CU_ASSERT_EQUAL_FATAL(res.rc, 0);
+    sim_work wg, wm;
+    op_work(&c, &gemm, &wg);
+    op_work(&c, &mem, &wm);
+    CU_ASSERT_FATAL(wg.t_flop > 1.2 * wg.t_mem && wm.t_mem > 1.2 * wm.t_flop);
+    double t = res.start[0][0], duty = 0, last_slow = 0;
+    for (int i = 0; i < 16; i++) {
+        CU_ASSERT_FATAL(res.start[0][i] >= t - 1e-12); /* a launch gap between ops: idle, weight 0 */
+        duty *= exp(-(res.start[0][i] - t) / c.power_tau_s);
+        t = res.start[0][i];
+        double f = 1.0, w = i == 8 ? 0.0 : 1.0;
+        if (i != 8) { /* the table, linear in duty, rounded to 1e-3 */
+            int k = duty >= 0.75;
+            double y = duty <= 0.5 ? 1.0
+                                   : pts[k][1] + (duty - pts[k][0]) / 0.25 * (pts[k + 1][1] - pts[k][1]);
+            f = round(y * 1000) / 1000;
+        }
+        double dur = i == 8 ? sim_work_alone(&wm) : wg.t0 + wg.t_flop * f;
+        /* the first also waits for its launch to be issued (min_end): within 10 us */
+        CU_ASSERT(fabs(res.end[0][i] - (t + dur)) < (i ? 1e-9 : 1e-5));
+        duty = w + (duty - w) * exp(-dur / c.power_tau_s);
+        t += dur;
+        if (i == 7) last_slow = f;
+    }
+    CU_ASSERT(last_slow > 1.15); /* the duty reached about 1 before the memory op */
+    /* the first GEMM after the memory op starts cooler than the one before it */
+    CU_ASSERT(res.end[0][9] - res.start[0][9] < res.end[0][7] - res.start[0][7]);
+    CU_ASSERT(fabs(sim_power_slowdown(&c, 0.875) - 1.125) < 1e-12);
+    CU_ASSERT(sim_power_slowdown(&c, 0.2) == 1.0 && sim_power_slowdown(&c, 2.0) == 1.2);
+}
+
 void ep_suite_engine(void) {
     CU_pSuite s = CU_add_suite("sim_engine", NULL, NULL);
     CU_add_test(s, "one all-to-all on h200x2 = launch + base + bytes/bw + latency",
@@ -368,4 +420,5 @@ void ep_suite_engine(void) {
     CU_add_test(s, "two transfers share a link under running GEMMs", test_shared_link_with_compute);
     CU_add_test(s, "missing collective member reported as deadlock", test_deadlock_reported);
     CU_add_test(s, "world larger than the platform refused", test_world_too_large);
+    CU_add_test(s, "power cap: GEMMs slow with the recent tensor-core duty", test_power_cap);
 }

@@ -1,0 +1,51 @@
+/* The power cap's clock slowdown (sim_power.h). */
+#include "sim_power.h"
+
+#include <math.h>
+
+int sim_power_on(const sim_calib *c) {
+    return c->power_duty_slowdown.n > 0 && c->power_tau_s > 0;
+}
+
+double sim_power_weight(const sim_calib *c, const ep_op *op, const sim_work *w) {
+    double cls;
+    switch (op->kind) {
+    case EP_OP_GEMM:
+    case EP_OP_GROUPED_GEMM:
+        cls = 1.0;
+        break;
+    case EP_OP_ATTENTION:
+        cls = c->power_attention_weight;
+        break;
+    default:
+        return 0.0;
+    }
+    double busy = w->t_flop > w->t_mem ? w->t_flop : w->t_mem;
+    return busy > 0 ? cls * w->t_flop / busy : 0.0;
+}
+
+void sim_power_set(sim_power *p, const sim_calib *c, double now, double weight) {
+    if (now > p->t) {
+        double keep = exp(-(now - p->t) / c->power_tau_s);
+        p->duty = p->weight + (p->duty - p->weight) * keep;
+        p->t = now;
+    }
+    p->weight = weight < 1.0 ? weight : 1.0;
+}
+
+double sim_power_slowdown(const sim_calib *c, double duty) {
+    const sim_table *t = &c->power_duty_slowdown;
+    double y;
+    if (duty <= t->x[0]) {
+        y = t->y[0];
+    } else if (duty >= t->x[t->n - 1]) {
+        y = t->y[t->n - 1];
+    } else {
+        int i = 1;
+        while (t->x[i] < duty)
+            i++;
+        double f = (duty - t->x[i - 1]) / (t->x[i] - t->x[i - 1]);
+        y = t->y[i - 1] + f * (t->y[i] - t->y[i - 1]);
+    }
+    return y > 1.0 ? round(y * 1000.0) / 1000.0 : 1.0;
+}
