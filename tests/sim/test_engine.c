@@ -18,6 +18,15 @@ static void op_work(const sim_calib *c, const ep_op *op, sim_work *w) {
     sim_cost_free(&x);
 }
 
+/* Runs h on h200x2 under c (it must succeed) and gives the times alone of its ops a and b. */
+static void run_with_work(hand_sched *h, const sim_calib *c, const ep_op *a, const ep_op *b,
+                          hand_result *res, sim_work *wa, sim_work *wb) {
+    hand_run(h, "h200x2", c, res);
+    CU_ASSERT_EQUAL_FATAL(res->rc, 0);
+    op_work(c, a, wa);
+    op_work(c, b, wb);
+}
+
 static void test_a2a_h200x2(void) {
     hand_sched h;
     hand_init(&h, 2);
@@ -214,11 +223,8 @@ static void test_compute_beside_compute(void) {
     c.corun_compute_memory = 1.3;
     c.corun_memory_compute = 1.1;
     hand_result res;
-    hand_run(&h, "h200x2", &c, &res);
-    CU_ASSERT_EQUAL_FATAL(res.rc, 0);
     sim_work wg, wm;
-    op_work(&c, &gemm, &wg);
-    op_work(&c, &mem, &wm);
+    run_with_work(&h, &c, &gemm, &mem, &res, &wg, &wm);
     CU_ASSERT_FATAL(wm.t_mem > wm.t_flop && wg.t_flop > wg.t_mem); /* the two classes */
     double g0 = res.start[0][0], m0 = res.start[0][1], m1 = res.end[0][1];
     CU_ASSERT(REL(m1 - m0, wm.t0 + wm.t_mem * 1.1)); /* inside the GEMM all along */
@@ -373,11 +379,8 @@ static void test_power_cap(void) {
         c.power_duty_slowdown.x[i] = pts[i][0], c.power_duty_slowdown.y[i] = pts[i][1];
     c.power_tau_s = 0.1;
     hand_result res;
-    hand_run(&h, "h200x2", &c, &res);
-    CU_ASSERT_EQUAL_FATAL(res.rc, 0);
     sim_work wg, wm;
-    op_work(&c, &gemm, &wg);
-    op_work(&c, &mem, &wm);
+    run_with_work(&h, &c, &gemm, &mem, &res, &wg, &wm);
     CU_ASSERT_FATAL(wg.t_flop > 1.2 * wg.t_mem && wm.t_mem > 1.2 * wm.t_flop);
     double t = res.start[0][0], duty = 0, last_slow = 0;
     for (int i = 0; i < 16; i++) {
