@@ -575,11 +575,9 @@ static void worker(cand *c, const long *key_first, const long *unit_first, long 
                     rec.status = ST_MEMORY, rec.state = key_state, rec.mem = least[d];
                 } else if (c[i].group == fit_group) {
                     rec.status = ST_RECOMPUTE;
-                } else {
-                    if (estimate(&cfg, pi, &calib, &rec.state, &rec.mem, &rec.lb, 0, err) == 0) {
-                        rec.status = hbm > 0 && rec.mem > hbm ? ST_MEMORY : ST_FIT;
-                        if (rec.status == ST_FIT) fit_group = c[i].group;
-                    }
+                } else if (estimate(&cfg, pi, &calib, &rec.state, &rec.mem, &rec.lb, 0, err) == 0) {
+                    rec.status = hbm > 0 && rec.mem > hbm ? ST_MEMORY : ST_FIT;
+                    if (rec.status == ST_FIT) fit_group = c[i].group;
                 }
                 sh->rec[i] = rec;
             }
