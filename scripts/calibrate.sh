@@ -52,10 +52,13 @@ mkdir -p "$out"
 "$epsim" calibrate traces/h100x4/calib traces/h100/grid traces/h100/calib \
   --kind-from attention:traces/h100/grid-attention/compute.json \
   --model-shapes traces/h100/calib/compute.json --topo h100x4 --out "$out"/h100x4.json
-# DGX H100 topologies: one H100's compute and host costs; communication keeps the topology's
-# link figures with the built-in efficiencies (no multi-GPU H100 machine is lent); how compute and
-# NCCL slow each other is the 2 x H200 measurement (same Hopper SMs, NCCL kernels and NVLink 4)
-"$epsim" calibrate traces/h100/grid traces/h100/calib traces/h200x2/calib:interference.json \
+# DGX H100 topologies: one H100's compute and host costs; NCCL over NVLink (curves), the NVLink
+# transport, NCCL's launch and how compute and NCCL slow each other from the 4 x H100 machine (the
+# most ranks of H100 measured: a DGX's all-to-alls span 8 or more); the one interference record
+# no H100 machine has, compute beside an NCCL all-to-all that waits for a late peer, from 2 x H200
+# (same Hopper SMs and NCCL; epsim calibrate completes a file with the aggressors it lacks)
+h100_comm="traces/h100x4/calib:comm.json,interference.json,host.json traces/h200x2/calib:interference.json"
+"$epsim" calibrate traces/h100/grid traces/h100/calib $h100_comm \
   --kind-from attention:traces/h100/grid-attention/compute.json \
   --model-shapes traces/h100/calib/compute.json --topo dgx8 --out "$out"/h100.json
 # the same with the compute of the Megatron software stack, timed cold on one H100
@@ -66,5 +69,5 @@ mkdir -p "$out"
 # calibrations' compute records were timed partly at a capped clock (docs/calibration.md,
 # "Sustained load"), so they leave power.json out
 "$epsim" calibrate traces/h100/torch-cool traces/h100/torch traces/h100/grid traces/h100/calib \
-  traces/h200x2/calib:interference.json --model-shapes traces/h100/calib/compute.json \
+  $h100_comm --model-shapes traces/h100/calib/compute.json \
   --topo dgx8 --out "$out"/h100-megatron.json

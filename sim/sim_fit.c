@@ -49,6 +49,7 @@ enum { HOST_LAYERS_MAX = 16, HOST_LAUNCHES_MAX = 16 };
 typedef struct {
     json_t *root[F_NUM]; /* the file's array, or NULL where no DIR has it */
     char path[F_NUM][4200];
+    char completed[F_NUM][1024]; /* later files that added records (merge_missing), for _meta */
     sim_platform plat;
     double peak, hbm, bw, lat; /* GPU 0, and the route GPU 0 -> GPU 1 */
     sim_calib c;
@@ -86,20 +87,40 @@ static const char *str(json_t *o, const char *key) {
     return s ? s : "";
 }
 
-/* host.json of a later DIR: the records whose "what" the loaded file lacks (a one-GPU machine
- * measures no NCCL launch; the two-GPU files of the same GPU add it). */
-static void merge_host(json_t *into, json_t *more) {
+/* Files that a later DIR completes: its records whose key fields no loaded record has join the
+ * first DIR's file. host.json: a one-GPU machine measures no NCCL launch, the two-GPU files of the
+ * same GPU add it. interference.json: a machine measured without an aggressor (the waiting NCCL
+ * all-to-all was measured on 2 x H200 only) takes that aggressor's records from a machine of the
+ * same SMs and NCCL. */
+static const char *const MERGE_KEYS[F_NUM][2] = {
+    [F_HOST] = {"what", NULL},
+    [F_INTERFERENCE] = {"victim", "aggressor"},
+};
+
+static int same_key(int which, json_t *a, json_t *b) {
+    for (int k = 0; k < 2 && MERGE_KEYS[which][k]; k++)
+        if (strcmp(str(a, MERGE_KEYS[which][k]), str(b, MERGE_KEYS[which][k]))) return 0;
+    return 1;
+}
+
+static int merge_missing(int which, json_t *into, json_t *more) {
+    int added = 0;
+    size_t loaded = json_array_size(into); /* a later file's own records do not hide each other */
     for (size_t i = 1; i < json_array_size(more); i++) {
         json_t *r = json_array_get(more, i);
         int have = 0;
-        for (size_t j = 1; j < json_array_size(into) && !have; j++)
-            have = !strcmp(str(r, "what"), str(json_array_get(into, j), "what"));
-        if (!have) json_array_append(into, r);
+        for (size_t j = 1; j < loaded && !have; j++)
+            have = same_key(which, r, json_array_get(into, j));
+        if (!have) {
+            json_array_append(into, r);
+            added++;
+        }
     }
+    return added;
 }
 
 /* Loads DIR/file from the first DIR that has it; an array whose first element is the meta.
- * host.json: the first one, completed by the later ones (merge_host). */
+ * host.json and interference.json: the first one, completed by the later ones (merge_missing). */
 static int load(fit *x, int which, char **dirs, int ndirs) {
     for (int d = 0; d < ndirs; d++) {
         char path[4200], dir[4096];
@@ -129,10 +150,14 @@ static int load(fit *x, int which, char **dirs, int ndirs) {
         if (!x->root[which]) {
             x->root[which] = r;
             snprintf(x->path[which], sizeof x->path[which], "%s", path);
-            if (which != F_HOST) return 0;
+            if (!MERGE_KEYS[which][0]) return 0;
             continue;
         }
-        merge_host(x->root[which], r);
+        int added = merge_missing(which, x->root[which], r);
+        size_t used = strlen(x->completed[which]);
+        if (added > 0 && used < sizeof x->completed[which])
+            snprintf(x->completed[which] + used, sizeof x->completed[which] - used, "%s%s (%d)",
+                     used ? ", " : "", path, added);
         json_decref(r);
     }
     return 0;
@@ -977,6 +1002,10 @@ static void write_sources(fit *x, FILE *f) {
         ep_json_string(f, str(meta, "date"));
         fputs(",\"git_revision\":", f);
         ep_json_string(f, str(meta, "git_revision"));
+        if (x->completed[w][0]) { /* records added from later files: path (records) */
+            fputs(",\"completed_from\":", f);
+            ep_json_string(f, x->completed[w]);
+        }
         fputc('}', f);
         first = 0;
     }

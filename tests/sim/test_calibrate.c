@@ -590,6 +590,45 @@ static void test_fit_power(void) {
     rmdir(dir);
 }
 
+/* interference.json of a later DIR adds only the aggressors the first file lacks: the 4 x H100
+ * file keeps its own all-to-all figure and takes the waiting all-to-all from 2 x H200. */
+static void write_interference(const char *dir, const char *records) {
+    char path[600];
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/interference.json", dir);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fprintf(f, "[{\"meta\": {\"gpu\": \"test\"}}, %s]\n", records);
+    fclose(f);
+}
+
+static void test_interference_completed(void) {
+    char a[512], b[512], out[512], args[1800], err[EP_ERRLEN];
+    tmp_path(a, sizeof a, "interf_a");
+    tmp_path(b, sizeof b, "interf_b");
+    tmp_path(out, sizeof out, "interf.json");
+    write_interference(a, "{\"victim\": \"gemm\", \"aggressor\": \"nccl_alltoall\", \"slowdown\": 1.5}");
+    write_interference(b, "{\"victim\": \"gemm\", \"aggressor\": \"nccl_alltoall\", \"slowdown\": 1.2},"
+                          "{\"victim\": \"gemm\", \"aggressor\": \"nccl_waiting\", \"slowdown\": 1.1}");
+    const double wait_alone[] = {1.5, 1.1}; /* without b: the running transfer's slowdown */
+    for (int with_b = 0; with_b < 2; with_b++) {
+        snprintf(args, sizeof args, "calibrate %s %s --topo dgx8 --out %s", a, with_b ? b : "", out);
+        CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+        sim_calib c;
+        sim_calib_default(&c);
+        CU_ASSERT_EQUAL_FATAL(sim_calib_load(&c, out, err), 0);
+        CU_ASSERT(near(c.comm_flops_slowdown, 1.5, 1e-9));
+        CU_ASSERT(near(c.comm_wait_slowdown, wait_alone[with_b], 1e-9));
+        sim_calib_free(&c);
+    }
+    CU_ASSERT(file_has(out, "\"completed_from\":"));
+    CU_ASSERT(file_has(out, "interf_b/interference.json (1)"));
+    char path[600];
+    snprintf(path, sizeof path, "%s/interference.json", a), remove(path), rmdir(a);
+    snprintf(path, sizeof path, "%s/interference.json", b), remove(path), rmdir(b);
+    remove(out);
+}
+
 void ep_suite_calibrate(void) {
     CU_pSuite s = CU_add_suite("epsim calibrate", NULL, NULL);
     CU_add_test(s, "shape tables: exact points, series, below/above, nearest", test_shape_table);
@@ -603,6 +642,8 @@ void ep_suite_calibrate(void) {
     CU_add_test(s, "topologies name their calibration; --calib none", test_topology_calibration);
     CU_add_test(s, "an FP8 cast costs the host one launch", test_fp8_cast_host);
     CU_add_test(s, "power.json: duty table, attention weight and time constant", test_fit_power);
+    CU_add_test(s, "interference.json: a later file adds only the aggressors the first lacks",
+                test_interference_completed);
     CU_add_test(s, "a GEMM below its measured rows follows the size curve", test_gemm_below_series);
     CU_add_test(s, "shape grid: box blend, model shapes apart, holes, per expert, outside",
                 test_shape_grid);
