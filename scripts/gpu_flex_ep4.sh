@@ -3,9 +3,11 @@
 # flex dispatcher's NVLink transport at EP 4: builds epref and the GPU tests, runs every GPU test
 # (ctest label gpu, which holds tests/gpu/flex_grid.sh on the grid's corners), then the failing
 # runs of issue 25 (the issue's model at EP 4, and the 4-GPU validation runs that failed on H100)
-# with their summaries, and the whole flex grid while BUDGET_S seconds last.
-#   OUT=dir [BUDGET_S=540] bash scripts/gpu_flex_ep4.sh
-# Writes $OUT/machine.txt, build.log, gpu_tests.log, runs.tsv, *.summary.json, grid.tsv.
+# with their summaries, and the whole flex grid while BUDGET_S seconds last. With BENCH_TOKENS set,
+# the dispatch and combine benchmarks of issue 25 at EP 4 run first (right after the build).
+#   OUT=dir [BUDGET_S=540] [BENCH_TOKENS=128,4096,16384] bash scripts/gpu_flex_ep4.sh
+# Writes $OUT/machine.txt, build.log, bench_{dispatch,combine}.{txt,json}, gpu_tests.log, runs.tsv,
+# *.summary.json, grid.tsv.
 set -u -o pipefail
 set -f # the model flags hold glob characters
 export NCCL_NVLS_ENABLE=0
@@ -20,6 +22,15 @@ t0=$(date +%s)
   cmake --build build-gpu -j32; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 EPREF=build-gpu/ref/epref
 echo "build done at +$(($(date +%s) - t0)) s"
+if [ -n "${BENCH_TOKENS:-}" ]; then # the issue's model and flags (docs/performance.md, EP 4)
+  for b in dispatch combine; do
+    timeout 150 "$EPREF" --nproc 4 bench $b --hidden-size 7168 --num-experts 256 \
+      --moe-router-topk 8 --expert-model-parallel-size 4 --moe-ffn-hidden-size 2048 --num-sms 16 \
+      --permute-blocks 32 --reduce-blocks 8 --iters 30 --warmup 5 --tokens "$BENCH_TOKENS" \
+      --json "$OUT/bench_$b.json" > "$OUT/bench_$b.txt" 2>&1
+    echo "bench $b rc=$? at +$(($(date +%s) - t0)) s"
+  done
+fi
 (cd build-gpu && timeout 400 ctest -L gpu -V --timeout 300) > "$OUT/gpu_tests.log" 2>&1
 echo "gpu tests rc=$? at +$(($(date +%s) - t0)) s"
 grep -E "Test +#|tests passed|tests failed|flex_grid:|^ep[24]_" "$OUT/gpu_tests.log" | tail -40
