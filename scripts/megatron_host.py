@@ -13,11 +13,14 @@ from a checkout given with --megatron (nothing of it is committed).
 
 Output: a JSON array (first element {"meta": ...}), records
   {"what": "megatron_layer", "layer": a name of VARIANTS, "pass": "fwd"|"fwd_bwd", "time_us": median,
-   "kernels": per call, "samples": [...], "config": {epsim flags of the same layer}, "launch": k}
+   "kernels": per call, "samples": [...], "config": {epsim flags of the same layer}, "ranks": N,
+   "launch": k}
 With --append, FILE gains this run as launch k + 1 (its meta under meta.launches): the file
 epsim calibrate reads, which takes each layer's median over launches.
 Usage: python3 scripts/megatron_host.py --megatron DIR --out FILE [--append] [--repeat 5]
-       [--iters 30]
+       [--iters 30] [--nproc N] [--layers a,b] [--passes P]
+With --nproc 2 the layers with communication (dense_sdpa_tp2, moe_sdpa_ep2) join; every rank
+runs the same layers and rank 0's host time is recorded.
 """
 import argparse
 import json
@@ -87,6 +90,15 @@ class SdpaCoreAttention(torch.nn.Module):
         return o.permute(2, 0, 1, 3).reshape(o.shape[2], o.shape[0], -1)
 
 
+class SequenceParallelRMSNorm:
+    """Megatron's torch norm (WrappedTorchNorm: a torch.nn.RMSNorm) without its refusal of sequence
+    parallelism, which only concerns the reduction of the norm's weight gradient across the TP
+    ranks (not part of a layer's step): the TP 2 layer runs the same norm as the others."""
+
+    def __new__(cls, config, hidden_size, eps=1e-5, **kw):
+        return torch.nn.RMSNorm(hidden_size, eps=eps)
+
+
 VARIANTS = {
     "dense": ({}, {}, " --num-experts 0"),
     "moe": (MOE, {"num_experts": EXPERTS}, MOE_FLAGS),
@@ -112,7 +124,24 @@ VARIANTS = {
         MOE_FLAGS + " --moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 1e-4"
         " --moe-router-score-function sigmoid --moe-router-enable-expert-bias"
         f" --moe-shared-expert-intermediate-size {MOE_FFN}"),
+    # With --nproc 2: the fitted pair's layers with their communication (TP 2 with sequence
+    # parallelism: the all-gathers and reduce-scatters of the linear layers; EP 2: the alltoall
+    # dispatcher's count exchange, its host sync and the token all-to-alls), timed in the same
+    # launch as dense_sdpa and moe_sdpa: what a communication op costs Megatron's host beyond
+    # NCCL's own launch
+    "dense_sdpa_tp2": ({"tensor_model_parallel_size": 2, "sequence_parallel": True},
+                       {"core_attention": SdpaCoreAttention},
+                       " --num-experts 0 --tensor-model-parallel-size 2 --sequence-parallel"),
+    "moe_sdpa_ep2": (dict(MOE, expert_model_parallel_size=2),
+                     {"num_experts": EXPERTS, "core_attention": SdpaCoreAttention},
+                     MOE_FLAGS + " --expert-model-parallel-size 2"),
 }
+
+
+def parallel_of(name):
+    """(TP, EP) of a layer of VARIANTS."""
+    cfg_kw = VARIANTS[name][0]
+    return cfg_kw.get("tensor_model_parallel_size", 1), cfg_kw.get("expert_model_parallel_size", 1)
 
 
 def build(name):
@@ -137,6 +166,9 @@ def build(name):
         spec = get_gpt_layer_local_spec(moe_grouped_gemm=False, **spec_kw)
     if core_attention is not None:
         spec.submodules.self_attention.submodules.core_attention = core_attention
+    if kw.get("sequence_parallel"):
+        spec.submodules.input_layernorm = SequenceParallelRMSNorm
+        spec.submodules.pre_mlp_layernorm = SequenceParallelRMSNorm
     if kw.get("multi_latent_attention") and kw.get("q_lora_rank") is None:
         # no query compression: only the compressed key/value latent has a norm (Megatron
         # refuses a query norm it would not use)
@@ -147,9 +179,11 @@ def build(name):
 
 
 def epsim_flags(name):
+    tp, ep = parallel_of(name)
+    dp = ep  # EP takes data-parallel ranks; TP ranks share one sequence
     return (f"--num-layers 1 --hidden-size {H} --num-attention-heads {HEADS} "
             f"--ffn-hidden-size {FFN} --seq-length {SEQ} --micro-batch-size 1 "
-            f"--global-batch-size 1 --world-size 1 --swiglu --mtp-num-layers 0"
+            f"--global-batch-size {dp} --world-size {tp * dp} --swiglu --mtp-num-layers 0"
             + VARIANTS[name][2])
 
 
@@ -176,32 +210,19 @@ def write_launch(path, meta, recs, append):
     os.replace(tmp, path)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--megatron", required=True, help="a Megatron-LM checkout (holds megatron/)")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--append", action="store_true", help="add this run to --out as a launch")
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--iters", type=int, default=30)
-    args = ap.parse_args()
-    sys.path.insert(0, args.megatron)
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29519")
-    torch.distributed.init_process_group("nccl", rank=0, world_size=1)
-    from megatron.core import parallel_state
-    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1,
-                                             pipeline_model_parallel_size=1,
-                                             expert_model_parallel_size=1)
-    model_parallel_cuda_manual_seed(1234)
-    # Every layer is built and warmed first; then each round times every layer in turn (the
-    # order rotating round by round), so that a drift of the host's speed during the run
-    # reaches every layer alike. A sample is one round's time per call over --iters calls.
+def time_layers(names, args, world):
+    """Builds and warms the layers `names` (one parallel layout, already initialized), then times
+    them round by round in rotating order, so that a drift of the host's speed during the run
+    reaches every layer alike. A sample is one round's time per call over --iters calls; with
+    several ranks they start each sample together. Returns ({(name, pass): [us]}, {name: {pass:
+    kernels}}); a layer that fails to build is printed and left out."""
+    tp, _ = parallel_of(names[0])
     layers, kernels = {}, {}
-    for name in VARIANTS:
+    for name in names:
         try:
             layer = build(name)
-            x = torch.randn(SEQ, 1, H, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            x = torch.randn(SEQ // tp, 1, H, device="cuda", dtype=torch.bfloat16,
+                            requires_grad=True)  # sequence parallel: this rank's share
 
             def fwd(layer=layer, x=x):
                 out = layer(x, attention_mask=None)
@@ -216,29 +237,90 @@ def main():
             kernels[name] = {what: kernels_of(fn) for what, fn in layers[name].items()}
         except Exception:  # noqa: BLE001 - one layer failing keeps the others
             print(f"  {name}: failed\n{traceback.format_exc()}", flush=True)
-    names = list(layers)
-    samples = {(n, w): [] for n in names for w in ("fwd", "fwd_bwd")}
+    built = list(layers)
+    samples = {(n, w): [] for n in built for w in ("fwd", "fwd_bwd")}
     for rnd in range(args.repeat):
-        for n in names[rnd % len(names):] + names[:rnd % len(names)]:
+        for n in built[rnd % len(built):] + built[:rnd % len(built)] if built else []:
             for w, fn in layers[n].items():
+                if world > 1:
+                    torch.distributed.barrier()
                 samples[(n, w)].append(host_us(fn, args.iters))
+    return samples, kernels
+
+
+def spawn(nproc):
+    """--nproc N: this script again as N processes, ranks 0..N-1 (rank 0 writes the file)."""
+    import subprocess
+    procs = [subprocess.Popen([sys.executable] + sys.argv,
+                              env=dict(os.environ, RANK=str(r), WORLD_SIZE=str(nproc),
+                                       LOCAL_RANK=str(r)))
+             for r in range(nproc)]
+    return max(p.wait() for p in procs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--megatron", required=True, help="a Megatron-LM checkout (holds megatron/)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--append", action="store_true", help="add this run to --out as a launch")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--nproc", type=int, default=1,
+                    help="ranks (GPUs); layers of VARIANTS that need more are left out")
+    ap.add_argument("--layers", default="", help="comma-separated names of VARIANTS (default all)")
+    ap.add_argument("--passes", type=int, default=1,
+                    help="times each parallel layout's layers are built and timed, layouts in "
+                         "turn (the rounds of one layout cannot interleave with another's)")
+    args = ap.parse_args()
+    if args.nproc > 1 and "RANK" not in os.environ:
+        return spawn(args.nproc)
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    sys.path.insert(0, args.megatron)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29519")
+    torch.cuda.set_device(rank)
+    torch.distributed.init_process_group("nccl", rank=rank, world_size=world)
+    from megatron.core import parallel_state
+    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+    wanted = [n for n in (args.layers.split(",") if args.layers else VARIANTS)]
+    unknown = [n for n in wanted if n not in VARIANTS]
+    if unknown:
+        print(f"megatron_host.py: unknown layers {unknown}", file=sys.stderr)
+        return 2
+    names = [n for n in wanted if parallel_of(n)[0] * parallel_of(n)[1] <= world]
+    layouts = list(dict.fromkeys(parallel_of(n) for n in names))
+    samples, kernels = {}, {}
+    for _ in range(args.passes):
+        for tp, ep in layouts:
+            parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp,
+                                                     pipeline_model_parallel_size=1,
+                                                     expert_model_parallel_size=ep)
+            model_parallel_cuda_manual_seed(1234)
+            smp, ker = time_layers([n for n in names if parallel_of(n) == (tp, ep)], args, world)
+            for k, v in smp.items():
+                samples.setdefault(k, []).extend(v)
+            kernels.update(ker)
+            parallel_state.destroy_model_parallel()
     recs = []
     for (n, w), v in samples.items():
         recs.append({"what": "megatron_layer", "layer": n, "pass": w,
                      "time_us": round(statistics.median(v), 2), "kernels": kernels[n][w],
-                     "samples": [round(t, 2) for t in v], "config": epsim_flags(n)})
-        print(f"  {n:22s} {w:7s} {recs[-1]['time_us']:9.1f} us host (min {min(v):.1f}, max "
-              f"{max(v):.1f}), {kernels[n][w]} kernels", flush=True)
+                     "samples": [round(t, 2) for t in v], "config": epsim_flags(n),
+                     "ranks": world})
+        if rank == 0:
+            print(f"  {n:22s} {w:7s} {recs[-1]['time_us']:9.1f} us host (min {min(v):.1f}, "
+                  f"max {max(v):.1f}), {kernels[n][w]} kernels", flush=True)
     meta = {"program": "scripts/megatron_host.py", "gpu": torch.cuda.get_device_name(),
             "torch": torch.__version__, "megatron": os.environ.get("MEGATRON_REV", ""),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "git_revision": os.environ.get("EP_GIT_REVISION", ""),
-            "repeat": args.repeat, "iters": args.iters,
+            "repeat": args.repeat, "iters": args.iters, "passes": args.passes, "ranks": world,
             "spec": "get_gpt_layer_local_spec (PyTorch-only modules, SequentialMLP experts), "
                     "bf16, toy sizes"}
-    write_launch(args.out, meta, recs, args.append)
+    if rank == 0:
+        write_launch(args.out, meta, recs, args.append)
     torch.distributed.destroy_process_group()
-    return 0 if len(recs) == 2 * len(VARIANTS) else 1
+    return 0 if len(recs) == 2 * len(names) else 1
 
 
 if __name__ == "__main__":

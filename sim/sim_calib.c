@@ -178,6 +178,7 @@ static const field FIELDS[] = {
     F(host_sync_s),
     F(graph_launch_s),
     F(expert_call_s),
+    F(comm_call_s),
     F(kernel_overhead_s),
     F(op_gap_s),
     F(op_event_s),

@@ -152,7 +152,7 @@ double sim_op_host_s(const sim_cost *x, const ep_op *op, int group_size) {
     if (op->fp8 && op->kind == EP_OP_ELEMENTWISE) return c->launch_s;
     double call;
     if (ep_op_is_comm(op))
-        call = group_size > 1 ? c->nccl_launch_s : 0;
+        call = group_size > 1 ? c->nccl_launch_s + c->comm_call_s : 0;
     else if (op->kind == EP_OP_GEMM)
         call = c->gemm_launch_s;
     else if (op->kind == EP_OP_GROUPED_GEMM)

@@ -63,6 +63,7 @@ typedef struct {
     /* host_megatron.json's layers: measured beside epsim's host time, for the report */
     int nhost_layers;
     char host_layer_line[HOST_LAYERS_MAX][200];
+    int comm_layer, ncomm_launches; /* the layer comm_call_s came from, and its launches */
     /* power.json: median powers of a copy, attention and GEMMs at the cap, and the GEMM's demand
      * at full clock that the table implies (W); recovery records the time constant came from */
     double power_watts[4];
@@ -505,10 +506,10 @@ static void fit_host_stack(fit *x) {
 }
 
 /* The host calls (launches, no per-op bookkeeping) that the schedule of `flags` issues for its
- * layer 0 on rank 0, the ops, and the expert calls of its expert GEMMs. -1 when the flags do not
- * build. */
+ * layer 0 on rank 0, the ops, the expert calls of its expert GEMMs and its communication ops (with
+ * a peer). -1 when the flags do not build. */
 static int layer_calls(const sim_calib *c, const char *flags, double *calls, int *nops,
-                       int *nexperts, char err[EP_ERRLEN]) {
+                       int *nexperts, int *ncomm, char err[EP_ERRLEN]) {
     ep_config cfg;
     ep_config_defaults(&cfg);
     ep_sched s;
@@ -516,16 +517,18 @@ static int layer_calls(const sim_calib *c, const char *flags, double *calls, int
         ep_sched_build(&cfg, &s, err))
         return -1;
     sim_calib bare = *c;
-    bare.op_overhead_s = bare.expert_call_s = 0;
+    bare.op_overhead_s = bare.expert_call_s = bare.comm_call_s = 0;
     sim_cost x = {.c = &bare};
     *calls = 0;
-    *nops = *nexperts = 0;
+    *nops = *nexperts = *ncomm = 0;
     for (int i = 0; i < s.ranks[0].nops; i++) {
         const ep_op *op = &s.ranks[0].ops[i];
         if (op->layer != 0) continue;
-        *calls += sim_op_host_s(&x, op, op->group >= 0 ? s.groups[op->group].size : 0);
+        int group = op->group >= 0 ? s.groups[op->group].size : 0;
+        *calls += sim_op_host_s(&x, op, group);
         (*nops)++;
         if (op->kind == EP_OP_GROUPED_GEMM) *nexperts += op->batch > 1 ? op->batch : 1;
+        if (ep_op_is_comm(op) && group > 1) (*ncomm)++;
     }
     ep_sched_free(&s);
     return 0;
@@ -536,12 +539,15 @@ static int layer_calls(const sim_calib *c, const char *flags, double *calls, int
  * Each layer's time is the median over launches. The dense layer gives the bookkeeping per op of
  * the schedule (its time less the launches, over its ops); the MoE layer, whose experts run one
  * module call each (SequentialMLP), what each expert call adds beyond that (both with a fused
- * core attention where the file has such layers, below). Every other layer of
- * the file is a check of those two values: its measured time beside epsim's (printed by epsim
- * calibrate, docs/calibration.md). Runs after fit_host_stack, whose per-op figure it replaces. */
+ * core attention where the file has such layers, below), both from the medians over the
+ * one-GPU launches. Launches on two GPUs ("ranks": 2) add the layers with communication; the
+ * dense one gives what a communication op adds (fit_comm_call). Every other layer of the file is
+ * a check of those values: its measured time beside epsim's (printed by epsim calibrate,
+ * docs/calibration.md). Runs after fit_host_stack, whose per-op figure it replaces. */
 typedef struct {
     const char *name, *config;
     double t[HOST_LAUNCHES_MAX];
+    int launch[HOST_LAUNCHES_MAX], ranks[HOST_LAUNCHES_MAX];
     int n;
 } host_layer;
 
@@ -553,6 +559,39 @@ static int host_layer_of(const host_layer *L, int nl, const char *name, const ch
         if (!strcmp(L[k].name, fallback)) f = k;
     }
     return f;
+}
+
+/* Hosts differ from launch to launch by up to 1.55x (docs/calibration.md), so what a layer adds
+ * to the dense one is taken launch by launch, as a multiple of that launch's own time per op: for
+ * every launch with both layers, (layer - its launches - its ops x the launch's per op) / units
+ * / that per op; the median (NAN without a common launch), and the launches in *nlaunch. */
+static double per_launch_ratio(const host_layer *L, int dense, int k, const double *calls,
+                               const int *nops, int units, int *nlaunch) {
+    double ratio[HOST_LAUNCHES_MAX];
+    int n = 0;
+    for (int i = 0; i < L[k].n && units > 0; i++)
+        for (int j = 0; j < L[dense].n; j++) {
+            if (L[dense].launch[j] != L[k].launch[i]) continue;
+            double op = (L[dense].t[j] - calls[dense]) / nops[dense];
+            if (op > 0) ratio[n++] = (L[k].t[i] - calls[k] - nops[k] * op) / units / op;
+        }
+    if (nlaunch) *nlaunch = n;
+    return n ? ep_median(ratio, n) : NAN;
+}
+
+/* What a communication op costs Megatron's host beyond a compute op's bookkeeping and NCCL's
+ * launch: the layer of the dense pair with its TP communication (dense_sdpa_tp2: sequence-parallel
+ * all-gathers and reduce-scatters, timed on two GPUs in the same launches as dense_sdpa), per
+ * launch as above; comm_call_s is the median multiple times op_overhead_s. moe_sdpa_ep2 (the
+ * alltoall dispatcher's exchanges and host sync at EP 2) is its check. */
+static void fit_comm_call(fit *x, const host_layer *L, int nl, int dense, const double *calls,
+                          const int *nops, const int *ncomm) {
+    int tp = host_layer_of(L, nl, "dense_sdpa_tp2", "");
+    x->comm_layer = tp;
+    if (tp < 0 || dense < 0 || ncomm[tp] <= ncomm[dense]) return;
+    double r = per_launch_ratio(L, dense, tp, calls, nops, ncomm[tp] - ncomm[dense],
+                                &x->ncomm_launches);
+    if (!isnan(r)) x->c.comm_call_s = r > 0 ? r * x->c.op_overhead_s : 0;
 }
 
 static int fit_host_layers(fit *x) {
@@ -568,19 +607,38 @@ static int fit_host_layers(fit *x) {
             if (nl == HOST_LAYERS_MAX) continue;
             L[nl++] = (host_layer){.name = str(r, "layer"), .config = str(r, "config")};
         }
-        if (L[k].n < HOST_LAUNCHES_MAX) L[k].t[L[k].n++] = us * 1e-6;
+        if (L[k].n < HOST_LAUNCHES_MAX) {
+            double ranks = num(r, "ranks");
+            L[k].launch[L[k].n] = (int)num(r, "launch");
+            L[k].ranks[L[k].n] = ranks > 1 ? (int)ranks : 1;
+            L[k].t[L[k].n++] = us * 1e-6;
+        }
     }
-    double calls[HOST_LAYERS_MAX], t[HOST_LAYERS_MAX];
-    int nops[HOST_LAYERS_MAX], nexp[HOST_LAYERS_MAX], dense, moe;
+    double calls[HOST_LAYERS_MAX], t[HOST_LAYERS_MAX], lo[HOST_LAYERS_MAX], hi[HOST_LAYERS_MAX];
+    int nops[HOST_LAYERS_MAX], nexp[HOST_LAYERS_MAX], ncomm[HOST_LAYERS_MAX], nused[HOST_LAYERS_MAX];
+    int dense, moe;
     for (int k = 0; k < nl; k++) {
-        if (layer_calls(&x->c, L[k].config, &calls[k], &nops[k], &nexp[k], x->err)) {
+        if (layer_calls(&x->c, L[k].config, &calls[k], &nops[k], &nexp[k], &ncomm[k], x->err)) {
             char e[EP_ERRLEN];
             snprintf(e, sizeof e, "%s: layer %s's config: %s", x->path[F_HOST_LAYERS], L[k].name,
                      x->err);
             snprintf(x->err, EP_ERRLEN, "%s", e);
             return -1;
         }
-        t[k] = ep_median(L[k].t, L[k].n);
+        /* the median over the one-GPU launches where the layer has any: the two-GPU launches
+         * (other machines) serve the per-launch fit of the communication op */
+        double one[HOST_LAUNCHES_MAX];
+        int n1 = 0;
+        for (int j = 0; j < L[k].n; j++)
+            if (L[k].ranks[j] == 1) one[n1++] = L[k].t[j];
+        if (n1 == 0)
+            for (int j = 0; j < L[k].n; j++)
+                one[n1++] = L[k].t[j];
+        lo[k] = hi[k] = one[0];
+        for (int j = 1; j < n1; j++)
+            lo[k] = fmin(lo[k], one[j]), hi[k] = fmax(hi[k], one[j]);
+        nused[k] = n1;
+        t[k] = ep_median(one, n1);
     }
     /* the layers fitted: those whose core attention is one fused call (dense_sdpa, moe_sdpa),
      * as Transformer Engine's is in the runs epsim predicts and as epsim's attention op is one
@@ -593,16 +651,17 @@ static int fit_host_layers(fit *x) {
         double rest = t[moe] - calls[moe] - nops[moe] * x->c.op_overhead_s;
         if (rest > 0) x->c.expert_call_s = rest / nexp[moe];
     }
+    fit_comm_call(x, L, nl, dense, calls, nops, ncomm);
     x->nhost_layers = nl;
     for (int k = 0; k < nl; k++) {
-        double lo = L[k].t[0], hi = L[k].t[0];
-        for (int j = 1; j < L[k].n; j++) lo = fmin(lo, L[k].t[j]), hi = fmax(hi, L[k].t[j]);
-        double model = calls[k] + nops[k] * x->c.op_overhead_s + nexp[k] * x->c.expert_call_s;
+        double model = calls[k] + nops[k] * x->c.op_overhead_s + nexp[k] * x->c.expert_call_s +
+                       ncomm[k] * x->c.comm_call_s;
         snprintf(x->host_layer_line[k], sizeof x->host_layer_line[k],
                  "%-24s measured %8.0f us (median of %d launches, %.0f-%.0f), epsim %8.0f us "
                  "(%+.1f%%)%s",
-                 L[k].name, t[k] * 1e6, L[k].n, lo * 1e6, hi * 1e6, model * 1e6,
-                 100 * (model / t[k] - 1), k == dense || k == moe ? ", fitted" : "");
+                 L[k].name, t[k] * 1e6, nused[k], lo[k] * 1e6, hi[k] * 1e6, model * 1e6,
+                 100 * (model / t[k] - 1),
+                 k == dense || k == moe || k == x->comm_layer ? ", fitted" : "");
     }
     return 0;
 }
@@ -1196,6 +1255,7 @@ int sim_fit_main(int argc, char **argv) {
     machine_of(out, machine, sizeof machine); /* the calibration's name: traces/calib/<name> */
     static fit x;
     memset(&x, 0, sizeof x);
+    x.comm_layer = -1;
     json_t *hold = NULL; /* --holdout's records */
     int rc = 2, any = 0;
     for (int w = 0; w < F_NUM; w++) {
@@ -1266,8 +1326,10 @@ int sim_fit_main(int argc, char **argv) {
            x.c.attention_launch_s * 1e6, nattn, x.c.nccl_launch_s * 1e6, x.c.host_sync_s * 1e6,
            t0 * 1e6, x.c.op_gap_s * 1e6, x.c.op_event_s * 1e6);
     if (x.root[F_HOST_STACK] || x.root[F_HOST_LAYERS])
-        printf("  software stack: per op %.2f us, per expert call %.2f us, graph launch %.2f us\n",
-               x.c.op_overhead_s * 1e6, x.c.expert_call_s * 1e6, x.c.graph_launch_s * 1e6);
+        printf("  software stack: per op %.2f us, per expert call %.2f us, per communication op "
+               "+%.2f us (%d launches), graph launch %.2f us\n",
+               x.c.op_overhead_s * 1e6, x.c.expert_call_s * 1e6, x.c.comm_call_s * 1e6,
+               x.ncomm_launches, x.c.graph_launch_s * 1e6);
     for (int k = 0; k < x.nhost_layers; k++)
         printf("  host layer %s\n", x.host_layer_line[k]);
     if (grid_only)

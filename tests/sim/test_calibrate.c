@@ -444,8 +444,10 @@ static double record_us(const char *path, const char *layer, const char *what) {
     int n = 0;
     json_array_foreach(a, i, r) {
         json_t *l = json_object_get(r, "layer"), *w = json_object_get(r, "what");
+        json_t *ranks = json_object_get(r, "ranks"); /* the fit's medians: one-GPU launches */
         int hit = layer ? l && !strcmp(json_string_value(l), layer) &&
-                              !strcmp(json_string_value(json_object_get(r, "pass")), "fwd_bwd")
+                              !strcmp(json_string_value(json_object_get(r, "pass")), "fwd_bwd") &&
+                              !(ranks && json_number_value(ranks) > 1)
                         : w && !strcmp(json_string_value(w), what);
         if (hit && n < 64) t[n++] = json_number_value(json_object_get(r, "time_us"));
     }
@@ -453,15 +455,16 @@ static double record_us(const char *path, const char *layer, const char *what) {
     return n ? ep_median(t, n) : -1;
 }
 
-static double layer_host_s(const sim_calib *c, int moe) {
-    const char *flags =
-        moe ? "--num-layers 1 --hidden-size 256 --num-attention-heads 4 --ffn-hidden-size 512 "
-              "--seq-length 128 --micro-batch-size 1 --global-batch-size 1 --world-size 1 "
-              "--swiglu --mtp-num-layers 0 --num-experts 8 --moe-router-topk 2 "
-              "--moe-ffn-hidden-size 256 --moe-layer-freq 1 --moe-token-dispatcher-type alltoall"
-            : "--num-layers 1 --hidden-size 256 --num-attention-heads 4 --ffn-hidden-size 512 "
-              "--seq-length 128 --micro-batch-size 1 --global-batch-size 1 --world-size 1 "
-              "--swiglu --mtp-num-layers 0 --num-experts 0";
+#define TOY_LAYER                                                                                  \
+    "--num-layers 1 --hidden-size 256 --num-attention-heads 4 --ffn-hidden-size 512 "              \
+    "--seq-length 128 --micro-batch-size 1 --swiglu --mtp-num-layers 0 "
+#define TOY_DENSE TOY_LAYER "--global-batch-size 1 --world-size 1 --num-experts 0"
+#define TOY_DENSE_TP2                                                                              \
+    TOY_LAYER "--global-batch-size 1 --world-size 2 --num-experts 0 "                              \
+              "--tensor-model-parallel-size 2 --sequence-parallel"
+
+/* epsim's host time of layer 0 on rank 0 of the toy layer `flags` (scripts/megatron_host.py). */
+static double flags_host_s(const sim_calib *c, const char *flags) {
     ep_config cfg;
     ep_config_defaults(&cfg);
     char err[EP_ERRLEN];
@@ -480,6 +483,56 @@ static double layer_host_s(const sim_calib *c, int moe) {
     sim_cost_free(&x);
     ep_sched_free(&s);
     return t;
+}
+
+static double layer_host_s(const sim_calib *c, int moe) {
+    return flags_host_s(c, moe ? TOY_LAYER "--global-batch-size 1 --world-size 1 --num-experts 8 "
+                                           "--moe-router-topk 2 --moe-ffn-hidden-size 256 "
+                                           "--moe-layer-freq 1 --moe-token-dispatcher-type alltoall"
+                               : TOY_DENSE);
+}
+
+/* Two-GPU launches ("ranks": 2) give what a communication op adds, as a multiple of their own
+ * launch's time per op: a launch on a host twice as fast as the one-GPU launch still gives the
+ * one-GPU per op, and its layer with TP communication half that again per communication op. */
+static void test_fit_comm_call(void) {
+    char dir[512], path[600], out[512], args[1200], err[EP_ERRLEN];
+    tmp_path(dir, sizeof dir, "commcall");
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/host_megatron.json", dir);
+    sim_calib slow, fast;
+    sim_calib_default(&slow);
+    sim_calib_default(&fast);
+    slow.op_overhead_s = 200e-6;               /* the one-GPU launch */
+    fast.op_overhead_s = 100e-6;               /* the two-GPU launch, twice as fast a host */
+    fast.comm_call_s = 0.5 * fast.op_overhead_s; /* what the fit must find, as a multiple */
+    double t1 = flags_host_s(&slow, TOY_DENSE), t2 = flags_host_s(&fast, TOY_DENSE);
+    double t3 = flags_host_s(&fast, TOY_DENSE_TP2);
+    CU_ASSERT_FATAL(t1 > 0 && t2 > 0 && t3 > t2);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fprintf(f,
+            "[{\"meta\": {\"gpu\": \"test\"}},\n"
+            "{\"layer\": \"dense_sdpa\", \"pass\": \"fwd_bwd\", \"time_us\": %.6f, \"launch\": 1,"
+            " \"config\": \"%s\"},\n"
+            "{\"layer\": \"dense_sdpa\", \"pass\": \"fwd_bwd\", \"time_us\": %.6f, \"launch\": 2,"
+            " \"ranks\": 2, \"config\": \"%s\"},\n"
+            "{\"layer\": \"dense_sdpa_tp2\", \"pass\": \"fwd_bwd\", \"time_us\": %.6f, \"launch\": 2,"
+            " \"ranks\": 2, \"config\": \"%s\"}]\n",
+            t1 * 1e6, TOY_DENSE, t2 * 1e6, TOY_DENSE, t3 * 1e6, TOY_DENSE_TP2);
+    fclose(f);
+    tmp_path(out, sizeof out, "commcall.json");
+    snprintf(args, sizeof args, "calibrate %s --topo dgx8 --out %s", dir, out);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    sim_calib c;
+    sim_calib_default(&c);
+    CU_ASSERT_EQUAL_FATAL(sim_calib_load(&c, out, err), 0);
+    CU_ASSERT(near(c.op_overhead_s, 200e-6, 1e-5)); /* the one-GPU launch alone */
+    CU_ASSERT(near(c.comm_call_s, 100e-6, 1e-4));
+    sim_calib_free(&c);
+    remove(out);
+    remove(path);
+    rmdir(dir);
 }
 
 /* An FP8 cast runs inside its GEMM's Transformer Engine module: one kernel launch on the host,
@@ -642,6 +695,8 @@ void ep_suite_calibrate(void) {
     CU_add_test(s, "topologies name their calibration; --calib none", test_topology_calibration);
     CU_add_test(s, "an FP8 cast costs the host one launch", test_fp8_cast_host);
     CU_add_test(s, "power.json: duty table, attention weight and time constant", test_fit_power);
+    CU_add_test(s, "host_megatron.json: a communication op's extra from two-GPU launches",
+                test_fit_comm_call);
     CU_add_test(s, "interference.json: a later file adds only the aggressors the first lacks",
                 test_interference_completed);
     CU_add_test(s, "a GEMM below its measured rows follows the size curve", test_gemm_below_series);
