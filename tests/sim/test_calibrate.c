@@ -455,6 +455,15 @@ static double record_us(const char *path, const char *layer, const char *what) {
     return n ? ep_median(t, n) : -1;
 }
 
+/* `epsim calibrate DIRS --topo dgx8 --out OUT` must succeed; *c is the calibration it wrote. */
+static void calibrate_into(const char *dirs, const char *out, sim_calib *c) {
+    char args[1800], err[EP_ERRLEN];
+    snprintf(args, sizeof args, "calibrate %s --topo dgx8 --out %s", dirs, out);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    sim_calib_default(c);
+    CU_ASSERT_EQUAL_FATAL(sim_calib_load(c, out, err), 0);
+}
+
 #define TOY_LAYER                                                                                  \
     "--num-layers 1 --hidden-size 256 --num-attention-heads 4 --ffn-hidden-size 512 "              \
     "--seq-length 128 --micro-batch-size 1 --swiglu --mtp-num-layers 0 "
@@ -496,7 +505,7 @@ static double layer_host_s(const sim_calib *c, int moe) {
  * launch's time per op: a launch on a host twice as fast as the one-GPU launch still gives the
  * one-GPU per op, and its layer with TP communication half that again per communication op. */
 static void test_fit_comm_call(void) {
-    char dir[512], path[600], out[512], args[1200], err[EP_ERRLEN];
+    char dir[512], path[600], out[512];
     tmp_path(dir, sizeof dir, "commcall");
     mkdir(dir, 0755);
     snprintf(path, sizeof path, "%s/host_megatron.json", dir);
@@ -522,11 +531,8 @@ static void test_fit_comm_call(void) {
             t1 * 1e6, TOY_DENSE, t2 * 1e6, TOY_DENSE, t3 * 1e6, TOY_DENSE_TP2);
     fclose(f);
     tmp_path(out, sizeof out, "commcall.json");
-    snprintf(args, sizeof args, "calibrate %s --topo dgx8 --out %s", dir, out);
-    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
     sim_calib c;
-    sim_calib_default(&c);
-    CU_ASSERT_EQUAL_FATAL(sim_calib_load(&c, out, err), 0);
+    calibrate_into(dir, out, &c);
     CU_ASSERT(near(c.op_overhead_s, 200e-6, 1e-5)); /* the one-GPU launch alone */
     CU_ASSERT(near(c.comm_call_s, 100e-6, 1e-4));
     sim_calib_free(&c);
@@ -604,7 +610,7 @@ static void test_fit_host_stack(void) {
  * W weighs 150 / 1000. After a 100 ms gap GEMMs at 1.15 and 1.05 sit at the duties of those
  * slowdowns: tau = 0.1 / ln(1 / d), their median. */
 static void test_fit_power(void) {
-    char dir[512], path[600], out[512], args[1400], err[EP_ERRLEN];
+    char dir[512], path[600], out[512];
     tmp_path(dir, sizeof dir, "powerdir");
     mkdir(dir, 0755);
     snprintf(path, sizeof path, "%s/power.json", dir);
@@ -622,11 +628,8 @@ static void test_fit_power(void) {
           "\"recovery\": [{\"gap_ms\": 100, \"slowdown_after\": [1.3, 1.15, 1.05]}]}]\n", f);
     fclose(f);
     tmp_path(out, sizeof out, "fitpower.json");
-    snprintf(args, sizeof args, "calibrate %s --topo dgx8 --out %s", dir, out);
-    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
     sim_calib c;
-    sim_calib_default(&c);
-    CU_ASSERT_EQUAL_FATAL(sim_calib_load(&c, out, err), 0);
+    calibrate_into(dir, out, &c);
     const sim_table *t = &c.power_duty_slowdown;
     const double x[] = {0.3, 0.63 / 1.03, 0.92 / 1.12, 1.0}, y[] = {1.0, 1.05, 1.15, 1.2};
     CU_ASSERT_EQUAL_FATAL(t->n, 4);
@@ -656,7 +659,7 @@ static void write_interference(const char *dir, const char *records) {
 }
 
 static void test_interference_completed(void) {
-    char a[512], b[512], out[512], args[1800], err[EP_ERRLEN];
+    char a[512], b[512], out[512];
     tmp_path(a, sizeof a, "interf_a");
     tmp_path(b, sizeof b, "interf_b");
     tmp_path(out, sizeof out, "interf.json");
@@ -665,11 +668,10 @@ static void test_interference_completed(void) {
                           "{\"victim\": \"gemm\", \"aggressor\": \"nccl_waiting\", \"slowdown\": 1.1}");
     const double wait_alone[] = {1.5, 1.1}; /* without b: the running transfer's slowdown */
     for (int with_b = 0; with_b < 2; with_b++) {
-        snprintf(args, sizeof args, "calibrate %s %s --topo dgx8 --out %s", a, with_b ? b : "", out);
-        CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+        char dirs[1100];
+        snprintf(dirs, sizeof dirs, "%s %s", a, with_b ? b : "");
         sim_calib c;
-        sim_calib_default(&c);
-        CU_ASSERT_EQUAL_FATAL(sim_calib_load(&c, out, err), 0);
+        calibrate_into(dirs, out, &c);
         CU_ASSERT(near(c.comm_flops_slowdown, 1.5, 1e-9));
         CU_ASSERT(near(c.comm_wait_slowdown, wait_alone[with_b], 1e-9));
         sim_calib_free(&c);
