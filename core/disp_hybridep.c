@@ -1,7 +1,8 @@
 /* disp_hybridep: the flex dispatcher with Hybrid-EP - the routing map all-gathered and turned
  * into metadata on the device (with THD, the largest packed length first: an all-reduce and a
- * host sync), one row per (token, destination rank), and the permute either separate or fused
- * into the dispatch and combine kernels (--moe-hybridep-fuse-permute; docs/schedule.md). */
+ * host sync), the permuted row count read on the host unless a row budget sizes the buffers, one
+ * row per (token, destination rank), and the permute either separate or fused into the dispatch
+ * and combine kernels (--moe-hybridep-fuse-permute; docs/schedule.md). */
 #include "sched_gen.h"
 
 static int fused(const gen *g) {
@@ -20,6 +21,10 @@ static void metadata(gen *g, const moe_rows *r) {
     gen_coll(g, "routing_ag", EP_OP_ALL_GATHER, g->rb->g_ep, tp_tokens * E / 8.0)->fwd_only = 1;
     gen_mem(g, "metadata", EP_OP_ELEMENTWISE, ep * tp_tokens * E / 8.0 + E * ep * 8.0);
     g->out[g->n - 1].fwd_only = 1;
+    /* Megatron without a row budget (moe_expert_rank_capacity_factor unset): HybridEP sizes its
+     * output from the permuted row count, which the host reads (token_dispatcher.py,
+     * _HybridEPManager: "CPU sync in dispatch"), and the grouped GEMM takes the counts as a list */
+    if (c->moe_expert_capacity_permute_budget == 0) gen_host_sync(g, "count_sync");
 }
 
 static void permute(gen *g, const moe_rows *r) {

@@ -302,19 +302,28 @@ static void test_feature_fused_permute(void) {
     remove(cb);
 }
 
-/* Feature 3: device-side padding removes the per-layer host syncs of host padding. */
+/* Feature 3: device-side padding removes the per-layer host syncs of host padding; with a row
+ * budget the permuted row count is not read on the host either, and nothing syncs. */
 static void test_feature_device_padding(void) {
-    char a[512], b[512];
+    char a[512], b[512], c[512];
     tmp_path(a, sizeof a, "pad0.json");
     tmp_path(b, sizeof b, "pad1.json");
+    tmp_path(c, sizeof c, "pad2.json");
     CU_ASSERT_EQUAL_FATAL(run_summary(HYBRIDEP " --moe-pad-mode host --moe-pad-multiple 16", a), 0);
     CU_ASSERT_EQUAL_FATAL(run_summary(HYBRIDEP " --moe-pad-mode device --moe-pad-multiple 16", b),
                           0);
-    CU_ASSERT(json_num(a, "host_syncs") > 0);
-    CU_ASSERT_EQUAL(json_num(b, "host_syncs"), 0);
+    CU_ASSERT_EQUAL_FATAL(run_summary(HYBRIDEP " --moe-pad-mode device --moe-pad-multiple 16"
+                                               " --moe-permute-budget 65536",
+                                      c),
+                          0);
+    CU_ASSERT(json_num(b, "host_syncs") > 0); /* the count's */
+    CU_ASSERT_EQUAL(json_num(a, "host_syncs"), 2 * json_num(b, "host_syncs")); /* + padding's */
+    CU_ASSERT_EQUAL(json_num(c, "host_syncs"), 0);
     CU_ASSERT(json_num(b, "iteration_time_s") < json_num(a, "iteration_time_s"));
+    CU_ASSERT(json_num(c, "iteration_time_s") <= json_num(b, "iteration_time_s"));
     remove(a);
     remove(b);
+    remove(c);
 }
 
 /* Feature 4: THD with hybridep pads to the group maximum (wasted rows reported) and syncs the host

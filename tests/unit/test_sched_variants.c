@@ -40,11 +40,15 @@ static void expect_syncs(const char *flags, int per_layer, const char *label, in
 static void test_host_syncs(void) {
     expect_syncs(EP2, 1, "count_sync", 1); /* alltoall counts */
     expect_syncs(EP2 "--moe-pad-mode host --moe-pad-multiple 16", 2, "pad_sync", 1); /* + pad */
-    expect_syncs(EP2 HYBRIDEP, 0, NULL, 0); /* graph-safe */
-    expect_syncs(EP2 HYBRIDEP "--moe-pad-mode device --moe-pad-multiple 16", 0, "pad.", 0);
-    expect_syncs(EP2 HYBRIDEP "--moe-pad-mode host --moe-pad-multiple 16", 1, "pad_sync", 1);
-    expect_syncs(EP2 HYBRIDEP THD, 1, "thd_max.fwd", 1); /* all-reduce MAX + sync */
-    expect_syncs(EP2 HYBRIDEP THD, 1, "thd_sync", 1);
+    expect_syncs(EP2 HYBRIDEP, 1, "count_sync", 1); /* the permuted row count, read on the host */
+#define BUDGET "--moe-permute-budget 4096 "
+    expect_syncs(EP2 HYBRIDEP BUDGET, 0, NULL, 0); /* a row budget: graph-safe */
+    expect_syncs(EP2 HYBRIDEP BUDGET "--moe-pad-mode device --moe-pad-multiple 16", 0, "pad.", 0);
+    expect_syncs(EP2 HYBRIDEP BUDGET "--moe-pad-mode host --moe-pad-multiple 16", 1, "pad_sync", 1);
+    expect_syncs(EP2 HYBRIDEP "--moe-pad-mode host --moe-pad-multiple 16", 2, "count_sync", 1);
+    expect_syncs(EP2 HYBRIDEP BUDGET THD, 1, "thd_max.fwd", 1); /* all-reduce MAX + sync */
+    expect_syncs(EP2 HYBRIDEP BUDGET THD, 1, "thd_sync", 1);
+    expect_syncs(EP2 HYBRIDEP THD, 2, "count_sync", 1);
     expect_syncs(EP2 DEEPEP, 1, "notify_sync", 1); /* the receive count */
     expect_syncs(EP2 DEEPEP THD, 1, "thd_", 0);    /* deepep handles uneven counts */
     expect_syncs(EP2 THD, 1, "thd_", 0);
