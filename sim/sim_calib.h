@@ -86,6 +86,11 @@ typedef struct {
     /* the power cap (sim_power.h): flop time x power_duty_slowdown(duty) by the GPU's recent
      * tensor-core duty (linear in duty; empty: no power model), averaged over power_tau_s */
     sim_table power_duty_slowdown;
+    /* Megatron's unfused token permutation (--moe-permute-fusion off, alltoall dispatcher): the
+     * GPU time per byte of the op by its bytes, forward (and recompute) and backward, of the
+     * permute, the unpermute and the (un)sort of chunks (scripts/megatron_permute.py); empty:
+     * the memory-kernel roofline, as for a fused kernel */
+    sim_table unfused_permute[2], unfused_unpermute[2], unfused_sort[2];
     double power_tau_s;
     double power_attention_weight; /* attention's weight in the duty (GEMMs 1, memory ops 0) */
     /* GPU sharing */

@@ -18,6 +18,19 @@ void sim_cost_init(sim_cost *x, const sim_calib *c, const ep_config *cfg) {
     x->c = c;
     if (cfg) ep_cost_attention_geometry(cfg, &x->attn_seq, &x->attn_dqk, &x->attn_dv);
     x->sequential_experts = cfg && !cfg->moe_grouped_gemm;
+    x->unfused_permute = cfg && cfg->moe_token_dispatcher_type == EP_DISPATCHER_ALLTOALL &&
+                         !cfg->moe_permute_fusion;
+}
+
+/* The measured time per byte of an unfused permutation op (its function in Megatron's
+ * moe_utils.py: permute, unpermute, or sort_chunks_by_idxs for sort_chunks / unsort_chunks);
+ * NULL where the calibration has none. */
+static const sim_table *unfused_table(const sim_calib *c, const ep_op *op) {
+    int bwd = op->phase == EP_PHASE_BWD || op->phase == EP_PHASE_BWD_DW;
+    const sim_table *t = strstr(op->label, "sort_chunks") ? c->unfused_sort
+                         : op->kind == EP_OP_UNPERMUTE    ? c->unfused_unpermute
+                                                          : c->unfused_permute;
+    return t[bwd].n > 0 ? &t[bwd] : NULL;
 }
 
 void sim_cost_free(sim_cost *x) {
@@ -140,6 +153,13 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
         w->outside = outside;
     } else {
         w->t_flop = op->flops > 0 ? op->flops / (peak * eff) : 0;
+    }
+    const sim_table *u = NULL;
+    if (x->unfused_permute && (op->kind == EP_OP_PERMUTE || op->kind == EP_OP_UNPERMUTE) &&
+        op->bytes > 0 && (u = unfused_table(c, op))) {
+        /* PyTorch's kernels of the function, measured whole: their launches and sort included */
+        w->t0 = 0;
+        w->t_mem = op->bytes * sim_table_eval(u, op->bytes);
     }
 }
 

@@ -37,12 +37,13 @@ enum {
     F_HOST_STACK,
     F_HOST_LAYERS,
     F_POWER,
+    F_PERMUTE,
     F_NUM
 };
 static const char *FILES[F_NUM] = {
     "compute.json", "comm.json",  "host.json",    "interference.json", "dispatch.json",
     "combine.json", "corun.json", "kernels.json", "host_torch.json",   "host_megatron.json",
-    "power.json"};
+    "power.json",   "permute.json"};
 
 enum { HOST_LAYERS_MAX = 16, HOST_LAUNCHES_MAX = 16 };
 
@@ -958,6 +959,48 @@ static double median_of(double *v, int n) {
 
 enum { POWER_BINS = 6, POWER_MAX = 512 };
 
+/* permute.json (scripts/megatron_permute.py): Megatron's unfused permutation functions timed
+ * whole, forward and backward, over tokens, hidden and experts. Each record's bytes are the bytes
+ * epsim's schedule gives the same op (docs/schedule.md: rows in and rows out, hidden x 2 each);
+ * the table is the GPU time per byte by bytes, the median over the records of equal bytes. */
+enum { PERMUTE_MAX = 64 };
+static void fit_unfused_permute(fit *x) {
+    static const char *const OPS[3] = {"permute", "unpermute", "sort_chunks"};
+    sim_table *tables[3] = {x->c.unfused_permute, x->c.unfused_unpermute, x->c.unfused_sort};
+    for (int o = 0; o < 3; o++)
+        for (int ps = 0; ps < 2; ps++) {
+            double b[PERMUTE_MAX], y[PERMUTE_MAX];
+            int n = 0;
+            json_t *r;
+            FOR_RECORDS(x, F_PERMUTE, i, r) {
+                if (strcmp(str(r, "op"), OPS[o]) || strcmp(str(r, "pass"), ps ? "bwd" : "fwd"))
+                    continue;
+                double t = num(r, "tokens"), k = num(r, "topk"), h = num(r, "hidden");
+                double us = num(r, "time_us");
+                if (!(t > 0 && k > 0 && h > 0 && us > 0) || n == PERMUTE_MAX) continue;
+                /* rows in + rows out: permute t -> t k, unpermute t k -> t, sort t k -> t k */
+                double rows = o == 2 ? 2 * t * k : t + t * k;
+                b[n] = rows * h * 2.0; /* bf16 */
+                y[n] = us * 1e-6 / b[n];
+                n++;
+            }
+            sim_table *tb = &tables[o][ps];
+            tb->n = 0;
+            for (int done = 0; done < n && tb->n < SIM_CALIB_MAX_POINTS;) {
+                /* ascending bytes; the median over the records of equal bytes */
+                double lo = INFINITY, v[PERMUTE_MAX];
+                int nv = 0;
+                for (int i = 0; i < n; i++)
+                    if (b[i] > (tb->n ? tb->x[tb->n - 1] : 0) && b[i] < lo) lo = b[i];
+                for (int i = 0; i < n; i++)
+                    if (b[i] == lo) v[nv++] = y[i];
+                done += nv;
+                tb->x[tb->n] = lo;
+                tb->y[tb->n++] = median_of(v, nv);
+            }
+        }
+}
+
 static void fit_power(fit *x) {
     json_t *root = x->root[F_POWER];
     if (!root) return;
@@ -1314,6 +1357,7 @@ int sim_fit_main(int argc, char **argv) {
     if (fit_comm(&x) != 0) goto done;
     fit_ep_kernels(&x);
     fit_power(&x);
+    fit_unfused_permute(&x);
     if (write_out(&x, out, machine) != 0) goto done;
 
     printf("epsim calibrate: %s (topology %s) -> %s\n", machine, x.plat.name, out);
@@ -1385,6 +1429,18 @@ int sim_fit_main(int argc, char **argv) {
                "attention %.0f W, GEMMs at the cap %.0f W, their demand %.0f W)\n",
                x.c.power_tau_s * 1e3, x.npower_tau, x.c.power_attention_weight,
                x.power_watts[0], x.power_watts[1], x.power_watts[2], x.power_watts[3]);
+    }
+    if (x.c.unfused_permute[0].n) {
+        const char *names[3] = {"permute", "unpermute", "sort chunks"};
+        const sim_table *t[3] = {x.c.unfused_permute, x.c.unfused_unpermute, x.c.unfused_sort};
+        printf("  unfused permutation (GB/s of the op's bytes, smallest -> largest):");
+        for (int o = 0; o < 3; o++)
+            for (int ps = 0; ps < 2; ps++) {
+                const sim_table *u = &t[o][ps];
+                printf("%s %s %s %.0f -> %.0f", o || ps ? "," : "", names[o], ps ? "bwd" : "fwd",
+                       1e-9 / u->y[0], 1e-9 / u->y[u->n - 1]);
+            }
+        printf("\n");
     }
     rc = 0;
 done:

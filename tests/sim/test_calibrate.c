@@ -684,6 +684,56 @@ static void test_interference_completed(void) {
     remove(out);
 }
 
+/* permute.json: the unfused functions' time per byte by the bytes epsim gives the op; an alltoall
+ * run without --moe-permute-fusion times its permutation ops by it, a fused one by the roofline. */
+static void test_fit_unfused_permute(void) {
+    char dir[512], path[600], out[512];
+    tmp_path(dir, sizeof dir, "permdir");
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/permute.json", dir);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    /* permute forward: 128 tokens x top-2 at hidden 64 in 10 us and at hidden 128 in 12 us */
+    fputs("[{\"meta\": {\"gpu\": \"test\"}},\n"
+          "{\"what\": \"megatron_unfused\", \"op\": \"permute\", \"pass\": \"fwd\", \"tokens\": 128,"
+          " \"topk\": 2, \"hidden\": 64, \"time_us\": 10},\n"
+          "{\"what\": \"megatron_unfused\", \"op\": \"permute\", \"pass\": \"fwd\", \"tokens\": 128,"
+          " \"topk\": 2, \"hidden\": 128, \"time_us\": 12}]\n",
+          f);
+    fclose(f);
+    tmp_path(out, sizeof out, "fitperm.json");
+    sim_calib c;
+    calibrate_into(dir, out, &c);
+    const sim_table *t = &c.unfused_permute[0];
+    const double b0 = (128 + 256) * 64 * 2.0, b1 = (128 + 256) * 128 * 2.0;
+    CU_ASSERT_EQUAL_FATAL(t->n, 2);
+    CU_ASSERT(near(t->x[0], b0, 1e-6) && near(t->y[0], 10e-6 / b0, 1e-5));
+    CU_ASSERT(near(t->x[1], b1, 1e-6) && near(t->y[1], 12e-6 / b1, 1e-5));
+    CU_ASSERT_EQUAL(c.unfused_unpermute[0].n, 0);
+    ep_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = EP_OP_PERMUTE, op.phase = EP_PHASE_FWD, op.label = "permute", op.bytes = b1;
+    double tw[2];
+    for (int fusion = 0; fusion < 2; fusion++) {
+        ep_config cfg;
+        ep_config_defaults(&cfg);
+        cfg.moe_token_dispatcher_type = EP_DISPATCHER_ALLTOALL;
+        cfg.moe_permute_fusion = fusion;
+        sim_cost x;
+        sim_cost_init(&x, &c, &cfg);
+        sim_work w;
+        sim_op_work(&x, &op, 989e12, 3.35e12, &w);
+        tw[fusion] = sim_work_alone(&w);
+        sim_cost_free(&x);
+    }
+    CU_ASSERT(near(tw[0], 12e-6, 1e-5)); /* the measured function */
+    CU_ASSERT(tw[1] < 5e-6);              /* the roofline of a fused kernel: 98 KB */
+    sim_calib_free(&c);
+    remove(out);
+    remove(path);
+    rmdir(dir);
+}
+
 void ep_suite_calibrate(void) {
     CU_pSuite s = CU_add_suite("epsim calibrate", NULL, NULL);
     CU_add_test(s, "shape tables: exact points, series, below/above, nearest", test_shape_table);
@@ -699,6 +749,8 @@ void ep_suite_calibrate(void) {
     CU_add_test(s, "power.json: duty table, attention weight and time constant", test_fit_power);
     CU_add_test(s, "host_megatron.json: a communication op's extra from two-GPU launches",
                 test_fit_comm_call);
+    CU_add_test(s, "permute.json: unfused permutation per byte, used only without fusion",
+                test_fit_unfused_permute);
     CU_add_test(s, "interference.json: a later file adds only the aggressors the first lacks",
                 test_interference_completed);
     CU_add_test(s, "a GEMM below its measured rows follows the size curve", test_gemm_below_series);
