@@ -455,6 +455,17 @@ static double record_us(const char *path, const char *layer, const char *what) {
     return n ? ep_median(t, n) : -1;
 }
 
+/* Writes text to DIR/NAME (DIR created); path receives DIR/NAME. */
+static void write_raw_file(const char *dir, const char *name, const char *text, char *path,
+                           size_t len) {
+    mkdir(dir, 0755);
+    snprintf(path, len, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fputs(text, f);
+    fclose(f);
+}
+
 /* `epsim calibrate DIRS --topo dgx8 --out OUT` must succeed; *c is the calibration it wrote. */
 static void calibrate_into(const char *dirs, const char *out, sim_calib *c) {
     char args[1800], err[EP_ERRLEN];
@@ -612,11 +623,7 @@ static void test_fit_host_stack(void) {
 static void test_fit_power(void) {
     char dir[512], path[600], out[512];
     tmp_path(dir, sizeof dir, "powerdir");
-    mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/power.json", dir);
-    FILE *f = fopen(path, "w");
-    CU_ASSERT_FATAL(f != NULL);
-    fputs("[{\"meta\": {\"gpu\": \"test\"}}, {\"ops\": ["
+    write_raw_file(dir, "power.json", "[{\"meta\": {\"gpu\": \"test\"}}, {\"ops\": ["
           "{\"op\": \"g\", \"class\": \"gemm\", \"slowdown\": 1.2, \"power_w_second_half\": 700},"
           "{\"op\": \"c\", \"class\": \"memory\", \"slowdown\": 1.0, \"power_w_second_half\": 400},"
           "{\"op\": \"a\", \"class\": \"attention\", \"slowdown\": 1.0, \"power_w_second_half\": 550}],"
@@ -625,8 +632,8 @@ static void test_fit_power(void) {
           "{\"class\": \"gemm_fp8\", \"duty_isolated\": 0.6, \"op_slowdown\": 1.05, \"copy_slowdown\": 1.0},"
           "{\"class\": \"attention\", \"duty_isolated\": 0.6, \"op_slowdown\": 1.5, \"copy_slowdown\": 1.0},"
           "{\"class\": \"grouped_gemm\", \"duty_isolated\": 0.8, \"op_slowdown\": 1.15, \"copy_slowdown\": 1.0}],"
-          "\"recovery\": [{\"gap_ms\": 100, \"slowdown_after\": [1.3, 1.15, 1.05]}]}]\n", f);
-    fclose(f);
+          "\"recovery\": [{\"gap_ms\": 100, \"slowdown_after\": [1.3, 1.15, 1.05]}]}]\n",
+                   path, sizeof path);
     tmp_path(out, sizeof out, "fitpower.json");
     sim_calib c;
     calibrate_into(dir, out, &c);
@@ -649,13 +656,9 @@ static void test_fit_power(void) {
 /* interference.json of a later DIR adds only the aggressors the first file lacks: the 4 x H100
  * file keeps its own all-to-all figure and takes the waiting all-to-all from 2 x H200. */
 static void write_interference(const char *dir, const char *records) {
-    char path[600];
-    mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/interference.json", dir);
-    FILE *f = fopen(path, "w");
-    CU_ASSERT_FATAL(f != NULL);
-    fprintf(f, "[{\"meta\": {\"gpu\": \"test\"}}, %s]\n", records);
-    fclose(f);
+    char path[600], text[1000];
+    snprintf(text, sizeof text, "[{\"meta\": {\"gpu\": \"test\"}}, %s]\n", records);
+    write_raw_file(dir, "interference.json", text, path, sizeof path);
 }
 
 static void test_interference_completed(void) {
@@ -689,18 +692,14 @@ static void test_interference_completed(void) {
 static void test_fit_unfused_permute(void) {
     char dir[512], path[600], out[512];
     tmp_path(dir, sizeof dir, "permdir");
-    mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/permute.json", dir);
-    FILE *f = fopen(path, "w");
-    CU_ASSERT_FATAL(f != NULL);
     /* permute forward: 128 tokens x top-2 at hidden 64 in 10 us and at hidden 128 in 12 us */
-    fputs("[{\"meta\": {\"gpu\": \"test\"}},\n"
+    write_raw_file(dir, "permute.json",
+                   "[{\"meta\": {\"gpu\": \"test\"}},\n"
           "{\"what\": \"megatron_unfused\", \"op\": \"permute\", \"pass\": \"fwd\", \"tokens\": 128,"
           " \"topk\": 2, \"hidden\": 64, \"time_us\": 10},\n"
           "{\"what\": \"megatron_unfused\", \"op\": \"permute\", \"pass\": \"fwd\", \"tokens\": 128,"
           " \"topk\": 2, \"hidden\": 128, \"time_us\": 12}]\n",
-          f);
-    fclose(f);
+                   path, sizeof path);
     tmp_path(out, sizeof out, "fitperm.json");
     sim_calib c;
     calibrate_into(dir, out, &c);
