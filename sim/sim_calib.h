@@ -60,8 +60,8 @@ typedef struct {
     double graph_launch_s;     /* host time to launch one CUDA graph (its ops launch none) */
     double expert_call_s;      /* host time per expert of an expert GEMM op when the experts run one
                                   module call each (Megatron's SequentialMLP, --moe-grouped-gemm off) */
-    double comm_call_s; /* host time of a communication op beyond op_overhead_s and its NCCL
-                           launch (Megatron's autograd functions around torch.distributed) */
+    double comm_call_s;        /* host time of a communication op beyond op_overhead_s and its NCCL
+                                  launch (Megatron's autograd functions around torch.distributed) */
     /* GPU compute */
     double kernel_overhead_s; /* fixed GPU time per kernel (launch gap, tail) */
     double op_gap_s;   /* GPU time from one op's end to the next op's start on a stream (events) */

@@ -18,8 +18,8 @@ void sim_cost_init(sim_cost *x, const sim_calib *c, const ep_config *cfg) {
     x->c = c;
     if (cfg) ep_cost_attention_geometry(cfg, &x->attn_seq, &x->attn_dqk, &x->attn_dv);
     x->sequential_experts = cfg && !cfg->moe_grouped_gemm;
-    x->unfused_permute = cfg && cfg->moe_token_dispatcher_type == EP_DISPATCHER_ALLTOALL &&
-                         !cfg->moe_permute_fusion;
+    x->unfused_permute =
+        cfg && cfg->moe_token_dispatcher_type == EP_DISPATCHER_ALLTOALL && !cfg->moe_permute_fusion;
 }
 
 /* The measured time per byte of an unfused permutation op (its function in Megatron's

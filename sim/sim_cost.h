@@ -23,7 +23,7 @@ typedef struct {
     const sim_calib *c;
     int attn_seq, attn_dqk, attn_dv;
     int sequential_experts; /* experts one module call each (--moe-grouped-gemm off) */
-    int unfused_permute;    /* Megatron's PyTorch permutation (alltoall, --moe-permute-fusion off) */
+    int unfused_permute; /* Megatron's PyTorch permutation (alltoall, --moe-permute-fusion off) */
     long memo_n, memo_cap;
     sim_cost_memo *memo;
 } sim_cost;

@@ -40,10 +40,10 @@ enum {
     F_PERMUTE,
     F_NUM
 };
-static const char *FILES[F_NUM] = {
-    "compute.json", "comm.json",  "host.json",    "interference.json", "dispatch.json",
-    "combine.json", "corun.json", "kernels.json", "host_torch.json",   "host_megatron.json",
-    "power.json",   "permute.json"};
+static const char *FILES[F_NUM] = {"compute.json",       "comm.json",     "host.json",
+                                   "interference.json",  "dispatch.json", "combine.json",
+                                   "corun.json",         "kernels.json",  "host_torch.json",
+                                   "host_megatron.json", "power.json",    "permute.json"};
 
 enum { HOST_LAYERS_MAX = 16, HOST_LAUNCHES_MAX = 16 };
 
@@ -590,8 +590,8 @@ static void fit_comm_call(fit *x, const host_layer *L, int nl, int dense, const 
     int tp = host_layer_of(L, nl, "dense_sdpa_tp2", "");
     x->comm_layer = tp;
     if (tp < 0 || dense < 0 || ncomm[tp] <= ncomm[dense]) return;
-    double r = per_launch_ratio(L, dense, tp, calls, nops, ncomm[tp] - ncomm[dense],
-                                &x->ncomm_launches);
+    double r =
+        per_launch_ratio(L, dense, tp, calls, nops, ncomm[tp] - ncomm[dense], &x->ncomm_launches);
     if (!isnan(r)) x->c.comm_call_s = r > 0 ? r * x->c.op_overhead_s : 0;
 }
 
@@ -616,7 +616,8 @@ static int fit_host_layers(fit *x) {
         }
     }
     double calls[HOST_LAYERS_MAX], t[HOST_LAYERS_MAX], lo[HOST_LAYERS_MAX], hi[HOST_LAYERS_MAX];
-    int nops[HOST_LAYERS_MAX], nexp[HOST_LAYERS_MAX], ncomm[HOST_LAYERS_MAX], nused[HOST_LAYERS_MAX];
+    int nops[HOST_LAYERS_MAX], nexp[HOST_LAYERS_MAX], ncomm[HOST_LAYERS_MAX],
+        nused[HOST_LAYERS_MAX];
     int dense, moe;
     for (int k = 0; k < nl; k++) {
         if (layer_calls(&x->c, L[k].config, &calls[k], &nops[k], &nexp[k], &ncomm[k], x->err)) {

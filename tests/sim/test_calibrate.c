@@ -523,23 +523,24 @@ static void test_fit_comm_call(void) {
     sim_calib slow, fast;
     sim_calib_default(&slow);
     sim_calib_default(&fast);
-    slow.op_overhead_s = 200e-6;               /* the one-GPU launch */
-    fast.op_overhead_s = 100e-6;               /* the two-GPU launch, twice as fast a host */
+    slow.op_overhead_s = 200e-6;                 /* the one-GPU launch */
+    fast.op_overhead_s = 100e-6;                 /* the two-GPU launch, twice as fast a host */
     fast.comm_call_s = 0.5 * fast.op_overhead_s; /* what the fit must find, as a multiple */
     double t1 = flags_host_s(&slow, TOY_DENSE), t2 = flags_host_s(&fast, TOY_DENSE);
     double t3 = flags_host_s(&fast, TOY_DENSE_TP2);
     CU_ASSERT_FATAL(t1 > 0 && t2 > 0 && t3 > t2);
     FILE *f = fopen(path, "w");
     CU_ASSERT_FATAL(f != NULL);
-    fprintf(f,
-            "[{\"meta\": {\"gpu\": \"test\"}},\n"
-            "{\"layer\": \"dense_sdpa\", \"pass\": \"fwd_bwd\", \"time_us\": %.6f, \"launch\": 1,"
-            " \"config\": \"%s\"},\n"
-            "{\"layer\": \"dense_sdpa\", \"pass\": \"fwd_bwd\", \"time_us\": %.6f, \"launch\": 2,"
-            " \"ranks\": 2, \"config\": \"%s\"},\n"
-            "{\"layer\": \"dense_sdpa_tp2\", \"pass\": \"fwd_bwd\", \"time_us\": %.6f, \"launch\": 2,"
-            " \"ranks\": 2, \"config\": \"%s\"}]\n",
-            t1 * 1e6, TOY_DENSE, t2 * 1e6, TOY_DENSE, t3 * 1e6, TOY_DENSE_TP2);
+    fprintf(
+        f,
+        "[{\"meta\": {\"gpu\": \"test\"}},\n"
+        "{\"layer\": \"dense_sdpa\", \"pass\": \"fwd_bwd\", \"time_us\": %.6f, \"launch\": 1,"
+        " \"config\": \"%s\"},\n"
+        "{\"layer\": \"dense_sdpa\", \"pass\": \"fwd_bwd\", \"time_us\": %.6f, \"launch\": 2,"
+        " \"ranks\": 2, \"config\": \"%s\"},\n"
+        "{\"layer\": \"dense_sdpa_tp2\", \"pass\": \"fwd_bwd\", \"time_us\": %.6f, \"launch\": 2,"
+        " \"ranks\": 2, \"config\": \"%s\"}]\n",
+        t1 * 1e6, TOY_DENSE, t2 * 1e6, TOY_DENSE, t3 * 1e6, TOY_DENSE_TP2);
     fclose(f);
     tmp_path(out, sizeof out, "commcall.json");
     sim_calib c;
@@ -623,17 +624,24 @@ static void test_fit_host_stack(void) {
 static void test_fit_power(void) {
     char dir[512], path[600], out[512];
     tmp_path(dir, sizeof dir, "powerdir");
-    write_raw_file(dir, "power.json", "[{\"meta\": {\"gpu\": \"test\"}}, {\"ops\": ["
-          "{\"op\": \"g\", \"class\": \"gemm\", \"slowdown\": 1.2, \"power_w_second_half\": 700},"
-          "{\"op\": \"c\", \"class\": \"memory\", \"slowdown\": 1.0, \"power_w_second_half\": 400},"
-          "{\"op\": \"a\", \"class\": \"attention\", \"slowdown\": 1.0, \"power_w_second_half\": 550}],"
-          "\"mix\": ["
-          "{\"class\": \"gemm\", \"duty_isolated\": 0.3, \"op_slowdown\": 1.0, \"copy_slowdown\": 1.0},"
-          "{\"class\": \"gemm_fp8\", \"duty_isolated\": 0.6, \"op_slowdown\": 1.05, \"copy_slowdown\": 1.0},"
-          "{\"class\": \"attention\", \"duty_isolated\": 0.6, \"op_slowdown\": 1.5, \"copy_slowdown\": 1.0},"
-          "{\"class\": \"grouped_gemm\", \"duty_isolated\": 0.8, \"op_slowdown\": 1.15, \"copy_slowdown\": 1.0}],"
-          "\"recovery\": [{\"gap_ms\": 100, \"slowdown_after\": [1.3, 1.15, 1.05]}]}]\n",
-                   path, sizeof path);
+    write_raw_file(
+        dir, "power.json",
+        "[{\"meta\": {\"gpu\": \"test\"}}, {\"ops\": ["
+        "{\"op\": \"g\", \"class\": \"gemm\", \"slowdown\": 1.2, \"power_w_second_half\": 700},"
+        "{\"op\": \"c\", \"class\": \"memory\", \"slowdown\": 1.0, \"power_w_second_half\": 400},"
+        "{\"op\": \"a\", \"class\": \"attention\", \"slowdown\": 1.0, \"power_w_second_half\": "
+        "550}],"
+        "\"mix\": ["
+        "{\"class\": \"gemm\", \"duty_isolated\": 0.3, \"op_slowdown\": 1.0, \"copy_slowdown\": "
+        "1.0},"
+        "{\"class\": \"gemm_fp8\", \"duty_isolated\": 0.6, \"op_slowdown\": 1.05, "
+        "\"copy_slowdown\": 1.0},"
+        "{\"class\": \"attention\", \"duty_isolated\": 0.6, \"op_slowdown\": 1.5, "
+        "\"copy_slowdown\": 1.0},"
+        "{\"class\": \"grouped_gemm\", \"duty_isolated\": 0.8, \"op_slowdown\": 1.15, "
+        "\"copy_slowdown\": 1.0}],"
+        "\"recovery\": [{\"gap_ms\": 100, \"slowdown_after\": [1.3, 1.15, 1.05]}]}]\n",
+        path, sizeof path);
     tmp_path(out, sizeof out, "fitpower.json");
     sim_calib c;
     calibrate_into(dir, out, &c);
@@ -666,9 +674,11 @@ static void test_interference_completed(void) {
     tmp_path(a, sizeof a, "interf_a");
     tmp_path(b, sizeof b, "interf_b");
     tmp_path(out, sizeof out, "interf.json");
-    write_interference(a, "{\"victim\": \"gemm\", \"aggressor\": \"nccl_alltoall\", \"slowdown\": 1.5}");
-    write_interference(b, "{\"victim\": \"gemm\", \"aggressor\": \"nccl_alltoall\", \"slowdown\": 1.2},"
-                          "{\"victim\": \"gemm\", \"aggressor\": \"nccl_waiting\", \"slowdown\": 1.1}");
+    write_interference(
+        a, "{\"victim\": \"gemm\", \"aggressor\": \"nccl_alltoall\", \"slowdown\": 1.5}");
+    write_interference(
+        b, "{\"victim\": \"gemm\", \"aggressor\": \"nccl_alltoall\", \"slowdown\": 1.2},"
+           "{\"victim\": \"gemm\", \"aggressor\": \"nccl_waiting\", \"slowdown\": 1.1}");
     const double wait_alone[] = {1.5, 1.1}; /* without b: the running transfer's slowdown */
     for (int with_b = 0; with_b < 2; with_b++) {
         char dirs[1100];
@@ -693,13 +703,14 @@ static void test_fit_unfused_permute(void) {
     char dir[512], path[600], out[512];
     tmp_path(dir, sizeof dir, "permdir");
     /* permute forward: 128 tokens x top-2 at hidden 64 in 10 us and at hidden 128 in 12 us */
-    write_raw_file(dir, "permute.json",
-                   "[{\"meta\": {\"gpu\": \"test\"}},\n"
-          "{\"what\": \"megatron_unfused\", \"op\": \"permute\", \"pass\": \"fwd\", \"tokens\": 128,"
-          " \"topk\": 2, \"hidden\": 64, \"time_us\": 10},\n"
-          "{\"what\": \"megatron_unfused\", \"op\": \"permute\", \"pass\": \"fwd\", \"tokens\": 128,"
-          " \"topk\": 2, \"hidden\": 128, \"time_us\": 12}]\n",
-                   path, sizeof path);
+    write_raw_file(
+        dir, "permute.json",
+        "[{\"meta\": {\"gpu\": \"test\"}},\n"
+        "{\"what\": \"megatron_unfused\", \"op\": \"permute\", \"pass\": \"fwd\", \"tokens\": 128,"
+        " \"topk\": 2, \"hidden\": 64, \"time_us\": 10},\n"
+        "{\"what\": \"megatron_unfused\", \"op\": \"permute\", \"pass\": \"fwd\", \"tokens\": 128,"
+        " \"topk\": 2, \"hidden\": 128, \"time_us\": 12}]\n",
+        path, sizeof path);
     tmp_path(out, sizeof out, "fitperm.json");
     sim_calib c;
     calibrate_into(dir, out, &c);
@@ -726,7 +737,7 @@ static void test_fit_unfused_permute(void) {
         sim_cost_free(&x);
     }
     CU_ASSERT(near(tw[0], 12e-6, 1e-5)); /* the measured function */
-    CU_ASSERT(tw[1] < 5e-6);              /* the roofline of a fused kernel: 98 KB */
+    CU_ASSERT(tw[1] < 5e-6);             /* the roofline of a fused kernel: 98 KB */
     sim_calib_free(&c);
     remove(out);
     remove(path);

@@ -316,7 +316,7 @@ static void test_feature_device_padding(void) {
                                                " --moe-permute-budget 65536",
                                       c),
                           0);
-    CU_ASSERT(json_num(b, "host_syncs") > 0); /* the count's */
+    CU_ASSERT(json_num(b, "host_syncs") > 0);                                  /* the count's */
     CU_ASSERT_EQUAL(json_num(a, "host_syncs"), 2 * json_num(b, "host_syncs")); /* + padding's */
     CU_ASSERT_EQUAL(json_num(c, "host_syncs"), 0);
     CU_ASSERT(json_num(b, "iteration_time_s") < json_num(a, "iteration_time_s"));
