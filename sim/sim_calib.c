@@ -165,6 +165,12 @@ typedef struct {
     { #name, offsetof(sim_calib, name), K_TABLE, SH_GEMM, 0 }
 #define TO(name)                                                                                   \
     { #name, offsetof(sim_calib, name), K_TABLE, SH_GEMM, 1 }
+/* a forward/backward pair of optional tables, keys name_fwd and name_bwd */
+/* clang-format off */
+#define TO2(name)                                                                                  \
+    {#name "_fwd", offsetof(sim_calib, name[0]), K_TABLE, SH_GEMM, 1},                             \
+        {#name "_bwd", offsetof(sim_calib, name[1]), K_TABLE, SH_GEMM, 1}
+/* clang-format on */
 #define S(name, kind)                                                                              \
     { #name, offsetof(sim_calib, name), K_SHAPES, kind, 0 }
 #define SO(name, kind)                                                                             \
@@ -196,12 +202,9 @@ static const field FIELDS[] = {
     SO(fp8_gemm_shapes, SH_GEMM),
     SO(fp8_grouped_gemm_shapes, SH_GEMM),
     TO(power_duty_slowdown),
-    {"unfused_permute_fwd", offsetof(sim_calib, unfused_permute[0]), K_TABLE, SH_GEMM, 1},
-    {"unfused_permute_bwd", offsetof(sim_calib, unfused_permute[1]), K_TABLE, SH_GEMM, 1},
-    {"unfused_unpermute_fwd", offsetof(sim_calib, unfused_unpermute[0]), K_TABLE, SH_GEMM, 1},
-    {"unfused_unpermute_bwd", offsetof(sim_calib, unfused_unpermute[1]), K_TABLE, SH_GEMM, 1},
-    {"unfused_sort_fwd", offsetof(sim_calib, unfused_sort[0]), K_TABLE, SH_GEMM, 1},
-    {"unfused_sort_bwd", offsetof(sim_calib, unfused_sort[1]), K_TABLE, SH_GEMM, 1},
+    TO2(unfused_permute),
+    TO2(unfused_unpermute),
+    TO2(unfused_sort),
     F(power_tau_s),
     F(power_attention_weight),
     F(comm_hbm_fraction),
@@ -228,6 +231,7 @@ static const field FIELDS[] = {
 #undef F
 #undef T
 #undef TO
+#undef TO2
 #undef S
 #undef SO
 #define NFIELDS (sizeof FIELDS / sizeof FIELDS[0])

@@ -142,10 +142,20 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
         eff = c->vector_flops_efficiency;
         break;
     }
-    w->t0 = op->flops > 0 || op->bytes > 0 ? c->kernel_overhead_s : 0;
+    /* Megatron's unfused permutation: PyTorch's kernels of the function, measured whole (their
+     * launches and sort included); other memory work: the roofline */
+    const sim_table *u = NULL;
+    if (x->unfused_permute && (op->kind == EP_OP_PERMUTE || op->kind == EP_OP_UNPERMUTE) &&
+        op->bytes > 0)
+        u = unfused_table(c, op);
+    w->t0 = !u && (op->flops > 0 || op->bytes > 0) ? c->kernel_overhead_s : 0;
     w->outside = 0;
-    w->t_mem =
-        op->bytes > 0 ? op->bytes / (hbm * sim_table_eval(&c->memory_efficiency, op->bytes)) : 0;
+    if (u)
+        w->t_mem = op->bytes * sim_table_eval(u, op->bytes);
+    else
+        w->t_mem = op->bytes > 0
+                       ? op->bytes / (hbm * sim_table_eval(&c->memory_efficiency, op->bytes))
+                       : 0;
     if (measured > 0 && op->flops > 0) {
         /* a measured shape sets the time alone; the HBM part only matters when HBM is shared */
         w->t_flop = op->flops / (peak * measured);
@@ -153,13 +163,6 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
         w->outside = outside;
     } else {
         w->t_flop = op->flops > 0 ? op->flops / (peak * eff) : 0;
-    }
-    const sim_table *u = NULL;
-    if (x->unfused_permute && (op->kind == EP_OP_PERMUTE || op->kind == EP_OP_UNPERMUTE) &&
-        op->bytes > 0 && (u = unfused_table(c, op))) {
-        /* PyTorch's kernels of the function, measured whole: their launches and sort included */
-        w->t0 = 0;
-        w->t_mem = op->bytes * sim_table_eval(u, op->bytes);
     }
 }
 

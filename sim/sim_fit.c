@@ -939,9 +939,7 @@ static void holdout_report(fit *x, json_t *root, const char *path) {
     json_decref(root);
 }
 
-/* ---- output ------------------------------------------------------------------------------- */
-
-/* ---- the power cap (power.json) ---------------------------------------------------------- */
+/* ---- the power cap (power.json) ----------------------------------------------------------- */
 
 /* power.json: launches of scripts/sustained_clock.py --mix --recovery (docs/calibration.md,
  * "Sustained load"). The duty table pools the GEMM classes (bf16, FP8, grouped): each pattern's
@@ -959,48 +957,6 @@ static double median_of(double *v, int n) {
 }
 
 enum { POWER_BINS = 6, POWER_MAX = 512 };
-
-/* permute.json (scripts/megatron_permute.py): Megatron's unfused permutation functions timed
- * whole, forward and backward, over tokens, hidden and experts. Each record's bytes are the bytes
- * epsim's schedule gives the same op (docs/schedule.md: rows in and rows out, hidden x 2 each);
- * the table is the GPU time per byte by bytes, the median over the records of equal bytes. */
-enum { PERMUTE_MAX = 64 };
-static void fit_unfused_permute(fit *x) {
-    static const char *const OPS[3] = {"permute", "unpermute", "sort_chunks"};
-    sim_table *tables[3] = {x->c.unfused_permute, x->c.unfused_unpermute, x->c.unfused_sort};
-    for (int o = 0; o < 3; o++)
-        for (int ps = 0; ps < 2; ps++) {
-            double b[PERMUTE_MAX], y[PERMUTE_MAX];
-            int n = 0;
-            json_t *r;
-            FOR_RECORDS(x, F_PERMUTE, i, r) {
-                if (strcmp(str(r, "op"), OPS[o]) || strcmp(str(r, "pass"), ps ? "bwd" : "fwd"))
-                    continue;
-                double t = num(r, "tokens"), k = num(r, "topk"), h = num(r, "hidden");
-                double us = num(r, "time_us");
-                if (!(t > 0 && k > 0 && h > 0 && us > 0) || n == PERMUTE_MAX) continue;
-                /* rows in + rows out: permute t -> t k, unpermute t k -> t, sort t k -> t k */
-                double rows = o == 2 ? 2 * t * k : t + t * k;
-                b[n] = rows * h * 2.0; /* bf16 */
-                y[n] = us * 1e-6 / b[n];
-                n++;
-            }
-            sim_table *tb = &tables[o][ps];
-            tb->n = 0;
-            for (int done = 0; done < n && tb->n < SIM_CALIB_MAX_POINTS;) {
-                /* ascending bytes; the median over the records of equal bytes */
-                double lo = INFINITY, v[PERMUTE_MAX];
-                int nv = 0;
-                for (int i = 0; i < n; i++)
-                    if (b[i] > (tb->n ? tb->x[tb->n - 1] : 0) && b[i] < lo) lo = b[i];
-                for (int i = 0; i < n; i++)
-                    if (b[i] == lo) v[nv++] = y[i];
-                done += nv;
-                tb->x[tb->n] = lo;
-                tb->y[tb->n++] = median_of(v, nv);
-            }
-        }
-}
 
 static void fit_power(fit *x) {
     json_t *root = x->root[F_POWER];
@@ -1090,6 +1046,52 @@ static void fit_power(fit *x) {
     x->c.power_tau_s = ntau ? median_of(taus, ntau) : 0.2;
     x->npower_tau = ntau;
 }
+
+/* ---- Megatron's unfused permutation (permute.json) ---------------------------------------- */
+
+/* permute.json (scripts/megatron_permute.py): Megatron's unfused permutation functions timed
+ * whole, forward and backward, over tokens, hidden and experts. Each record's bytes are the bytes
+ * epsim's schedule gives the same op (docs/schedule.md: rows in and rows out, hidden x 2 each);
+ * the table is the GPU time per byte by bytes, the median over the records of equal bytes. */
+enum { PERMUTE_MAX = 64 };
+static void fit_unfused_permute(fit *x) {
+    static const char *const OPS[3] = {"permute", "unpermute", "sort_chunks"};
+    sim_table *tables[3] = {x->c.unfused_permute, x->c.unfused_unpermute, x->c.unfused_sort};
+    for (int o = 0; o < 3; o++)
+        for (int ps = 0; ps < 2; ps++) {
+            double b[PERMUTE_MAX], y[PERMUTE_MAX];
+            int n = 0;
+            json_t *r;
+            FOR_RECORDS(x, F_PERMUTE, i, r) {
+                if (strcmp(str(r, "op"), OPS[o]) || strcmp(str(r, "pass"), ps ? "bwd" : "fwd"))
+                    continue;
+                double t = num(r, "tokens"), k = num(r, "topk"), h = num(r, "hidden");
+                double us = num(r, "time_us");
+                if (!(t > 0 && k > 0 && h > 0 && us > 0) || n == PERMUTE_MAX) continue;
+                /* rows in + rows out: permute t -> t k, unpermute t k -> t, sort t k -> t k */
+                double rows = o == 2 ? 2 * t * k : t + t * k;
+                b[n] = rows * h * 2.0; /* bf16 */
+                y[n] = us * 1e-6 / b[n];
+                n++;
+            }
+            sim_table *tb = &tables[o][ps];
+            tb->n = 0;
+            for (int done = 0; done < n && tb->n < SIM_CALIB_MAX_POINTS;) {
+                /* ascending bytes; the median over the records of equal bytes */
+                double lo = INFINITY, v[PERMUTE_MAX];
+                int nv = 0;
+                for (int i = 0; i < n; i++)
+                    if (b[i] > (tb->n ? tb->x[tb->n - 1] : 0) && b[i] < lo) lo = b[i];
+                for (int i = 0; i < n; i++)
+                    if (b[i] == lo) v[nv++] = y[i];
+                done += nv;
+                tb->x[tb->n] = lo;
+                tb->y[tb->n++] = median_of(v, nv);
+            }
+        }
+}
+
+/* ---- output ------------------------------------------------------------------------------- */
 
 static void write_sources(fit *x, FILE *f) {
     fputs("{", f);
