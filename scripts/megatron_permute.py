@@ -7,8 +7,10 @@ routing map transposed, an argsort of its flattened mask, an index_select of the
 `unpermute` (zeros, a scatter_add of the rows) and, after the all-to-all, `sort_chunks_by_idxs`
 (a split into (rank, local expert) chunks and a cat in expert order). This times those functions
 themselves, imported from a Megatron-LM checkout (nothing of it is committed), over a grid of
-shapes, each forward and backward (autograd) as CUDA-event time around the call, after a hold of
-1.5x the op's time (the cold timing of torch_kernels.py), median of --iters.
+shapes, each forward and backward (autograd) as CUDA-event time around the call, after a sleep
+kernel of 1500 cycles per microsecond of the previous timing (about 0.75x the op at an H100's
+1.98 GHz; torch_kernels.py's Timer calibrates its sleep and flushes L2, this does neither), median
+of --iters.
 
 Output: a JSON array (first element {"meta": ...}), records
   {"what": "megatron_unfused", "op": "permute"|"unpermute"|"sort_chunks", "pass": "fwd"|"bwd",
@@ -28,11 +30,12 @@ import torch
 
 
 def timed(fn, iters):
-    """Median CUDA-event time of fn() in us, each call after a hold of 1.5x the last time."""
+    """Median CUDA-event time of fn() in us, each call after a sleep of 1500 cycles per us of the
+    last time (about 0.75x it at 1.98 GHz)."""
     torch.cuda.synchronize()
     out, last = [], 100.0
     for _ in range(iters):
-        torch.cuda._sleep(int(1.5 * last * 1000))  # ~1 GHz cycles: about 1.5x the last time
+        torch.cuda._sleep(int(1.5 * last * 1000))
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         fn()
