@@ -282,7 +282,7 @@ def main():
     torch.distributed.init_process_group("nccl", rank=rank, world_size=world)
     from megatron.core import parallel_state
     from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
-    wanted = [n for n in (args.layers.split(",") if args.layers else VARIANTS)]
+    wanted = args.layers.split(",") if args.layers else list(VARIANTS)
     unknown = [n for n in wanted if n not in VARIANTS]
     if unknown:
         print(f"megatron_host.py: unknown layers {unknown}", file=sys.stderr)
