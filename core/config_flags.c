@@ -110,6 +110,7 @@ static const ep_flag k_flags[] = {
     FI("mamba-state-dim", mamba_state_dim, "128", GM, "Mamba SSM state dimension"),
     FI("mamba-head-dim", mamba_head_dim, "64", GM, "Mamba head dimension"),
     FI("mamba-num-heads", mamba_num_heads, "0", GM, "Mamba heads (0 = 2 x hidden / head dim)"),
+    FI("mamba-num-groups", mamba_num_groups, "8", GM, "Mamba B/C groups (Megatron's default 8)"),
 
     /* parallel layout */
     FI("tensor-model-parallel-size", tensor_model_parallel_size, "1", GP, "tensor parallel (TP)"),

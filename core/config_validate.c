@@ -57,6 +57,7 @@ static int check_ranges(ep_config *c, char err[EP_ERRLEN]) {
         {"mamba-state-dim", &c->mamba_state_dim, 1, MAX_DIM},
         {"mamba-head-dim", &c->mamba_head_dim, 1, MAX_DIM},
         {"mamba-num-heads", &c->mamba_num_heads, 0, MAX_DIM},
+        {"mamba-num-groups", &c->mamba_num_groups, 1, MAX_DIM},
         {"world-size", &c->world_size, 0, MAX_WORLD},
         {"tensor-model-parallel-size", &c->tensor_model_parallel_size, 1, MAX_PARALLEL},
         {"pipeline-model-parallel-size", &c->pipeline_model_parallel_size, 1, MAX_PARALLEL},
@@ -326,6 +327,14 @@ static int check_layers(ep_config *c, ep_layer_plan *plan, char err[EP_ERRLEN]) 
                 FAIL("--tensor-model-parallel-size %d does not divide the %d Mamba heads "
                      "(--mamba-num-heads)",
                      tp, c->mamba_num_heads);
+            /* Megatron's MambaMixer asserts both */
+            if (c->mamba_num_heads % c->mamba_num_groups != 0)
+                FAIL("--mamba-num-groups %d does not divide the %d Mamba heads",
+                     c->mamba_num_groups, c->mamba_num_heads);
+            if (c->mamba_num_groups % tp != 0)
+                FAIL("--tensor-model-parallel-size %d does not divide the %d Mamba groups "
+                     "(--mamba-num-groups)",
+                     tp, c->mamba_num_groups);
         }
         memset(c->moe_layer_is_moe, 0, sizeof c->moe_layer_is_moe);
         for (int i = 0; i < L; i++)

@@ -10,6 +10,10 @@ double ep_cost_gemm_flops(double m, double n, double k) {
     return 2.0 * m * n * k;
 }
 
+double ep_cost_scan_flops(double tokens, double channels, double state) {
+    return 9.0 * tokens * channels * state;
+}
+
 double ep_cost_gemm_bytes(double m, double n, double k) {
     return (m * k + k * n + m * n) * EP_BF16;
 }
@@ -79,7 +83,7 @@ static mamba_dims mamba(const ep_config *c) {
     m.d_inner = (double)EP_MAMBA_EXPAND * c->hidden_size;
     m.nheads = ep_config_mamba_heads(c);
     m.state = c->mamba_state_dim;
-    m.ngroups = EP_MAMBA_NUM_GROUPS;
+    m.ngroups = c->mamba_num_groups;
     return m;
 }
 

@@ -134,6 +134,7 @@ typedef struct {
     int mamba_state_dim;                          /* --mamba-state-dim */
     int mamba_head_dim;                           /* --mamba-head-dim */
     int mamba_num_heads;                          /* --mamba-num-heads (0 = derived) */
+    int mamba_num_groups;                         /* --mamba-num-groups: B/C groups */
 
     /* --- parallel --- */
     int world_size;                           /* project --world-size (0 = derived: TP*CP*PP*DP) */

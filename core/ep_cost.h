@@ -31,9 +31,13 @@ double ep_cost_attention_bytes(double tokens, int heads, int qk_dim, int v_dim, 
  * (ep_config_validate or ep_config_resolve). */
 void ep_cost_attention_geometry(const ep_config *c, int *seq, int *dqk, int *dv);
 
+/* Flops of a selective (Mamba-2 / GDN) scan over tokens x channels x state: ~9 per element; its
+ * backward EP_SCAN_BWD_FLOPS x that. */
+double ep_cost_scan_flops(double tokens, double channels, double state);
+#define EP_SCAN_BWD_FLOPS 2
+
 /* Mamba-2 settings Megatron has but the flag set does not (its defaults); GDN blocks are sized as
  * Mamba-2 blocks (docs/cost-model.md). */
-#define EP_MAMBA_NUM_GROUPS  8
 #define EP_MAMBA_CONV_KERNEL 4
 #define EP_MAMBA_EXPAND      2
 

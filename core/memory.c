@@ -101,11 +101,12 @@ static void ssm_saved(const ep_config *c, int gdn, double t, double lin, ep_mem_
     double heads = ep_config_mamba_heads(c);
     double inner = gdn ? 2 * H : heads * c->mamba_head_dim;
     double state = gdn ? c->kv_channels : c->mamba_state_dim;
+    double groups = gdn ? 1 : (double)c->mamba_num_groups / tp; /* as sched_layer.c's ssm() */
     inner /= tp;
     heads /= tp;
     norm_saved(c, t, lin, p);
-    add(p, 2 * tg * (2 * inner + 2 * state + heads), 0); /* in_proj output: z, x, B, C, dt */
-    add(p, 2 * tg * (inner + 2 * state), 0);             /* conv output: the scan's x, B, C */
+    add(p, 2 * tg * (2 * inner + 2 * groups * state + heads), 0); /* in_proj output: z x B C dt */
+    add(p, 2 * tg * (inner + 2 * groups * state), 0);    /* conv output: the scan's x, B, C */
     add(p, 2 * tg * inner, 0);                           /* scan output: the gated norm's input */
     add(p, lin * tg * inner, 1);                         /* out_proj input */
 }

@@ -213,26 +213,33 @@ static void attention(gen *g, int mla) {
     g->cg = saved_cg;
 }
 
-/* Mamba-2 (M) and gated delta net (G): in_proj, a selective scan, out_proj. The scan costs
- * ~9 flops per (token, channel, state) element and streams its inputs and outputs once. */
+/* Mamba-2 (M) and gated delta net (G): in_proj, the mixer between the projections, out_proj.
+ * Mamba-2's mixer is Megatron's mamba_split_conv1d_scan_combined and its grouped RMSNorm (the
+ * depthwise causal conv1d over x, B and C, the chunked scan with its gate, the norm): one op,
+ * mamba_scan, of ~9 flops per (token, channel, state) element that streams its inputs and outputs
+ * once, timed whole where the calibration has mamba_scan_shapes (its shape in m = tokens,
+ * n = channels, k = state, batch = B/C groups per rank). B and C have --mamba-num-groups groups,
+ * split over TP; GDN has one. */
 static void ssm(gen *g, int gdn) {
     const ep_config *c = g->cfg;
     double H = c->hidden_size, tg = g->tg;
     double heads = ep_config_mamba_heads(c);
     double inner = gdn ? 2 * H : heads * c->mamba_head_dim;
     double state = gdn ? c->kv_channels : c->mamba_state_dim;
+    double groups = gdn ? 1 : (double)c->mamba_num_groups / g->tp;
     inner /= g->tp;
     heads /= g->tp;
+    double bc = 2 * groups * state; /* B and C */
     int saved_cg = g->cg;
     g->cg = CG_LAYER(EP_CG_MAMBA);
     gen_mem(g, gdn ? "gdn_norm" : "mamba_norm", EP_OP_NORM, 2 * g->t * g->R);
     tag_last(g, EP_RC_LAYERNORM);
     tp_gather(g, gdn ? "gdn_ag" : "mamba_ag");
-    gemm(g, gdn ? "gdn_in_proj" : "mamba_in_proj", tg, 2 * inner + 2 * state + heads, H);
+    gemm(g, gdn ? "gdn_in_proj" : "mamba_in_proj", tg, 2 * inner + bc + heads, H);
     spec *s = gen_add(g, gdn ? "gdn_scan" : "mamba_scan", EP_OP_SCAN);
-    s->m = (int)tg;
-    s->flops = 9.0 * tg * inner * state;
-    s->bytes = tg * (3 * inner + 2 * state) * EP_BF16;
+    s->m = (int)tg, s->n = (int)inner, s->k = (int)state, s->batch = (int)groups;
+    s->flops = ep_cost_scan_flops(tg, inner, state);
+    s->bytes = tg * (3 * inner + bc) * EP_BF16;
     gemm(g, gdn ? "gdn_out_proj" : "mamba_out_proj", tg, H, inner);
     tp_scatter(g, gdn ? "gdn_rs" : "mamba_rs");
     g->cg = saved_cg;
@@ -559,7 +566,7 @@ static ep_op backward_op(const gen *g, const spec *sp, int chunk, ep_node node, 
         op.bytes = 2 * sp->bytes;
         break;
     case EP_OP_SCAN:
-        op.flops = 2 * sp->flops;
+        op.flops = EP_SCAN_BWD_FLOPS * sp->flops;
         op.bytes = 2 * sp->bytes;
         break;
     case EP_OP_NORM:

@@ -7,43 +7,28 @@ routing map transposed, an argsort of its flattened mask, an index_select of the
 `unpermute` (zeros, a scatter_add of the rows) and, after the all-to-all, `sort_chunks_by_idxs`
 (a split into (rank, local expert) chunks and a cat in expert order). This times those functions
 themselves, imported from a Megatron-LM checkout (nothing of it is committed), over a grid of
-shapes, each forward and backward (autograd) as CUDA-event time around the call, after a sleep
-kernel of 1500 cycles per microsecond of the previous timing (about 0.75x the op at an H100's
-1.98 GHz; torch_kernels.py's Timer calibrates its sleep and flushes L2, this does neither), median
-of --iters.
+shapes, each forward and forward + backward (autograd) timed with scripts/torch_kernels.py's
+Timer (256 MiB flushed from L2 and a sleep of 1.5x the op before each timed call, so the power cap
+stays out; median of --iters); the backward is forward + backward minus forward.
 
 Output: a JSON array (first element {"meta": ...}), records
   {"what": "megatron_unfused", "op": "permute"|"unpermute"|"sort_chunks", "pass": "fwd"|"bwd",
    "tokens": T, "hidden": H, "experts": E, "topk": k, "chunks": C, "rows": T x k,
    "bytes": rows x H x 2 x 2 (the rows read and written once, what a fused kernel moves),
-   "time_us": median, "samples": [...]}
-Usage: python3 scripts/megatron_permute.py --megatron DIR --out FILE [--iters 20]
+   "time_us": median, "min_us"/"max_us" (fwd), "fwd_bwd_us" and its min/max (bwd),
+   "host_us": the host's issue time of the call (median; bwd: fwd_bwd's less fwd's)}
+Usage: python3 scripts/megatron_permute.py --megatron DIR --out FILE [--iters 20] [--warmup 3]
 """
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
 import torch
 
-
-def timed(fn, iters):
-    """Median CUDA-event time of fn() in us, each call after a sleep of 1500 cycles per us of the
-    last time (about 0.75x it at 1.98 GHz)."""
-    torch.cuda.synchronize()
-    out, last = [], 100.0
-    for _ in range(iters):
-        torch.cuda._sleep(int(1.5 * last * 1000))
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        last = s.elapsed_time(e) * 1000.0
-        out.append(last)
-    return statistics.median(out), out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_kernels import Timer  # noqa: E402
 
 
 def routing(T, E, k, dev):
@@ -59,10 +44,12 @@ def main():
     ap.add_argument("--megatron", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
     args = ap.parse_args()
     sys.path.insert(0, args.megatron)
     from megatron.core.transformer.moe.moe_utils import permute, sort_chunks_by_idxs, unpermute
 
+    tm = Timer(torch, args.iters, args.warmup)
     dev = torch.device("cuda")
     recs = []
     for T in (2048, 4096, 8192):
@@ -95,21 +82,31 @@ def main():
                 for op, fwd, grad, leaf in (("permute", lambda: fwd_permute()[0], gp, x),
                                              ("unpermute", fwd_unpermute, gu, y),
                                              ("sort_chunks", fwd_sort, gp, y)):
-                    t_f, s_f = timed(fwd, args.iters)
-                    outs = [fwd() for _ in range(args.iters)]
-                    it = iter(outs)
-                    t_b, s_b = timed(lambda: torch.autograd.backward(next(it), grad), args.iters)
-                    leaf.grad = None
-                    for ps, t, s in (("fwd", t_f, s_f), ("bwd", t_b, s_b)):
-                        recs.append(dict(what="megatron_unfused", op=op, **{"pass": ps}, **shape,
-                                         time_us=round(t, 2), samples=[round(v, 2) for v in s]))
+                    def clear(leaf=leaf):
+                        leaf.grad = None
+
+                    def fwd_bwd(fwd=fwd, grad=grad):
+                        torch.autograd.backward(fwd(), grad)
+
+                    t_f, f_lo, f_hi, h_f = tm.time(fwd, clear)
+                    t_fb, fb_lo, fb_hi, h_fb = tm.time(fwd_bwd, clear)
+                    t_b = t_fb - t_f
+                    clear()
+                    recs.append(dict(what="megatron_unfused", op=op, **{"pass": "fwd"}, **shape,
+                                     time_us=round(t_f, 2), min_us=round(f_lo, 2),
+                                     max_us=round(f_hi, 2), host_us=round(h_f, 1)))
+                    recs.append(dict(what="megatron_unfused", op=op, **{"pass": "bwd"}, **shape,
+                                     time_us=round(t_b, 2), fwd_bwd_us=round(t_fb, 2),
+                                     fwd_bwd_min_us=round(fb_lo, 2), fwd_bwd_max_us=round(fb_hi, 2),
+                                     host_us=round(h_fb - h_f, 1)))
                     print(f"  {op:12s} T {T:5d} H {H:5d} E {E:3d}: fwd {t_f:8.1f} us, "
                           f"bwd {t_b:8.1f} us ({rows * H * 4 / t_f / 1e3:.0f} GB/s fused-equivalent)",
                           flush=True)
-                del x, p, y, gp, gu, outs
+                del x, p, y, gp, gu
     meta = {"program": "scripts/megatron_permute.py", "gpu": torch.cuda.get_device_name(),
             "torch": torch.__version__, "megatron": os.environ.get("MEGATRON_REV", ""),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "iters": args.iters}
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "iters": args.iters,
+            "timing": "torch_kernels.Timer; bwd = fwd_bwd - fwd"}
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:
         json.dump([{"meta": meta}] + recs, f, indent=1)

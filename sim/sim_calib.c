@@ -97,6 +97,7 @@ void sim_calib_free(sim_calib *c) {
         sim_shape_free(&c->attention_shapes[ph]);
         sim_shape_free(&c->fp8_gemm_shapes[ph]);
         sim_shape_free(&c->fp8_grouped_gemm_shapes[ph]);
+        sim_shape_free(&c->mamba_scan_shapes[ph]);
     }
 }
 
@@ -149,6 +150,7 @@ void sim_gemm_features(int wgrad, double m, double n, double k, double batch,
 /* ---- the keys of the file ----------------------------------------------------------------- */
 
 typedef enum { K_NUM, K_TABLE, K_SHAPES, K_NCCL, K_CURVE } key_type;
+/* SH_GEMM: rows [m, n, k, batch] made GEMM features; SH_ATTENTION: the features as written */
 typedef enum { SH_GEMM, SH_ATTENTION } shape_kind;
 
 typedef struct {
@@ -201,6 +203,7 @@ static const field FIELDS[] = {
     F(fp8_gemm_factor),
     SO(fp8_gemm_shapes, SH_GEMM),
     SO(fp8_grouped_gemm_shapes, SH_GEMM),
+    SO(mamba_scan_shapes, SH_ATTENTION),
     TO(power_duty_slowdown),
     TO2(unfused_permute),
     TO2(unfused_unpermute),

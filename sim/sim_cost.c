@@ -136,6 +136,11 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
         eff = c->attention_efficiency;
         break;
     case EP_OP_SCAN:
+        /* Mamba-2's mixer as Megatron runs it, where measured (sched_layer.c, ssm()) */
+        if (op->m > 0 && op->label && strstr(op->label, "mamba_scan")) {
+            q[0] = op->m, q[1] = op->n, q[2] = op->k, q[3] = op->batch;
+            measured = shape_eff(x, &c->mamba_scan_shapes[ph], q, 0, &outside);
+        }
         eff = c->scan_efficiency;
         break;
     default:

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <xbt/log.h>
 
+#include "ep_cost.h"
 #include "ep_io.h"
 #include "ep_opts.h"
 #include "ep_stats.h"
@@ -38,12 +39,13 @@ enum {
     F_HOST_LAYERS,
     F_POWER,
     F_PERMUTE,
+    F_MAMBA,
     F_NUM
 };
-static const char *FILES[F_NUM] = {"compute.json",       "comm.json",     "host.json",
-                                   "interference.json",  "dispatch.json", "combine.json",
-                                   "corun.json",         "kernels.json",  "host_torch.json",
-                                   "host_megatron.json", "power.json",    "permute.json"};
+static const char *FILES[F_NUM] = {
+    "compute.json", "comm.json",    "host.json",    "interference.json", "dispatch.json",
+    "combine.json", "corun.json",   "kernels.json", "host_torch.json",   "host_megatron.json",
+    "power.json",   "permute.json", "mamba.json"};
 
 enum { HOST_LAYERS_MAX = 16, HOST_LAUNCHES_MAX = 16 };
 
@@ -1091,6 +1093,47 @@ static void fit_unfused_permute(fit *x) {
         }
 }
 
+/* ---- Megatron's Mamba-2 mixer (mamba.json) ----------------------------------------------- */
+
+/* mamba.json (scripts/mamba_scan.py): mamba_split_conv1d_scan_combined and the grouped RMSNorm
+ * timed whole, forward and backward, by shape. The conv1d inside ran as PyTorch's conv1d there,
+ * far slower than the memory-bound causal-conv1d CUDA kernel of Megatron's container; it was
+ * timed alone in the same record, and is replaced by that kernel's memory time at this
+ * calibration's HBM rate: the forward moves x, B and C in and out once (B), the backward runs the
+ * forward again and reads the input and the gradient and writes the input's gradient (2.5 B). */
+static double conv_s(const fit *x, double bytes) {
+    return bytes / (x->hbm * sim_table_eval(&x->c.memory_efficiency, bytes));
+}
+
+static int fit_mamba_scan(fit *x) {
+    json_t *r, *f;
+    FOR_RECORDS(x, F_MAMBA, i, r) {
+        int bwd = !strcmp(str(r, "pass"), "bwd");
+        if (!bwd && strcmp(str(r, "pass"), "fwd")) continue;
+        double seq = num(r, "seq"), ch = num(r, "heads") * num(r, "head_dim");
+        double state = num(r, "state"), groups = num(r, "groups"), conv_fwd = -1;
+        /* the forward record of the same shape: its conv1d time */
+        FOR_RECORDS(x, F_MAMBA, j, f) {
+            if (!strcmp(str(f, "pass"), "fwd") && num(f, "seq") == seq &&
+                num(f, "heads") == num(r, "heads") && num(f, "head_dim") == num(r, "head_dim") &&
+                num(f, "state") == state && num(f, "groups") == groups)
+                conv_fwd = num(f, "conv_fwd_us");
+        }
+        double us = num(r, "time_us") - conv_fwd - (bwd ? num(r, "conv_bwd_us") : 0);
+        double conv_bytes = 2 * seq * (ch + 2 * groups * state) * 2.0; /* bf16 in and out */
+        if (!(seq > 0 && ch > 0 && state > 0 && groups > 0 && conv_fwd >= 0 && us > 0)) continue;
+        us += 1e6 * conv_s(x, (bwd ? 2.5 : 1) * conv_bytes);
+        double flops = ep_cost_scan_flops(seq, ch, state) * (bwd ? EP_SCAN_BWD_FLOPS : 1);
+        double q[SIM_SHAPE_DIMS] = {seq, ch, state, groups};
+        int ph = (bwd ? EP_PHASE_BWD : EP_PHASE_FWD) - 1;
+        if (sim_shape_add(&x->c.mamba_scan_shapes[ph], q, flops / (x->peak * us * 1e-6)) != 0)
+            return -1;
+    }
+    for (int ph = 0; ph < SIM_PHASES; ph++)
+        if (sim_shape_sort(&x->c.mamba_scan_shapes[ph]) != 0) return -1;
+    return 0;
+}
+
 /* ---- output ------------------------------------------------------------------------------- */
 
 static void write_sources(fit *x, FILE *f) {
@@ -1361,6 +1404,7 @@ int sim_fit_main(int argc, char **argv) {
     fit_ep_kernels(&x);
     fit_power(&x);
     fit_unfused_permute(&x);
+    if (fit_mamba_scan(&x) != 0) goto done;
     if (write_out(&x, out, machine) != 0) goto done;
 
     printf("epsim calibrate: %s (topology %s) -> %s\n", machine, x.plat.name, out);
@@ -1445,6 +1489,9 @@ int sim_fit_main(int argc, char **argv) {
             }
         printf("\n");
     }
+    if (x.c.mamba_scan_shapes[0].n)
+        printf("  Mamba-2 mixer: %d forward and %d backward shapes\n", x.c.mamba_scan_shapes[0].n,
+               x.c.mamba_scan_shapes[EP_PHASE_BWD - 1].n);
     rc = 0;
 done:
     if (rc) fail2(x.err);

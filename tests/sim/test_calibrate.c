@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ep_cost.h"
 #include "ep_stats.h"
 #include "sim_cost.h"
 #include "sim_shape.h"
@@ -744,6 +745,56 @@ static void test_fit_unfused_permute(void) {
     rmdir(dir);
 }
 
+/* mamba.json: Megatron's Mamba-2 mixer timed whole; the PyTorch conv1d stand-in inside is taken
+ * out (the backward: its recomputed forward and its backward) and the conv1d's memory time put
+ * back. Only a Mamba-2 scan op reads the table. */
+static void test_fit_mamba_scan(void) {
+    char dir[512], path[600], out[512];
+    tmp_path(dir, sizeof dir, "mambadir");
+    /* 1024 tokens x 2 heads of 64 x state 16: forward 100 us (40 of it the stand-in), backward
+     * 300 us (80 of it the stand-in's backward): 60 and 180 us less the conv1d's ~1 us */
+    write_raw_file(dir, "mamba.json",
+                   "[{\"meta\": {\"gpu\": \"test\"}},\n"
+                   "{\"what\": \"mamba_scan\", \"pass\": \"fwd\", \"seq\": 1024, \"heads\": 2,"
+                   " \"head_dim\": 64, \"state\": 16, \"groups\": 1, \"time_us\": 100,"
+                   " \"conv_fwd_us\": 40},\n"
+                   "{\"what\": \"mamba_scan\", \"pass\": \"bwd\", \"seq\": 1024, \"heads\": 2,"
+                   " \"head_dim\": 64, \"state\": 16, \"groups\": 1, \"time_us\": 300,"
+                   " \"conv_bwd_us\": 80}]\n",
+                   path, sizeof path);
+    tmp_path(out, sizeof out, "fitmamba.json");
+    sim_calib c;
+    calibrate_into(dir, out, &c);
+    const sim_shape_table *f = &c.mamba_scan_shapes[EP_PHASE_FWD - 1],
+                          *b = &c.mamba_scan_shapes[EP_PHASE_BWD - 1];
+    CU_ASSERT_EQUAL_FATAL(f->n, 1);
+    CU_ASSERT_EQUAL_FATAL(b->n, 1);
+    CU_ASSERT(f->x[0][0] == 1024 && f->x[0][1] == 128 && f->x[0][2] == 16 && f->x[0][3] == 1);
+    /* efficiency of 2x the flops in ~3x the time (the conv1d's microsecond moves it < 2%) */
+    CU_ASSERT(near(b->y[0] / f->y[0], 2.0 * 60 / 180, 0.02));
+    ep_config cfg;
+    ep_config_defaults(&cfg);
+    sim_cost x;
+    sim_cost_init(&x, &c, &cfg);
+    ep_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = EP_OP_SCAN, op.phase = EP_PHASE_FWD, op.label = "mamba_scan";
+    op.m = 1024, op.n = 128, op.k = 16, op.batch = 1;
+    op.flops = ep_cost_scan_flops(1024, 128, 16), op.bytes = 1024 * (3 * 128 + 32) * 2.0;
+    sim_work w;
+    double peak = 989e12;
+    sim_op_work(&x, &op, peak, 3.35e12, &w);
+    CU_ASSERT(near(w.t_flop, op.flops / (peak * f->y[0]), 1e-9));
+    op.label = "gdn_scan"; /* no table: the scan efficiency */
+    sim_op_work(&x, &op, peak, 3.35e12, &w);
+    CU_ASSERT(near(w.t_flop, op.flops / (peak * c.scan_efficiency), 1e-9));
+    sim_cost_free(&x);
+    sim_calib_free(&c);
+    remove(out);
+    remove(path);
+    rmdir(dir);
+}
+
 void ep_suite_calibrate(void) {
     CU_pSuite s = CU_add_suite("epsim calibrate", NULL, NULL);
     CU_add_test(s, "shape tables: exact points, series, below/above, nearest", test_shape_table);
@@ -761,6 +812,8 @@ void ep_suite_calibrate(void) {
                 test_fit_comm_call);
     CU_add_test(s, "permute.json: unfused permutation per byte, used only without fusion",
                 test_fit_unfused_permute);
+    CU_add_test(s, "mamba.json: the Mamba-2 mixer timed whole, its conv1d stand-in replaced",
+                test_fit_mamba_scan);
     CU_add_test(s, "interference.json: a later file adds only the aggressors the first lacks",
                 test_interference_completed);
     CU_add_test(s, "a GEMM below its measured rows follows the size curve", test_gemm_below_series);

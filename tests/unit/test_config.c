@@ -357,6 +357,11 @@ static const bad_case k_bad[] = {
     {"--hybrid-override-pattern M*M- --mamba-num-heads 6 --tensor-model-parallel-size 4 "
      "--world-size 4",
      {"--tensor-model-parallel-size 4", "--mamba-num-heads"}},
+    {"--hybrid-override-pattern M*M- --mamba-num-heads 36 --mamba-num-groups 8",
+     {"--mamba-num-groups 8", "36 Mamba heads"}},
+    {"--hybrid-override-pattern M*M- --mamba-num-groups 2 --tensor-model-parallel-size 4 "
+     "--world-size 4",
+     {"--tensor-model-parallel-size 4", "2 Mamba groups", "--mamba-num-groups"}},
     {"--moe-layer-freq [1,0,1]", {"--moe-layer-freq lists 3 layers", "--num-layers is 4"}},
     {"--moe-layer-freq [1,0,1,1,1]", {"--moe-layer-freq lists more layers", "--num-layers 4"}},
     {"--moe-layer-freq abc", {"--moe-layer-freq 'abc'"}},

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# gpu_torch_parts.sh: one device call timing the parts of Megatron's training step that run
+# PyTorch / Triton code epref does not have, on one GPU:
+#   - Megatron's unfused MoE permutation (scripts/megatron_permute.py -> $OUT/permute.json)
+#   - the Mamba-2 mixer between its projections (scripts/mamba_scan.py -> $OUT/mamba.json)
+#   OUT=dir MEGATRON=dir MAMBA=dir bash scripts/gpu_torch_parts.sh
+# MEGATRON: a Megatron-LM checkout (its megatron/ package); MAMBA: a directory holding the
+# mamba_ssm package (its Triton ops). Both are carried to the GPU machine; nothing of either is
+# committed. ONLY=permute|mamba runs one of the two.
+set -u -o pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | head -1
+if [ "${ONLY:-permute}" = permute ] || [ -z "${ONLY:-}" ]; then
+  timeout 240 python3 scripts/megatron_permute.py --megatron "${MEGATRON:?set MEGATRON}" \
+      --out "$OUT/permute.json" > "$OUT/permute.log" 2>&1
+  echo "megatron_permute rc=$?"
+  grep -v Warning "$OUT/permute.log" | tail -20
+fi
+if [ "${ONLY:-mamba}" = mamba ] || [ -z "${ONLY:-}" ]; then
+  timeout 300 python3 scripts/mamba_scan.py --mamba "${MAMBA:?set MAMBA}" \
+      --out "$OUT/mamba.json" > "$OUT/mamba.log" 2>&1
+  echo "mamba_scan rc=$?"
+  grep -v Warning "$OUT/mamba.log" | tail -24
+fi
