@@ -1096,7 +1096,8 @@ static void fit_unfused_permute(fit *x) {
 /* ---- Megatron's Mamba-2 mixer (mamba.json) ----------------------------------------------- */
 
 /* mamba.json (scripts/mamba_scan.py): mamba_split_conv1d_scan_combined and the grouped RMSNorm
- * timed whole, forward and backward, by shape. The conv1d inside ran as PyTorch's conv1d there,
+ * timed whole, forward and backward, by shape (launches apart by "launch"; the table keeps the
+ * median of equal shapes). The conv1d inside ran as PyTorch's conv1d there,
  * far slower than the memory-bound causal-conv1d CUDA kernel of Megatron's container; it was
  * timed alone in the same record, and is replaced by that kernel's memory time at this
  * calibration's HBM rate: the forward moves x, B and C in and out once (B), the backward runs the
@@ -1114,7 +1115,9 @@ static int fit_mamba_scan(fit *x) {
         double state = num(r, "state"), groups = num(r, "groups"), conv_fwd = -1;
         /* the forward record of the same shape: its conv1d time */
         FOR_RECORDS(x, F_MAMBA, j, f) {
-            if (!strcmp(str(f, "pass"), "fwd") && num(f, "seq") == seq &&
+            double lf = num(f, "launch"), lr = num(r, "launch"); /* NAN: one launch */
+            if (!strcmp(str(f, "pass"), "fwd") && (lf == lr || (isnan(lf) && isnan(lr))) &&
+                num(f, "seq") == seq &&
                 num(f, "heads") == num(r, "heads") && num(f, "head_dim") == num(r, "head_dim") &&
                 num(f, "state") == state && num(f, "groups") == groups)
                 conv_fwd = num(f, "conv_fwd_us");
