@@ -24,7 +24,6 @@ Output: a JSON array (first element {"meta": ...}), records
 Usage: python3 scripts/mamba_scan.py --mamba DIR --out FILE [--iters 20] [--warmup 3]
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -33,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_kernels import Timer  # noqa: E402
+from torch_kernels import Timer, write_records  # noqa: E402
 
 HEAD_DIM, CHUNK, CONV_WIDTH = 64, 128, 4
 # (seq, heads, state, groups): the sequence x heads grid at Nemotron-H's state and groups, and
@@ -135,10 +134,7 @@ def main():
     meta = {"program": "scripts/mamba_scan.py", "gpu": torch.cuda.get_device_name(),
             "torch": torch.__version__, "mamba_ssm": os.environ.get("MAMBA_REV", ""),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "iters": args.iters}
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump([{"meta": meta}] + recs, f, indent=1)
-    os.replace(tmp, args.out)
+    write_records(args.out, meta, recs)
     return 0
 
 

@@ -20,7 +20,6 @@ Output: a JSON array (first element {"meta": ...}), records
 Usage: python3 scripts/megatron_permute.py --megatron DIR --out FILE [--iters 20] [--warmup 3]
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -28,7 +27,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_kernels import Timer  # noqa: E402
+from torch_kernels import Timer, write_records  # noqa: E402
 
 
 def routing(T, E, k, dev):
@@ -107,10 +106,7 @@ def main():
             "torch": torch.__version__, "megatron": os.environ.get("MEGATRON_REV", ""),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "iters": args.iters,
             "timing": "torch_kernels.Timer; bwd = fwd_bwd - fwd"}
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump([{"meta": meta}] + recs, f, indent=1)
-    os.replace(tmp, args.out)
+    write_records(args.out, meta, recs)
     return 0
 
 

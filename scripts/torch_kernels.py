@@ -345,6 +345,14 @@ class Timer:
         return statistics.median(us), us[0], us[-1], 1e6 * statistics.median(host)
 
 
+def write_records(path, meta, recs):
+    """The calibration file format: [{"meta": ...}, record, ...], written whole or not at all."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump([{"meta": meta}] + recs, f, indent=1)
+    os.replace(tmp, path)
+
+
 def rnd(torch, shape, scale=1.0, dtype=None):
     x = torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
     if scale != 1.0:

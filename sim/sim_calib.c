@@ -213,6 +213,7 @@ static const field FIELDS[] = {
     F(comm_hbm_fraction),
     F(comm_flops_slowdown),
     F(comm_wait_slowdown),
+    TO(kernel_flops_slowdown),
     F(nccl_compute_slowdown),
     F(ep_compute_slowdown),
     F(corun_compute_compute),

@@ -101,6 +101,9 @@ typedef struct {
     /* GPU sharing */
     double comm_hbm_fraction;     /* HBM share taken by one running transfer (read + write) */
     double comm_flops_slowdown;   /* compute flop rate divided by this while a transfer runs */
+    /* ... while SM-driven (deepep / hybridep) transfers run, by the SMs they hold (the store
+     * kernel beside a GEMM, interference.json); empty: comm_flops_slowdown */
+    sim_table kernel_flops_slowdown;
     double comm_wait_slowdown;    /* ... while an NCCL kernel waits for its peers (launched, holding
                                      its blocks, moving nothing) */
     double nccl_compute_slowdown; /* NCCL transfer rate divided by this while compute runs */

@@ -219,9 +219,16 @@ static void gpu_update(engine *e, int r) {
         avail = 0.05 * sm;
     double fsm = avail / sm;
     /* a running transfer slows compute beyond the SMs it holds (memory system, NCCL's own
-     * blocks), and so does an NCCL kernel already launched and waiting for its peers (its blocks
-     * spin; no memory traffic): the larger of the effects applies */
-    double slow = g->nxfer > 0 ? e->c->comm_flops_slowdown : 1.0;
+     * blocks; an SM-driven transfer as measured by the SMs it holds), and so does an NCCL kernel
+     * already launched and waiting for its peers (its blocks spin; no memory traffic): the
+     * largest of the effects applies */
+    double slow = g->nxfer_nccl > 0 ? e->c->comm_flops_slowdown : 1.0;
+    if (g->nxfer > g->nxfer_nccl) {
+        double k = e->c->kernel_flops_slowdown.n
+                       ? sim_table_eval(&e->c->kernel_flops_slowdown, g->comm_sms)
+                       : e->c->comm_flops_slowdown;
+        if (k > slow) slow = k;
+    }
     if (g->nwait_nccl > 0 && e->c->comm_wait_slowdown > slow) slow = e->c->comm_wait_slowdown;
     if (slow > 1 && 1.0 / slow < fsm) fsm = 1.0 / slow;
     double fh = 1.0 - e->c->comm_hbm_fraction * g->nxfer;

@@ -696,6 +696,23 @@ static int fit_host_calls(fit *x, int *ngemm, int *nattn) {
     return 0;
 }
 
+/* A table of the points (x[i], y[i]), n of them: ascending x, the median y of equal x; at most
+ * SIM_CALIB_MAX_POINTS distinct x (the smallest kept). y is reordered. */
+static void table_from_points(sim_table *t, const double *x, double *y, int n) {
+    t->n = 0;
+    for (int done = 0; done < n && t->n < SIM_CALIB_MAX_POINTS;) {
+        double lo = INFINITY, prev = t->n ? t->x[t->n - 1] : -INFINITY, v[SIM_CALIB_MAX_POINTS];
+        int nv = 0;
+        for (int i = 0; i < n; i++)
+            if (x[i] > prev && x[i] < lo) lo = x[i];
+        for (int i = 0; i < n && nv < SIM_CALIB_MAX_POINTS; i++)
+            if (x[i] == lo) v[nv++] = y[i];
+        done += nv;
+        t->x[t->n] = lo;
+        t->y[t->n++] = ep_median(v, nv);
+    }
+}
+
 /* A record's "slowdown", at least 1 (noise: sharing never speeds an op up); NAN without one. */
 static double slowdown_of(json_t *r) {
     double s = num(r, "slowdown");
@@ -704,7 +721,8 @@ static double slowdown_of(json_t *r) {
 
 static void fit_interference(fit *x) {
     json_t *r;
-    double best_sms = 1e9, wait = NAN;
+    double best_sms = 1e9, wait = NAN, ksms[SIM_CALIB_MAX_POINTS], kslow[SIM_CALIB_MAX_POINTS];
+    int nk = 0;
     FOR_RECORDS(x, F_INTERFERENCE, i, r) {
         const char *v = str(r, "victim"), *a = str(r, "aggressor");
         double s = slowdown_of(r);
@@ -715,6 +733,11 @@ static void fit_interference(fit *x) {
             x->c.comm_hbm_fraction = 1.0 - 1.0 / s;
         if (strcmp(v, "nccl_alltoall") == 0 && strcmp(a, "gemm") == 0)
             x->c.nccl_compute_slowdown = s;
+        /* compute beside an SM-driven transfer: the GEMM beside the store kernel, by its SMs */
+        double asms = num(r, "aggressor_sms");
+        if (strcmp(v, "gemm") == 0 && strcmp(a, "store") == 0 && asms > 0 &&
+            nk < SIM_CALIB_MAX_POINTS)
+            ksms[nk] = asms, kslow[nk++] = s;
         /* SM-driven transfers: the store kernel on the SM count closest to Hybrid-EP's 16 */
         double sms = num(r, "sms");
         if (strcmp(v, "store") == 0 && strcmp(a, "gemm") == 0 && fabs(sms - 16) < best_sms) {
@@ -725,6 +748,7 @@ static void fit_interference(fit *x) {
     /* a waiting NCCL kernel holds the blocks a running one does: without its own record, the
      * running transfer's slowdown */
     x->c.comm_wait_slowdown = isnan(wait) ? x->c.comm_flops_slowdown : wait;
+    table_from_points(&x->c.kernel_flops_slowdown, ksms, kslow, nk);
 }
 
 /* Compute beside compute (corun.json): each victim class's slowdown beside each other class. */
@@ -1076,20 +1100,7 @@ static void fit_unfused_permute(fit *x) {
                 y[n] = us * 1e-6 / b[n];
                 n++;
             }
-            sim_table *tb = &tables[o][ps];
-            tb->n = 0;
-            for (int done = 0; done < n && tb->n < SIM_CALIB_MAX_POINTS;) {
-                /* ascending bytes; the median over the records of equal bytes */
-                double lo = INFINITY, v[PERMUTE_MAX];
-                int nv = 0;
-                for (int i = 0; i < n; i++)
-                    if (b[i] > (tb->n ? tb->x[tb->n - 1] : 0) && b[i] < lo) lo = b[i];
-                for (int i = 0; i < n; i++)
-                    if (b[i] == lo) v[nv++] = y[i];
-                done += nv;
-                tb->x[tb->n] = lo;
-                tb->y[tb->n++] = median_of(v, nv);
-            }
+            table_from_points(&tables[o][ps], b, y, n); /* the median over equal bytes */
         }
 }
 

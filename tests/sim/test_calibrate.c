@@ -692,6 +692,21 @@ static void test_interference_completed(void) {
     }
     CU_ASSERT(file_has(out, "\"completed_from\":"));
     CU_ASSERT(file_has(out, "interf_b/interference.json (1)"));
+    /* a GEMM beside the store kernel, by its SMs: the SM-driven transfers' compute slowdown */
+    write_interference(
+        a, "{\"victim\": \"gemm\", \"aggressor\": \"nccl_alltoall\", \"slowdown\": 1.5},"
+           "{\"victim\": \"gemm\", \"aggressor\": \"store\", \"aggressor_sms\": 16, "
+           "\"slowdown\": 1.3},"
+           "{\"victim\": \"gemm\", \"aggressor\": \"store\", \"aggressor_sms\": 8, "
+           "\"slowdown\": 1.1}");
+    sim_calib c;
+    calibrate_into(a, out, &c);
+    const sim_table *k = &c.kernel_flops_slowdown;
+    CU_ASSERT_EQUAL_FATAL(k->n, 2);
+    CU_ASSERT(k->x[0] == 8 && near(k->y[0], 1.1, 1e-9) && k->x[1] == 16 &&
+              near(k->y[1], 1.3, 1e-9));
+    CU_ASSERT(near(c.comm_flops_slowdown, 1.5, 1e-9)); /* NCCL's own */
+    sim_calib_free(&c);
     char path[600];
     snprintf(path, sizeof path, "%s/interference.json", a), remove(path), rmdir(a);
     snprintf(path, sizeof path, "%s/interference.json", b), remove(path), rmdir(b);

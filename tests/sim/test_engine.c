@@ -207,6 +207,49 @@ static void test_sm_contention(void) {
     CU_ASSERT(res.end[0][0] > L + G + 1e-7);
 }
 
+/* A GEMM beside an SM-driven (hybridep) transfer of 16 SMs runs at 1 / kernel_flops_slowdown(16)
+ * while the transfer moves, not at NCCL's 1 / comm_flops_slowdown (docs/epsim.md, "Compute"). */
+static void test_kernel_transfer_slowdown(void) {
+    hand_sched h;
+    hand_init(&h, 2);
+    h.s.cfg.moe_token_dispatcher_type = EP_DISPATCHER_FLEX;
+    h.s.cfg.moe_flex_dispatcher_backend = EP_FLEX_HYBRIDEP;
+    h.s.cfg.ep_transport = EP_TRANSPORT_KERNEL;
+    int g = hand_group(&h, 2);
+    ep_op gemm = hand_gemm(8192);
+    hand_add(&h, 0, gemm, 0, NULL);
+    const int64_t B = 32ll << 20;
+    hand_traffic_pair(&h, g, B);
+    for (int r = 0; r < 2; r++) {
+        ep_op op = hand_op(EP_OP_A2A_DISPATCH, EP_STREAM_COMM);
+        op.group = g;
+        op.seq = 0;
+        op.traffic = 0;
+        op.bytes = (double)B;
+        op.sms = 16;
+        hand_add(&h, r, op, 0, NULL);
+    }
+    CU_ASSERT_FATAL(!ep_algo_is_nccl(h.rs[0].ops[1].algo));
+    sim_calib c;
+    sim_calib_default(&c);
+    c.comm_hbm_fraction = 0;
+    c.comm_flops_slowdown = 3.0; /* NCCL's: must not apply */
+    c.kernel_flops_slowdown.n = 2;
+    c.kernel_flops_slowdown.x[0] = 8, c.kernel_flops_slowdown.y[0] = 1.2;
+    c.kernel_flops_slowdown.x[1] = 16, c.kernel_flops_slowdown.y[1] = 1.5;
+    hand_result res;
+    hand_run(&h, "h200x2", &c, &res);
+    CU_ASSERT_EQUAL_FATAL(res.rc, 0);
+    sim_work w;
+    op_work(&c, &gemm, &w);
+    double G = sim_work_alone(&w);
+    double a0 = res.xfer[0][1], a1 = res.end[0][1]; /* the transfer moves on rank 0 */
+    CU_ASSERT_FATAL(a1 > a0 && a1 < res.end[0][0]); /* it ends inside the GEMM */
+    double full = 1.0 / G, slow = 1.0 / (w.t0 + w.t_flop * 1.5);
+    double done_at_a1 = (a0 - res.start[0][0]) * full + (a1 - a0) * slow;
+    CU_ASSERT(REL(res.end[0][0], a1 + (1 - done_at_a1) / full));
+}
+
 /* A memory-bound kernel on a second stream while a long GEMM runs: each is slowed by the corun
  * factor of its class beside the other's (docs/epsim.md, "Compute"), the GEMM only while both
  * run. */
@@ -418,6 +461,8 @@ void ep_suite_engine(void) {
     CU_add_test(s, "two-microbatch overlap times", test_two_microbatch_overlap);
     CU_add_test(s, "host sync blocks launching", test_host_sync_blocks_launch);
     CU_add_test(s, "comm SMs slow a concurrent GEMM", test_sm_contention);
+    CU_add_test(s, "an SM-driven transfer slows a GEMM by its own measured factor",
+                test_kernel_transfer_slowdown);
     CU_add_test(s, "deepep hierarchical dispatch on dgx16", test_hierarchical_dispatch_dgx16);
     CU_add_test(s, "compute beside compute follows the corun factors", test_compute_beside_compute);
     CU_add_test(s, "two transfers share a link under running GEMMs", test_shared_link_with_compute);
