@@ -27,20 +27,27 @@ static void run_with_work(hand_sched *h, const sim_calib *c, const ep_op *a, con
     op_work(c, b, wb);
 }
 
-static void test_a2a_h200x2(void) {
-    hand_sched h;
-    hand_init(&h, 2);
-    int g = hand_group(&h, 2);
-    const int64_t B = 256ll << 20;
-    hand_traffic_pair(&h, g, B);
+/* A token all-to-all of `bytes` each way between ranks 0 and 1 of group g: traffic 0, sequence 0,
+ * on each rank's comm stream (sms: the SMs a case sets, 0 for the plan's own). */
+static void hand_a2a_pair(hand_sched *h, int g, int64_t bytes, int sms) {
+    hand_traffic_pair(h, g, bytes);
     for (int r = 0; r < 2; r++) {
         ep_op op = hand_op(EP_OP_A2A_DISPATCH, EP_STREAM_COMM);
         op.group = g;
         op.seq = 0;
         op.traffic = 0;
-        op.bytes = (double)B;
-        hand_add(&h, r, op, 0, NULL);
+        op.bytes = (double)bytes;
+        op.sms = (int16_t)sms;
+        hand_add(h, r, op, 0, NULL);
     }
+}
+
+static void test_a2a_h200x2(void) {
+    hand_sched h;
+    hand_init(&h, 2);
+    int g = hand_group(&h, 2);
+    const int64_t B = 256ll << 20;
+    hand_a2a_pair(&h, g, B, 0);
     sim_calib c;
     sim_calib_default(&c);
     hand_result res;
@@ -218,17 +225,7 @@ static void test_kernel_transfer_slowdown(void) {
     int g = hand_group(&h, 2);
     ep_op gemm = hand_gemm(8192);
     hand_add(&h, 0, gemm, 0, NULL);
-    const int64_t B = 32ll << 20;
-    hand_traffic_pair(&h, g, B);
-    for (int r = 0; r < 2; r++) {
-        ep_op op = hand_op(EP_OP_A2A_DISPATCH, EP_STREAM_COMM);
-        op.group = g;
-        op.seq = 0;
-        op.traffic = 0;
-        op.bytes = (double)B;
-        op.sms = 16;
-        hand_add(&h, r, op, 0, NULL);
-    }
+    hand_a2a_pair(&h, g, 32ll << 20, 16);
     CU_ASSERT_FATAL(!ep_algo_is_nccl(h.rs[0].ops[1].algo));
     sim_calib c;
     sim_calib_default(&c);
