@@ -84,9 +84,10 @@ typedef struct {
     double fp8_gemm_factor;
     sim_shape_table fp8_gemm_shapes[SIM_PHASES], fp8_grouped_gemm_shapes[SIM_PHASES];
     /* Megatron's Mamba-2 mixer between its projections (mamba_split_conv1d_scan_combined and the
-     * grouped RMSNorm, less the conv1d: the mamba_scan op), by features (tokens, channels, state,
-     * B/C groups): efficiency of the op's flops (ep_cost_scan_flops; backward EP_SCAN_BWD_FLOPS x);
-     * written only when measured (mamba.json); empty: scan_efficiency */
+     * grouped RMSNorm, its conv1d as a memory-bound kernel: the mamba_scan op), by features
+     * (tokens, channels, state, B/C groups): efficiency of the op's flops (ep_cost_scan_flops;
+     * backward EP_SCAN_BWD_FLOPS x); written only when measured (mamba.json); empty:
+     * scan_efficiency */
     sim_shape_table mamba_scan_shapes[SIM_PHASES];
     /* the power cap (sim_power.h): flop time x power_duty_slowdown(duty) by the GPU's recent
      * tensor-core duty (linear in duty; empty: no power model), averaged over power_tau_s */

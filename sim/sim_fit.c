@@ -1108,11 +1108,11 @@ static void fit_unfused_permute(fit *x) {
 
 /* mamba.json (scripts/mamba_scan.py): mamba_split_conv1d_scan_combined and the grouped RMSNorm
  * timed whole, forward and backward, by shape (launches apart by "launch"; the table keeps the
- * median of equal shapes). The conv1d inside ran as PyTorch's conv1d there,
- * far slower than the memory-bound causal-conv1d CUDA kernel of Megatron's container; it was
- * timed alone in the same record, and is replaced by that kernel's memory time at this
- * calibration's HBM rate: the forward moves x, B and C in and out once (B), the backward runs the
- * forward again and reads the input and the gradient and writes the input's gradient (2.5 B). */
+ * median of equal shapes). The conv1d inside ran as PyTorch's conv1d there, far slower than the
+ * memory-bound causal-conv1d CUDA kernel of Megatron's container; it was timed alone in the same
+ * record, and is replaced by that kernel's memory time at this calibration's HBM rate: the forward
+ * moves x, B and C in and out once (B), the backward runs the forward again and reads the input and
+ * the gradient and writes the input's gradient (2.5 B). */
 static double conv_s(const fit *x, double bytes) {
     return bytes / (x->hbm * sim_table_eval(&x->c.memory_efficiency, bytes));
 }
@@ -1418,7 +1418,10 @@ int sim_fit_main(int argc, char **argv) {
     fit_ep_kernels(&x);
     fit_power(&x);
     fit_unfused_permute(&x);
-    if (fit_mamba_scan(&x) != 0) goto done;
+    if (fit_mamba_scan(&x) != 0) {
+        snprintf(x.err, EP_ERRLEN, "out of memory fitting %s", x.path[F_MAMBA]);
+        goto done;
+    }
     if (write_out(&x, out, machine) != 0) goto done;
 
     printf("epsim calibrate: %s (topology %s) -> %s\n", machine, x.plat.name, out);
