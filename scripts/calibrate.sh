@@ -54,9 +54,10 @@ mkdir -p "$out"
   --model-shapes traces/h100/calib/compute.json --topo h100x4 --out "$out"/h100x4.json
 # DGX H100 topologies: one H100's compute and host costs; NCCL over NVLink (curves), the NVLink
 # transport, NCCL's launch and how compute and NCCL slow each other from the 4 x H100 machine (the
-# most ranks of H100 measured: a DGX's all-to-alls span 8 or more); the one interference record
-# no H100 machine has, compute beside an NCCL all-to-all that waits for a late peer, from 2 x H200
-# (same Hopper SMs and NCCL; epsim calibrate completes a file with the aggressors it lacks)
+# most ranks of H100 measured: a DGX's all-to-alls span 8 or more); the interference records no
+# H100 machine has - compute beside an NCCL all-to-all that waits for a late peer, and beside
+# copy-engine peer copies (TE userbuffers' all-gather) - from 2 x H200 (same Hopper SMs, NCCL and
+# copy engines; epsim calibrate completes a file with the aggressors it lacks)
 h100_comm="traces/h100x4/calib:comm.json,interference.json,host.json traces/h200x2/calib:interference.json"
 "$epsim" calibrate traces/h100/grid traces/h100/calib $h100_comm \
   --kind-from attention:traces/h100/grid-attention/compute.json \

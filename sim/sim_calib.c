@@ -53,6 +53,7 @@ void sim_calib_default(sim_calib *c) {
     /* no interference beyond SMs and HBM until measured (docs/calibration.md) */
     c->comm_flops_slowdown = 1.0;
     c->comm_wait_slowdown = 1.0;
+    c->ce_flops_slowdown = 1.0;
     c->nccl_compute_slowdown = 1.0;
     c->ep_compute_slowdown = 1.0;
     /* ops on two streams split the SMs and HBM evenly until measured */
@@ -214,6 +215,7 @@ static const field FIELDS[] = {
     F(comm_flops_slowdown),
     F(comm_wait_slowdown),
     TO(kernel_flops_slowdown),
+    F(ce_flops_slowdown),
     F(nccl_compute_slowdown),
     F(ep_compute_slowdown),
     F(corun_compute_compute),

@@ -105,6 +105,7 @@ typedef struct {
     /* ... while SM-driven (deepep / hybridep) transfers run, by the SMs they hold (the store
      * kernel beside a GEMM, interference.json); empty: comm_flops_slowdown */
     sim_table kernel_flops_slowdown;
+    double ce_flops_slowdown; /* ... while copy-engine transfers run (peer copies beside a GEMM) */
     double comm_wait_slowdown;    /* ... while an NCCL kernel waits for its peers (launched, holding
                                      its blocks, moving nothing) */
     double nccl_compute_slowdown; /* NCCL transfer rate divided by this while compute runs */

@@ -94,6 +94,7 @@ typedef struct {
     int comm_sms;   /* SMs held by running communication kernels */
     int nxfer;      /* transfers in flight touching this GPU */
     int nxfer_nccl; /* ... of them NCCL ones (no SMs of their own in the schedule) */
+    int nxfer_ce;   /* ... of them on copy engines (no SMs) */
     int nwait_nccl; /* NCCL operations launched on this GPU whose peers have not all arrived:
                        their kernel already holds its blocks, spinning */
     double slow;    /* transfer slowdown this GPU imposes on its links now (1: none) */
@@ -193,6 +194,17 @@ static void push(engine *e, double t, int type, long a, uint32_t ver, int rank) 
 
 /* ---------------------------------------------------------------- GPU sharing */
 
+/* What moves a transfer's data, for its effect on the GPU's compute (docs/epsim.md, "Compute"):
+ * NCCL's kernel; an SM-driven kernel (deepep / hybridep, and Transformer Engine's userbuffers
+ * reduce-scatter of --tp-comm-overlap); or the copy engines (userbuffers' all-gather, a ring
+ * exchange of peer copies). TP transfers on the tp stream exist only with --tp-comm-overlap. */
+typedef enum { XF_NCCL, XF_KERNEL, XF_CE } xfer_class;
+
+static xfer_class xfer_class_of(const ep_op *op) {
+    if (op->stream == EP_STREAM_TP) return op->kind == EP_OP_ALL_GATHER ? XF_CE : XF_KERNEL;
+    return ep_algo_is_nccl(op->algo) ? XF_NCCL : XF_KERNEL;
+}
+
 static void mark_dirty(engine *e, int r) {
     gpu_t *g = &e->gpu[r];
     if (!e->throttling || g->dirty) return;
@@ -223,7 +235,8 @@ static void gpu_update(engine *e, int r) {
      * already launched and waiting for its peers (its blocks spin; no memory traffic): the
      * largest of the effects applies */
     double slow = g->nxfer_nccl > 0 ? e->c->comm_flops_slowdown : 1.0;
-    if (g->nxfer > g->nxfer_nccl) {
+    if (g->nxfer_ce > 0 && e->c->ce_flops_slowdown > slow) slow = e->c->ce_flops_slowdown;
+    if (g->nxfer > g->nxfer_nccl + g->nxfer_ce) {
         double k = e->c->kernel_flops_slowdown.n
                        ? sim_table_eval(&e->c->kernel_flops_slowdown, g->comm_sms)
                        : e->c->comm_flops_slowdown;
@@ -264,7 +277,7 @@ static void gpu_update(engine *e, int r) {
 
 static double gpu_slow(const engine *e, int r) {
     const gpu_t *g = &e->gpu[r];
-    if (g->ncomp == 0 || g->nxfer == 0) return 1.0;
+    if (g->ncomp == 0 || g->nxfer == g->nxfer_ce) return 1.0; /* copy engines: not slowed */
     return g->nxfer_nccl > 0 ? e->c->nccl_compute_slowdown : e->c->ep_compute_slowdown;
 }
 
@@ -478,7 +491,7 @@ static void start_op(engine *e, long o, int r) {
         }
         if (++e->coll[id].arrived == e->coll[id].n) {
             coll_begin(e, id, o);
-        } else if (ep_algo_is_nccl(op->algo)) { /* its kernel waits on the GPU for the peers */
+        } else if (xfer_class_of(op) == XF_NCCL) { /* its kernel waits on the GPU for the peers */
             e->gpu[r].nwait_nccl++;
             gpu_update(e, r);
         }
@@ -595,11 +608,12 @@ static void coll_begin(engine *e, long id, long last) {
     for (int i = 0; i < c->n; i++) {
         long o = e->members[c->off + i];
         int r = granks[i];
-        int nccl = ep_algo_is_nccl(op_of(e, o, r)->algo);
-        if (nccl && o != last) e->gpu[r].nwait_nccl--;
+        xfer_class k = xfer_class_of(op_of(e, o, r));
+        if (k == XF_NCCL && o != last) e->gpu[r].nwait_nccl--;
         e->rec[o].t.xfer = e->now;
         e->gpu[r].nxfer++;
-        if (nccl) e->gpu[r].nxfer_nccl++;
+        e->gpu[r].nxfer_nccl += k == XF_NCCL;
+        e->gpu[r].nxfer_ce += k == XF_CE;
         gpu_update(e, r);
     }
     double fixed = task_flows(e, id);
@@ -628,8 +642,10 @@ static void coll_done(engine *e, long id) {
         long o = e->members[c->off + i];
         int r = granks[i];
         const ep_op *op = op_of(e, o, r);
+        xfer_class k = xfer_class_of(op);
         e->gpu[r].nxfer--;
-        if (ep_algo_is_nccl(op->algo)) e->gpu[r].nxfer_nccl--;
+        e->gpu[r].nxfer_nccl -= k == XF_NCCL;
+        e->gpu[r].nxfer_ce -= k == XF_CE;
         if (op->sms > 0) e->gpu[r].comm_sms -= op->sms;
         complete(e, o, r);
         gpu_update(e, r);

@@ -721,7 +721,8 @@ static double slowdown_of(json_t *r) {
 
 static void fit_interference(fit *x) {
     json_t *r;
-    double best_sms = 1e9, wait = NAN, ksms[SIM_CALIB_MAX_POINTS], kslow[SIM_CALIB_MAX_POINTS];
+    double best_sms = 1e9, wait = NAN, ce = NAN, ksms[SIM_CALIB_MAX_POINTS],
+           kslow[SIM_CALIB_MAX_POINTS];
     int nk = 0;
     FOR_RECORDS(x, F_INTERFERENCE, i, r) {
         const char *v = str(r, "victim"), *a = str(r, "aggressor");
@@ -729,6 +730,7 @@ static void fit_interference(fit *x) {
         if (isnan(s)) continue;
         if (strcmp(v, "gemm") == 0 && strcmp(a, "nccl_alltoall") == 0) x->c.comm_flops_slowdown = s;
         if (strcmp(v, "gemm") == 0 && strcmp(a, "nccl_waiting") == 0) wait = s;
+        if (strcmp(v, "gemm") == 0 && strcmp(a, "ce_peer") == 0) ce = s;
         if (strcmp(v, "elementwise") == 0 && strcmp(a, "nccl_alltoall") == 0)
             x->c.comm_hbm_fraction = 1.0 - 1.0 / s;
         if (strcmp(v, "nccl_alltoall") == 0 && strcmp(a, "gemm") == 0)
@@ -748,6 +750,9 @@ static void fit_interference(fit *x) {
     /* a waiting NCCL kernel holds the blocks a running one does: without its own record, the
      * running transfer's slowdown */
     x->c.comm_wait_slowdown = isnan(wait) ? x->c.comm_flops_slowdown : wait;
+    /* copy engines: peer copies beside a GEMM (scripts/ce_interference.py); without the record,
+     * the NCCL figure, as before it was measured */
+    x->c.ce_flops_slowdown = isnan(ce) ? x->c.comm_flops_slowdown : ce;
     table_from_points(&x->c.kernel_flops_slowdown, ksms, kslow, nk);
 }
 
