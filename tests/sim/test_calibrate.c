@@ -688,6 +688,7 @@ static void test_interference_completed(void) {
         calibrate_into(dirs, out, &c);
         CU_ASSERT(near(c.comm_flops_slowdown, 1.5, 1e-9));
         CU_ASSERT(near(c.comm_wait_slowdown, wait_alone[with_b], 1e-9));
+        CU_ASSERT(near(c.ce_flops_slowdown, 1.5, 1e-9)); /* no ce_peer record: NCCL's */
         sim_calib_free(&c);
     }
     CU_ASSERT(file_has(out, "\"completed_from\":"));
@@ -698,7 +699,8 @@ static void test_interference_completed(void) {
            "{\"victim\": \"gemm\", \"aggressor\": \"store\", \"aggressor_sms\": 16, "
            "\"slowdown\": 1.3},"
            "{\"victim\": \"gemm\", \"aggressor\": \"store\", \"aggressor_sms\": 8, "
-           "\"slowdown\": 1.1}");
+           "\"slowdown\": 1.1},"
+           "{\"victim\": \"gemm\", \"aggressor\": \"ce_peer\", \"slowdown\": 1.08}");
     sim_calib c;
     calibrate_into(a, out, &c);
     const sim_table *k = &c.kernel_flops_slowdown;
@@ -706,6 +708,7 @@ static void test_interference_completed(void) {
     CU_ASSERT(k->x[0] == 8 && near(k->y[0], 1.1, 1e-9) && k->x[1] == 16 &&
               near(k->y[1], 1.3, 1e-9));
     CU_ASSERT(near(c.comm_flops_slowdown, 1.5, 1e-9)); /* NCCL's own */
+    CU_ASSERT(near(c.ce_flops_slowdown, 1.08, 1e-9));  /* peer copies on the copy engines */
     sim_calib_free(&c);
     char path[600];
     snprintf(path, sizeof path, "%s/interference.json", a), remove(path), rmdir(a);

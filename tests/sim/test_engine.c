@@ -247,6 +247,43 @@ static void test_kernel_transfer_slowdown(void) {
     CU_ASSERT(REL(res.end[0][0], a1 + (1 - done_at_a1) / full));
 }
 
+/* --tp-comm-overlap's all-gather on the tp stream moves by copy engines (Transformer Engine's
+ * userbuffers): a GEMM beside it runs at 1 / ce_flops_slowdown, not NCCL's 1 / comm_flops_slowdown,
+ * and the transfer is not slowed by the compute. */
+static void test_copy_engine_transfer_slowdown(void) {
+    hand_sched h;
+    hand_init(&h, 2);
+    int g = hand_group(&h, 2);
+    ep_op gemm = hand_gemm(8192);
+    hand_add(&h, 0, gemm, 0, NULL);
+    hand_collective(&h, 2, EP_OP_ALL_GATHER, EP_STREAM_TP, g, 64e6);
+    sim_calib c;
+    sim_calib_default(&c);
+    c.comm_hbm_fraction = 0;
+    c.comm_flops_slowdown = 3.0; /* NCCL's: must not apply */
+    c.ce_flops_slowdown = 1.25;
+    c.nccl_compute_slowdown = 2.0; /* nor slow the copies */
+    hand_result res;
+    hand_run(&h, "h200x2", &c, &res);
+    CU_ASSERT_EQUAL_FATAL(res.rc, 0);
+    sim_work w;
+    op_work(&c, &gemm, &w);
+    double G = sim_work_alone(&w);
+    double a0 = res.xfer[0][1], a1 = res.end[0][1];
+    CU_ASSERT_FATAL(a1 > a0 && a1 < res.end[0][0]);
+    double full = 1.0 / G, slow = 1.0 / (w.t0 + w.t_flop * 1.25);
+    double done_at_a1 = (a0 - res.start[0][0]) * full + (a1 - a0) * slow;
+    CU_ASSERT(REL(res.end[0][0], a1 + (1 - done_at_a1) / full));
+    /* the same transfer without compute beside it takes as long */
+    hand_sched h2;
+    hand_init(&h2, 2);
+    hand_collective(&h2, 2, EP_OP_ALL_GATHER, EP_STREAM_TP, hand_group(&h2, 2), 64e6);
+    hand_result r2;
+    hand_run(&h2, "h200x2", &c, &r2);
+    CU_ASSERT_EQUAL_FATAL(r2.rc, 0);
+    CU_ASSERT(REL(a1 - a0, r2.end[0][0] - r2.xfer[0][0]));
+}
+
 /* A memory-bound kernel on a second stream while a long GEMM runs: each is slowed by the corun
  * factor of its class beside the other's (docs/epsim.md, "Compute"), the GEMM only while both
  * run. */
@@ -460,6 +497,9 @@ void ep_suite_engine(void) {
     CU_add_test(s, "comm SMs slow a concurrent GEMM", test_sm_contention);
     CU_add_test(s, "an SM-driven transfer slows a GEMM by its own measured factor",
                 test_kernel_transfer_slowdown);
+    CU_add_test(s,
+                "a copy-engine transfer (TP overlap's all-gather) slows a GEMM by its own factor",
+                test_copy_engine_transfer_slowdown);
     CU_add_test(s, "deepep hierarchical dispatch on dgx16", test_hierarchical_dispatch_dgx16);
     CU_add_test(s, "compute beside compute follows the corun factors", test_compute_beside_compute);
     CU_add_test(s, "two transfers share a link under running GEMMs", test_shared_link_with_compute);
