@@ -214,6 +214,19 @@ static void test_sm_contention(void) {
     CU_ASSERT(res.end[0][0] > L + G + 1e-7);
 }
 
+/* Rank 0's GEMM (op 0) ran at full speed except while its transfer (op 1) moved, when it ran at
+ * 1 / slow of it: its end follows from that. */
+static void check_gemm_beside_transfer(const hand_result *res, const sim_calib *c,
+                                       const ep_op *gemm, double slow) {
+    sim_work w;
+    op_work(c, gemm, &w);
+    double a0 = res->xfer[0][1], a1 = res->end[0][1];
+    CU_ASSERT_FATAL(a1 > a0 && a1 < res->end[0][0]); /* it ends inside the GEMM */
+    double full = 1.0 / sim_work_alone(&w), slowed = 1.0 / (w.t0 + w.t_flop * slow);
+    double done_at_a1 = (a0 - res->start[0][0]) * full + (a1 - a0) * slowed;
+    CU_ASSERT(REL(res->end[0][0], a1 + (1 - done_at_a1) / full));
+}
+
 /* A GEMM beside an SM-driven (hybridep) transfer of 16 SMs runs at 1 / kernel_flops_slowdown(16)
  * while the transfer moves, not at NCCL's 1 / comm_flops_slowdown (docs/epsim.md, "Compute"). */
 static void test_kernel_transfer_slowdown(void) {
@@ -237,14 +250,7 @@ static void test_kernel_transfer_slowdown(void) {
     hand_result res;
     hand_run(&h, "h200x2", &c, &res);
     CU_ASSERT_EQUAL_FATAL(res.rc, 0);
-    sim_work w;
-    op_work(&c, &gemm, &w);
-    double G = sim_work_alone(&w);
-    double a0 = res.xfer[0][1], a1 = res.end[0][1]; /* the transfer moves on rank 0 */
-    CU_ASSERT_FATAL(a1 > a0 && a1 < res.end[0][0]); /* it ends inside the GEMM */
-    double full = 1.0 / G, slow = 1.0 / (w.t0 + w.t_flop * 1.5);
-    double done_at_a1 = (a0 - res.start[0][0]) * full + (a1 - a0) * slow;
-    CU_ASSERT(REL(res.end[0][0], a1 + (1 - done_at_a1) / full));
+    check_gemm_beside_transfer(&res, &c, &gemm, 1.5);
 }
 
 /* --tp-comm-overlap's all-gather on the tp stream moves by copy engines (Transformer Engine's
@@ -266,14 +272,8 @@ static void test_copy_engine_transfer_slowdown(void) {
     hand_result res;
     hand_run(&h, "h200x2", &c, &res);
     CU_ASSERT_EQUAL_FATAL(res.rc, 0);
-    sim_work w;
-    op_work(&c, &gemm, &w);
-    double G = sim_work_alone(&w);
+    check_gemm_beside_transfer(&res, &c, &gemm, 1.25);
     double a0 = res.xfer[0][1], a1 = res.end[0][1];
-    CU_ASSERT_FATAL(a1 > a0 && a1 < res.end[0][0]);
-    double full = 1.0 / G, slow = 1.0 / (w.t0 + w.t_flop * 1.25);
-    double done_at_a1 = (a0 - res.start[0][0]) * full + (a1 - a0) * slow;
-    CU_ASSERT(REL(res.end[0][0], a1 + (1 - done_at_a1) / full));
     /* the same transfer without compute beside it takes as long */
     hand_sched h2;
     hand_init(&h2, 2);
