@@ -6,19 +6,21 @@
 #   OUT=dir MEGATRON=dir MAMBA=dir bash scripts/gpu_torch_parts.sh
 # MEGATRON: a Megatron-LM checkout (its megatron/ package); MAMBA: a directory holding the
 # mamba_ssm package (its Triton ops). Both are carried to the GPU machine; nothing of either is
-# committed. ONLY=permute|mamba runs one of the two.
+# committed. ONLY=permute|mamba runs one of the two. (The copy-engine interference needs two GPUs:
+# python3 scripts/ce_interference.py --out FILE, on a 2-GPU kind.)
 set -u -o pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | head -1
-if [ "${ONLY:-permute}" = permute ] || [ -z "${ONLY:-}" ]; then
+want() { [ -z "${ONLY:-}" ] || [ "$ONLY" = "$1" ]; }
+if want permute; then
   timeout 240 python3 scripts/megatron_permute.py --megatron "${MEGATRON:?set MEGATRON}" \
       --out "$OUT/permute.json" > "$OUT/permute.log" 2>&1
   echo "megatron_permute rc=$?"
   grep -v Warning "$OUT/permute.log" | tail -20
 fi
-if [ "${ONLY:-mamba}" = mamba ] || [ -z "${ONLY:-}" ]; then
+if want mamba; then
   timeout 300 python3 scripts/mamba_scan.py --mamba "${MAMBA:?set MAMBA}" \
       --out "$OUT/mamba.json" > "$OUT/mamba.log" 2>&1
   echo "mamba_scan rc=$?"
