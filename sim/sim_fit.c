@@ -1122,22 +1122,31 @@ static double conv_s(const fit *x, double bytes) {
     return bytes / (x->hbm * sim_table_eval(&x->c.memory_efficiency, bytes));
 }
 
+/* The forward record of backward record r: the same launch and shape (NULL: none). */
+static json_t *mamba_fwd_of(fit *x, json_t *r) {
+    static const char *const KEYS[] = {"launch", "seq", "heads", "head_dim", "state", "groups"};
+    json_t *f;
+    FOR_RECORDS(x, F_MAMBA, j, f) {
+        if (strcmp(str(f, "pass"), "fwd")) continue;
+        int same = 1;
+        for (size_t k = 0; k < sizeof KEYS / sizeof KEYS[0] && same; k++) {
+            double a = num(f, KEYS[k]), b = num(r, KEYS[k]); /* NAN both: no launch given */
+            same = a == b || (isnan(a) && isnan(b));
+        }
+        if (same) return f;
+    }
+    return NULL;
+}
+
 static int fit_mamba_scan(fit *x) {
-    json_t *r, *f;
+    json_t *r;
     FOR_RECORDS(x, F_MAMBA, i, r) {
         int bwd = !strcmp(str(r, "pass"), "bwd");
         if (!bwd && strcmp(str(r, "pass"), "fwd")) continue;
         double seq = num(r, "seq"), ch = num(r, "heads") * num(r, "head_dim");
-        double state = num(r, "state"), groups = num(r, "groups"), conv_fwd = -1;
-        /* the forward record of the same shape: its conv1d time */
-        FOR_RECORDS(x, F_MAMBA, j, f) {
-            double lf = num(f, "launch"), lr = num(r, "launch"); /* NAN: one launch */
-            if (!strcmp(str(f, "pass"), "fwd") && (lf == lr || (isnan(lf) && isnan(lr))) &&
-                num(f, "seq") == seq &&
-                num(f, "heads") == num(r, "heads") && num(f, "head_dim") == num(r, "head_dim") &&
-                num(f, "state") == state && num(f, "groups") == groups)
-                conv_fwd = num(f, "conv_fwd_us");
-        }
+        double state = num(r, "state"), groups = num(r, "groups");
+        /* the stand-in conv1d's forward time, in the forward record of the shape */
+        double conv_fwd = num(bwd ? mamba_fwd_of(x, r) : r, "conv_fwd_us");
         double us = num(r, "time_us") - conv_fwd - (bwd ? num(r, "conv_bwd_us") : 0);
         double conv_bytes = 2 * seq * (ch + 2 * groups * state) * 2.0; /* bf16 in and out */
         if (!(seq > 0 && ch > 0 && state > 0 && groups > 0 && conv_fwd >= 0 && us > 0)) continue;

@@ -476,6 +476,19 @@ static void calibrate_into(const char *dirs, const char *out, sim_calib *c) {
     CU_ASSERT_EQUAL_FATAL(sim_calib_load(c, out, err), 0);
 }
 
+/* One raw file `name` holding `text`, alone in a directory of its own, calibrated into *c; the
+ * directory and the calibration's output are removed again. */
+static void calibrate_one_file(const char *name, const char *text, sim_calib *c) {
+    char dir[512], path[600], out[600];
+    tmp_path(dir, sizeof dir, "onefile");
+    write_raw_file(dir, name, text, path, sizeof path);
+    snprintf(out, sizeof out, "%s.calib.json", dir);
+    calibrate_into(dir, out, c);
+    remove(out);
+    remove(path);
+    rmdir(dir);
+}
+
 #define TOY_LAYER                                                                                  \
     "--num-layers 1 --hidden-size 256 --num-attention-heads 4 --ffn-hidden-size 512 "              \
     "--seq-length 128 --micro-batch-size 1 --swiglu --mtp-num-layers 0 "
@@ -623,10 +636,9 @@ static void test_fit_host_stack(void) {
  * W weighs 150 / 1000. After a 100 ms gap GEMMs at 1.15 and 1.05 sit at the duties of those
  * slowdowns: tau = 0.1 / ln(1 / d), their median. */
 static void test_fit_power(void) {
-    char dir[512], path[600], out[512];
-    tmp_path(dir, sizeof dir, "powerdir");
-    write_raw_file(
-        dir, "power.json",
+    sim_calib c;
+    calibrate_one_file(
+        "power.json",
         "[{\"meta\": {\"gpu\": \"test\"}}, {\"ops\": ["
         "{\"op\": \"g\", \"class\": \"gemm\", \"slowdown\": 1.2, \"power_w_second_half\": 700},"
         "{\"op\": \"c\", \"class\": \"memory\", \"slowdown\": 1.0, \"power_w_second_half\": 400},"
@@ -642,10 +654,7 @@ static void test_fit_power(void) {
         "{\"class\": \"grouped_gemm\", \"duty_isolated\": 0.8, \"op_slowdown\": 1.15, "
         "\"copy_slowdown\": 1.0}],"
         "\"recovery\": [{\"gap_ms\": 100, \"slowdown_after\": [1.3, 1.15, 1.05]}]}]\n",
-        path, sizeof path);
-    tmp_path(out, sizeof out, "fitpower.json");
-    sim_calib c;
-    calibrate_into(dir, out, &c);
+        &c);
     const sim_table *t = &c.power_duty_slowdown;
     const double x[] = {0.3, 0.63 / 1.03, 0.92 / 1.12, 1.0}, y[] = {1.0, 1.05, 1.15, 1.2};
     CU_ASSERT_EQUAL_FATAL(t->n, 4);
@@ -657,9 +666,6 @@ static void test_fit_power(void) {
     double tau = (0.1 / log(1 / x[2]) + 0.1 / log(1 / x[1])) / 2;
     CU_ASSERT(near(c.power_tau_s, tau, 1e-5));
     sim_calib_free(&c);
-    remove(out);
-    remove(path);
-    rmdir(dir);
 }
 
 /* interference.json of a later DIR adds only the aggressors the first file lacks: the 4 x H100
@@ -719,20 +725,16 @@ static void test_interference_completed(void) {
 /* permute.json: the unfused functions' time per byte by the bytes epsim gives the op; an alltoall
  * run without --moe-permute-fusion times its permutation ops by it, a fused one by the roofline. */
 static void test_fit_unfused_permute(void) {
-    char dir[512], path[600], out[512];
-    tmp_path(dir, sizeof dir, "permdir");
     /* permute forward: 128 tokens x top-2 at hidden 64 in 10 us and at hidden 128 in 12 us */
-    write_raw_file(
-        dir, "permute.json",
+    sim_calib c;
+    calibrate_one_file(
+        "permute.json",
         "[{\"meta\": {\"gpu\": \"test\"}},\n"
         "{\"what\": \"megatron_unfused\", \"op\": \"permute\", \"pass\": \"fwd\", \"tokens\": 128,"
         " \"topk\": 2, \"hidden\": 64, \"time_us\": 10},\n"
         "{\"what\": \"megatron_unfused\", \"op\": \"permute\", \"pass\": \"fwd\", \"tokens\": 128,"
         " \"topk\": 2, \"hidden\": 128, \"time_us\": 12}]\n",
-        path, sizeof path);
-    tmp_path(out, sizeof out, "fitperm.json");
-    sim_calib c;
-    calibrate_into(dir, out, &c);
+        &c);
     const sim_table *t = &c.unfused_permute[0];
     const double b0 = (128 + 256) * 64 * 2.0, b1 = (128 + 256) * 128 * 2.0;
     CU_ASSERT_EQUAL_FATAL(t->n, 2);
@@ -758,31 +760,24 @@ static void test_fit_unfused_permute(void) {
     CU_ASSERT(near(tw[0], 12e-6, 1e-5)); /* the measured function */
     CU_ASSERT(tw[1] < 5e-6);             /* the roofline of a fused kernel: 98 KB */
     sim_calib_free(&c);
-    remove(out);
-    remove(path);
-    rmdir(dir);
 }
 
 /* mamba.json: Megatron's Mamba-2 mixer timed whole; the PyTorch conv1d stand-in inside is taken
  * out (the backward: its recomputed forward and its backward) and the conv1d's memory time put
  * back. Only a Mamba-2 scan op reads the table. */
 static void test_fit_mamba_scan(void) {
-    char dir[512], path[600], out[512];
-    tmp_path(dir, sizeof dir, "mambadir");
     /* 1024 tokens x 2 heads of 64 x state 16: forward 100 us (40 of it the stand-in), backward
      * 300 us (80 of it the stand-in's backward): 60 and 180 us less the conv1d's ~1 us */
-    write_raw_file(dir, "mamba.json",
-                   "[{\"meta\": {\"gpu\": \"test\"}},\n"
-                   "{\"what\": \"mamba_scan\", \"pass\": \"fwd\", \"seq\": 1024, \"heads\": 2,"
-                   " \"head_dim\": 64, \"state\": 16, \"groups\": 1, \"time_us\": 100,"
-                   " \"conv_fwd_us\": 40},\n"
-                   "{\"what\": \"mamba_scan\", \"pass\": \"bwd\", \"seq\": 1024, \"heads\": 2,"
-                   " \"head_dim\": 64, \"state\": 16, \"groups\": 1, \"time_us\": 300,"
-                   " \"conv_bwd_us\": 80}]\n",
-                   path, sizeof path);
-    tmp_path(out, sizeof out, "fitmamba.json");
     sim_calib c;
-    calibrate_into(dir, out, &c);
+    calibrate_one_file("mamba.json",
+                       "[{\"meta\": {\"gpu\": \"test\"}},\n"
+                       "{\"what\": \"mamba_scan\", \"pass\": \"fwd\", \"seq\": 1024, \"heads\": 2,"
+                       " \"head_dim\": 64, \"state\": 16, \"groups\": 1, \"time_us\": 100,"
+                       " \"conv_fwd_us\": 40},\n"
+                       "{\"what\": \"mamba_scan\", \"pass\": \"bwd\", \"seq\": 1024, \"heads\": 2,"
+                       " \"head_dim\": 64, \"state\": 16, \"groups\": 1, \"time_us\": 300,"
+                       " \"conv_bwd_us\": 80}]\n",
+                       &c);
     const sim_shape_table *f = &c.mamba_scan_shapes[EP_PHASE_FWD - 1],
                           *b = &c.mamba_scan_shapes[EP_PHASE_BWD - 1];
     CU_ASSERT_EQUAL_FATAL(f->n, 1);
@@ -808,9 +803,6 @@ static void test_fit_mamba_scan(void) {
     CU_ASSERT(near(w.t_flop, op.flops / (peak * c.scan_efficiency), 1e-9));
     sim_cost_free(&x);
     sim_calib_free(&c);
-    remove(out);
-    remove(path);
-    rmdir(dir);
 }
 
 void ep_suite_calibrate(void) {
