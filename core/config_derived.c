@@ -31,6 +31,7 @@ void ep_config_resolve(ep_config *cfg) {
     if (cfg->moe_ffn_hidden_size == 0) cfg->moe_ffn_hidden_size = cfg->ffn_hidden_size;
     cfg->expert_tensor_parallel_size = ep_config_expert_tensor_parallel(cfg);
     if (cfg->seqlen_mean == 0) cfg->seqlen_mean = cfg->seq_length / 2 > 0 ? cfg->seq_length / 2 : 1;
+    if (cfg->quick_geglu) cfg->swiglu = 1; /* swiglu: the MLP is gated (fc1 2F wide) */
 }
 
 ep_backend ep_config_backend(const ep_config *cfg) {

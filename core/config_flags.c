@@ -104,6 +104,15 @@ static const ep_flag k_flags[] = {
     FI("padded-vocab-size", vocab_size, "32000", GM, "vocabulary size (already padded)"),
     AL("vocab-size", "padded-vocab-size", GM, "same as --padded-vocab-size"),
     FB("swiglu", swiglu, "1", GM, "gated SwiGLU MLP (three weight matrices)"),
+    FB("quick-geglu", quick_geglu, "0", GM,
+       "gated MLP with quick-GELU (GPT-OSS; three weight matrices, implies the gate of --swiglu)"),
+    PD("activation-func-clamp-value", activation_func_clamp_value, "0", GM,
+       "clamp of the gated activation's inputs (Megatron's TransformerConfig field of this name, "
+       "set by Megatron-Bridge for GPT-OSS: 7; 0 = none): with --quick-geglu Megatron clamps and "
+       "concatenates fc1's output before the fused activation"),
+    FB("disable-bias-linear", disable_bias_linear, "0", GM,
+       "linear layers without biases (Megatron's default has them: with grouped-GEMM experts, "
+       "fc2's bias is added by an eager loop over the experts, the expert_bias op)"),
     FI("mtp-num-layers", mtp_num_layers, "0", GM, "multi-token-prediction layers"),
     FS("hybrid-override-pattern", hybrid_override_pattern, "", GM,
        "hybrid layer pattern: M * D G - E, [..] groups, | stages, / MTP (\"\" = GPT)"),
@@ -131,8 +140,8 @@ static const ep_flag k_flags[] = {
     FS("pipeline-model-parallel-layout", pipeline_model_parallel_layout, "", GP,
        "layers of each virtual stage, Megatron's grammar: E embedding, t decoder layer, m MTP, "
        "L loss, | between stages, x*n and (...)*n repeat, e.g. \"Et*2|(t*2|)*6,tL\""),
-    FB("account-for-embedding-in-pipeline-split", account_for_embedding_in_pipeline_split, "0",
-       GP, "the embedding counts as a layer in the even split (the first stage holds one fewer)"),
+    FB("account-for-embedding-in-pipeline-split", account_for_embedding_in_pipeline_split, "0", GP,
+       "the embedding counts as a layer in the even split (the first stage holds one fewer)"),
     FB("account-for-loss-in-pipeline-split", account_for_loss_in_pipeline_split, "0", GP,
        "the loss counts as a layer in the even split (the last stage holds one fewer)"),
     FI("expert-model-parallel-size", expert_model_parallel_size, "1", GP, "expert parallel (EP)"),
@@ -212,9 +221,9 @@ static const ep_flag k_flags[] = {
        "groups chosen per token in group-limited routing"),
     FE("moe-router-score-function", moe_router_score_function, k_score, "softmax", GE,
        "router score function"),
-    FE("moe-router-load-balancing-type", moe_router_load_balancing_type, k_balance, "aux_loss",
-       GE, "the router's load-balancing loss; the aux losses cost ops only with "
-           "--moe-aux-loss-coeff > 0"),
+    FE("moe-router-load-balancing-type", moe_router_load_balancing_type, k_balance, "aux_loss", GE,
+       "the router's load-balancing loss; the aux losses cost ops only with "
+       "--moe-aux-loss-coeff > 0"),
     FD("moe-aux-loss-coeff", moe_aux_loss_coeff, "0", GE,
        "aux-loss weight (> 0: the router computes the loss, docs/schedule.md)"),
     FB("moe-router-enable-expert-bias", moe_router_enable_expert_bias, "0", GE,
@@ -254,7 +263,8 @@ static const ep_flag k_flags[] = {
        "pad each expert's tokens to the fp8 multiple in the router (host side)"),
     AL("moe-router-padding-for-fp8", "moe-router-padding-for-quantization", GE,
        "older spelling of --moe-router-padding-for-quantization"),
-    FE("fp8-format", fp8_format, k_fp8, "none", GE, "FP8 linear GEMMs (Transformer Engine): e4m3 or hybrid"),
+    FE("fp8-format", fp8_format, k_fp8, "none", GE,
+       "FP8 linear GEMMs (Transformer Engine): e4m3 or hybrid"),
     FE("fp8-recipe", fp8_recipe, k_recipe, "delayed", GE,
        "fp8 scaling recipe (sets the pad multiple: 16, mxfp8 32)"),
     FB("overlap-moe-expert-parallel-comm", overlap_moe_expert_parallel_comm, "0", GE,

@@ -50,7 +50,6 @@ static const struct {
     {"max-position-embeddings", V},
     {"make-vocab-size-divisible-by", V},
     {"untie-embeddings-and-output-weights", B},
-    {"disable-bias-linear", B},
     {"apply-layernorm-1p", B},
     {"calculate-per-token-loss", B},
     {"accumulate-allreduce-grads-in-fp32", B},

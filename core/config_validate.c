@@ -7,6 +7,7 @@
  * "0 = derived" defaults are ep_config_resolve's (config_derived.c), called once the checks that
  * must see the unset 0s have run.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -384,6 +385,9 @@ static int check_moe(ep_config *c, long long *edp, char err[EP_ERRLEN]) {
     *edp = ep_config_expert_data_parallel(c);
     if (c->route_dist == EP_ROUTE_GROUP_LIMITED && (E == 0 || c->moe_router_num_groups == 0))
         FAIL("--routing group-limited needs --num-experts and --moe-router-num-groups");
+    if (!(c->activation_func_clamp_value >= 0.0) || !isfinite(c->activation_func_clamp_value))
+        FAIL("--activation-func-clamp-value %g must be a finite value >= 0 (0: no clamp)",
+             c->activation_func_clamp_value);
     if (c->route_dist == EP_ROUTE_ZIPF && !(c->route_zipf_s > 0.0))
         FAIL("--routing-zipf-s %g must be > 0 with --routing zipf", c->route_zipf_s);
     return 0;

@@ -115,6 +115,9 @@ typedef struct {
     int global_batch_size;                   /* --global-batch-size */
     int vocab_size;                          /* --padded-vocab-size / --vocab-size */
     int swiglu;                              /* --swiglu (gated MLP, 3 weight matrices) */
+    int quick_geglu;                         /* --quick-geglu (gated, quick-GELU; sets swiglu) */
+    double activation_func_clamp_value;      /* --activation-func-clamp-value (0 = none) */
+    int disable_bias_linear;                 /* --disable-bias-linear (no linear-layer biases) */
     int num_experts;                         /* --num-experts (0 = dense model) */
     int moe_router_topk;                     /* --moe-router-topk */
     int moe_ffn_hidden_size;                 /* --moe-ffn-hidden-size */

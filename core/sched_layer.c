@@ -284,6 +284,13 @@ static void experts(gen *g, const moe_rows *r) {
     gen_mem(g, "expert_act", EP_OP_ELEMENTWISE, m * F * (c->swiglu ? 3 : 2) * EP_BF16);
     tag_last(g, EP_RC_MOE_ACT);
     grouped_gemm(g, "expert_fc2", m, H, F, local);
+    /* Megatron's TEGroupedMLP takes fc2's bias back from the grouped GEMM (skip_bias_add) and
+     * adds it, times each row's probability, in an eager loop over the local experts
+     * (_apply_bias: a split, t + b * p per expert, a cat and a cast); fc1's bias is in its GEMM.
+     * Bytes: the rows read and written once, what a fused add would move (the measured time per
+     * byte is in the calibration, docs/calibration.md) */
+    if (!c->disable_bias_linear && c->moe_grouped_gemm)
+        gen_mem(g, "expert_bias", EP_OP_ELEMENTWISE, 2.0 * m * H * EP_BF16);
     if (c->pad_mode == EP_PAD_HOST)
         gen_mem(g, "unpad", EP_OP_ELEMENTWISE, (r->prows + r->erows) * g->R);
 }

@@ -180,6 +180,13 @@ cudaError_t ep_nvl_store_ceiling(ep_nvl *c, const void *src, size_t bytes, int p
                                  cudaStream_t st);
 /* Peer copy baseline: copy engine moves `bytes` to the peer's staging. */
 cudaError_t ep_nvl_peer_copy(ep_nvl *c, const void *src, size_t bytes, int peer, cudaStream_t st);
+/* Concurrent ceilings, every peer written at once (no routing), peer_bytes[p] into this rank's
+ * slot of peer p's staging: num_sms blocks of stores spread over the peers (ep_nvl_store_all),
+ * or one copy-engine copy per peer on its own stream side[p], forked from and joined back to st
+ * with the events ev[] (one per rank; ep_nvl_copy_all). */
+cudaError_t ep_nvl_store_all(ep_nvl *c, const void *src, const size_t *peer_bytes, cudaStream_t st);
+cudaError_t ep_nvl_copy_all(ep_nvl *c, const void *src, const size_t *peer_bytes,
+                            const cudaStream_t *side, const cudaEvent_t *ev, cudaStream_t st);
 /* Device-side barrier of the group over NVLink flags (one tiny kernel). */
 cudaError_t ep_nvl_barrier(ep_nvl *c, cudaStream_t st);
 /* After a synchronize: non-zero if a spin-wait timed out (the kernel printed who and what). */

@@ -426,6 +426,28 @@ __global__ void __launch_bounds__(THREADS, 1) store_kernel(int4 *dst, const int4
     }
 }
 
+// Every peer at once: block b stores to peer peer[b % n], its (b / n)-th slice of that peer's
+// bytes; the blocks of all peers run together, as a dispatch's writes to its peers do.
+struct AllPeers {
+    int4 *dst[EP_MAX_RANKS];
+    size_t n16[EP_MAX_RANKS];
+    int n;
+};
+
+__global__ void __launch_bounds__(THREADS, 1) store_all_kernel(AllPeers ap, const int4 *src) {
+    extern __shared__ char reserve[];
+    (void)reserve;
+    const int k = blockIdx.x % ap.n, nb = gridDim.x / ap.n + (k < (int)(gridDim.x % ap.n));
+    const size_t n16 = ap.n16[k], per = (n16 + nb - 1) / nb;
+    const size_t a = (blockIdx.x / ap.n) * per, b = a + per < n16 ? a + per : n16;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const size_t piece = 896;
+    for (size_t p = a + warp * piece; p < b; p += WARPS * piece) {
+        size_t m = b - p < piece ? b - p : piece;
+        warp_copy_row(ap.dst[k] + p, src + p, (int)m, lane);
+    }
+}
+
 __global__ void barrier_kernel(Args a) {
     enter(a, OP_BARRIER);
 }
@@ -534,6 +556,7 @@ extern "C" cudaError_t ep_nvl_create(ep_nvl *c, int ep, int me, int hidden, int 
     KCHECK(reserve_smem(dispatch_kernel));
     KCHECK(reserve_smem(combine_kernel));
     KCHECK(reserve_smem(store_kernel));
+    KCHECK(reserve_smem(store_all_kernel));
     // Every rank mapped its peers; and every region has the same layout, since a peer writes its
     // flags and rows at the offsets it computed for its own region.
     size_t mine_bytes = c->region_bytes, all_bytes[EP_MAX_RANKS];
@@ -676,6 +699,53 @@ extern "C" cudaError_t ep_nvl_peer_copy(ep_nvl *c, const void *src, size_t bytes
         return cudaErrorInvalidValue;
     void *dst = static_cast<char *>(c->peer_region[peer]) + c->off_stage;
     KCHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st));
+    return cudaSuccess;
+}
+
+// This rank's slot in a peer's staging: the rows it sends there in a dispatch
+static void *stage_slot(ep_nvl *c, int peer) {
+    return static_cast<char *>(c->peer_region[peer]) + c->off_stage +
+           (size_t)c->me * c->max_tokens * c->hidden * 2;
+}
+
+static int all_peer_bytes_ok(const ep_nvl *c, const size_t *peer_bytes) {
+    for (int p = 0; p < c->ep; p++)
+        if (p != c->me && (peer_bytes[p] % 16 || peer_bytes[p] > ep_nvl_stage_bytes(c) / c->ep))
+            return 0;
+    return 1;
+}
+
+extern "C" cudaError_t ep_nvl_store_all(ep_nvl *c, const void *src, const size_t *peer_bytes,
+                                        cudaStream_t st) {
+    if (!all_peer_bytes_ok(c, peer_bytes)) return cudaErrorInvalidValue;
+    AllPeers ap;
+    memset(&ap, 0, sizeof ap);
+    for (int p = 0; p < c->ep; p++)
+        if (p != c->me && peer_bytes[p]) {
+            ap.dst[ap.n] = static_cast<int4 *>(stage_slot(c, p));
+            ap.n16[ap.n++] = peer_bytes[p] / 16;
+        }
+    if (ap.n == 0) return cudaSuccess;
+    const int blocks = c->num_sms < ap.n ? ap.n : c->num_sms;
+    store_all_kernel<<<blocks, THREADS, RESERVE_SMEM, st>>>(ap, static_cast<const int4 *>(src));
+    KLAUNCHED();
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t ep_nvl_copy_all(ep_nvl *c, const void *src, const size_t *peer_bytes,
+                                       const cudaStream_t *side, const cudaEvent_t *ev,
+                                       cudaStream_t st) {
+    if (!all_peer_bytes_ok(c, peer_bytes)) return cudaErrorInvalidValue;
+    KCHECK(cudaEventRecord(ev[c->me], st));
+    for (int p = 0; p < c->ep; p++)
+        if (p != c->me && peer_bytes[p]) {
+            KCHECK(cudaStreamWaitEvent(side[p], ev[c->me], 0));
+            KCHECK(cudaMemcpyAsync(stage_slot(c, p), src, peer_bytes[p], cudaMemcpyDeviceToDevice,
+                                   side[p]));
+            KCHECK(cudaEventRecord(ev[p], side[p]));
+        }
+    for (int p = 0; p < c->ep; p++)
+        if (p != c->me && peer_bytes[p]) KCHECK(cudaStreamWaitEvent(st, ev[p], 0));
     return cudaSuccess;
 }
 

@@ -240,6 +240,8 @@ typedef struct {
     const void *src;
     const size_t *peer_bytes;
     int me, ep;
+    cudaStream_t side[EP_MAX_RANKS]; /* copy_all_peers: one stream per peer */
+    cudaEvent_t ev[EP_MAX_RANKS];
 } push_ctx;
 
 static void op_peer_copy(void *a, cudaStream_t st) {
@@ -256,11 +258,34 @@ static void op_store_ceiling(void *a, cudaStream_t st) {
             CUDA_CHECK(ep_nvl_store_ceiling(c->nvl, c->src, c->peer_bytes[p], p, st));
 }
 
+static void op_store_all(void *a, cudaStream_t st) {
+    push_ctx *c = a;
+    CUDA_CHECK(ep_nvl_store_all(c->nvl, c->src, c->peer_bytes, st));
+}
+
+static void op_copy_all(void *a, cudaStream_t st) {
+    push_ctx *c = a;
+    CUDA_CHECK(ep_nvl_copy_all(c->nvl, c->src, c->peer_bytes, c->side, c->ev, st));
+}
+
 void bench_add_push_baselines(bench *b, ep_nvl *nvl, const void *src, const size_t *peer_bytes,
                               int me, int ep, int tokens, double link_bytes, double logical_bytes) {
-    push_ctx c = {nvl, src, peer_bytes, me, ep};
+    push_ctx c = {.nvl = nvl, .src = src, .peer_bytes = peer_bytes, .me = me, .ep = ep};
     bench_add(b, "peer_copy", tokens, 0, bench_time(b, op_peer_copy, &c), link_bytes, logical_bytes,
               0);
     bench_add(b, "store_ceiling", tokens, b->num_sms, bench_time(b, op_store_ceiling, &c),
               link_bytes, logical_bytes, 0);
+    /* the concurrent ceilings: every peer written at once, as an all-to-all does */
+    for (int p = 0; p < ep; p++) {
+        CUDA_CHECK(cudaStreamCreateWithFlags(&c.side[p], cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&c.ev[p], cudaEventDisableTiming));
+    }
+    bench_add(b, "store_all_peers", tokens, b->num_sms, bench_time(b, op_store_all, &c), link_bytes,
+              logical_bytes, 0);
+    bench_add(b, "copy_all_peers", tokens, 0, bench_time(b, op_copy_all, &c), link_bytes,
+              logical_bytes, 0);
+    for (int p = 0; p < ep; p++) {
+        CUDA_CHECK(cudaStreamDestroy(c.side[p]));
+        CUDA_CHECK(cudaEventDestroy(c.ev[p]));
+    }
 }

@@ -13,14 +13,14 @@ from a checkout given with --megatron (nothing of it is committed).
 
 Output: a JSON array (first element {"meta": ...}), records
   {"what": "megatron_layer", "layer": a name of VARIANTS, "pass": "fwd"|"fwd_bwd", "time_us": median,
-   "kernels": per call, "samples": [...], "config": {epsim flags of the same layer}, "ranks": N,
-   "launch": k}
+   "kernels": per call, "samples": [...], "calls_us": [every call's own time], "config": {epsim
+   flags of the same layer}, "ranks": N, "launch": k}
 With --append, FILE gains this run as launch k + 1 (its meta under meta.launches): the file
 epsim calibrate reads, which takes each layer's median over launches.
 Usage: python3 scripts/megatron_host.py --megatron DIR --out FILE [--append] [--repeat 5]
        [--iters 30] [--nproc N] [--layers a,b] [--passes P]
-With --nproc 2 the layers with communication (dense_sdpa_tp2, moe_sdpa_ep2) join; every rank
-runs the same layers and rank 0's host time is recorded.
+With --nproc 2 the layers with communication (dense_sdpa_tp2, moe_sdpa_ep2) join, with --nproc 4
+also moe_sdpa_ep4; every rank runs the same layers and rank 0's host time is recorded.
 """
 import argparse
 import json
@@ -37,13 +37,15 @@ H, HEADS, FFN, EXPERTS, TOPK, MOE_FFN, SEQ = 256, 4, 512, 8, 2, 256, 128
 
 
 def host_us(fn, iters):
+    """(mean us per call over iters calls, [us of each call]): the host's issue time, the clock
+    read between calls (each call's own time is the spread the ranks of a step wait on)."""
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t = [time.perf_counter()]
     for _ in range(iters):
         fn()
-    t1 = time.perf_counter()
+        t.append(time.perf_counter())
     torch.cuda.synchronize()
-    return (t1 - t0) / iters * 1e6
+    return (t[-1] - t[0]) / iters * 1e6, [(b - a) * 1e6 for a, b in zip(t, t[1:])]
 
 
 def kernels_of(fn):
@@ -135,6 +137,11 @@ VARIANTS = {
     "moe_sdpa_ep2": (dict(MOE, expert_model_parallel_size=2),
                      {"num_experts": EXPERTS, "core_attention": SdpaCoreAttention},
                      MOE_FLAGS + " --expert-model-parallel-size 2"),
+    # With --nproc 4: the same layer at EP 4 (2 local experts), whose count exchange and host
+    # sync wait for the slowest of four hosts instead of two
+    "moe_sdpa_ep4": (dict(MOE, expert_model_parallel_size=4),
+                     {"num_experts": EXPERTS, "core_attention": SdpaCoreAttention},
+                     MOE_FLAGS + " --expert-model-parallel-size 4"),
 }
 
 
@@ -214,8 +221,9 @@ def time_layers(names, args, world):
     """Builds and warms the layers `names` (one parallel layout, already initialized), then times
     them round by round in rotating order, so that a drift of the host's speed during the run
     reaches every layer alike. A sample is one round's time per call over --iters calls; with
-    several ranks they start each sample together. Returns ({(name, pass): [us]}, {name: {pass:
-    kernels}}); a layer that fails to build is printed and left out."""
+    several ranks they start each sample together. Returns ({(name, pass): [us]}, the same with
+    every call's own time, {name: {pass: kernels}}); a layer that fails to build is printed and
+    left out."""
     tp, _ = parallel_of(names[0])
     layers, kernels = {}, {}
     for name in names:
@@ -239,13 +247,16 @@ def time_layers(names, args, world):
             print(f"  {name}: failed\n{traceback.format_exc()}", flush=True)
     built = list(layers)
     samples = {(n, w): [] for n in built for w in ("fwd", "fwd_bwd")}
+    calls = {k: [] for k in samples}
     for rnd in range(args.repeat):
         for n in built[rnd % len(built):] + built[:rnd % len(built)] if built else []:
             for w, fn in layers[n].items():
                 if world > 1:
                     torch.distributed.barrier()
-                samples[(n, w)].append(host_us(fn, args.iters))
-    return samples, kernels
+                mean, each = host_us(fn, args.iters)
+                samples[(n, w)].append(mean)
+                calls[(n, w)].extend(each)
+    return samples, calls, kernels
 
 
 def spawn(nproc):
@@ -289,23 +300,26 @@ def main():
         return 2
     names = [n for n in wanted if parallel_of(n)[0] * parallel_of(n)[1] <= world]
     layouts = list(dict.fromkeys(parallel_of(n) for n in names))
-    samples, kernels = {}, {}
+    samples, calls, kernels = {}, {}, {}
     for _ in range(args.passes):
         for tp, ep in layouts:
             parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp,
                                                      pipeline_model_parallel_size=1,
                                                      expert_model_parallel_size=ep)
             model_parallel_cuda_manual_seed(1234)
-            smp, ker = time_layers([n for n in names if parallel_of(n) == (tp, ep)], args, world)
+            smp, each, ker = time_layers([n for n in names if parallel_of(n) == (tp, ep)], args,
+                                         world)
             for k, v in smp.items():
                 samples.setdefault(k, []).extend(v)
+                calls.setdefault(k, []).extend(each[k])
             kernels.update(ker)
             parallel_state.destroy_model_parallel()
     recs = []
     for (n, w), v in samples.items():
         recs.append({"what": "megatron_layer", "layer": n, "pass": w,
                      "time_us": round(statistics.median(v), 2), "kernels": kernels[n][w],
-                     "samples": [round(t, 2) for t in v], "config": epsim_flags(n),
+                     "samples": [round(t, 2) for t in v],
+                     "calls_us": [round(t, 1) for t in calls[(n, w)]], "config": epsim_flags(n),
                      "ranks": world})
         if rank == 0:
             print(f"  {n:22s} {w:7s} {recs[-1]['time_us']:9.1f} us host (min {min(v):.1f}, "

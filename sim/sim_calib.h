@@ -97,6 +97,12 @@ typedef struct {
      * permute, the unpermute and the (un)sort of chunks (scripts/megatron_permute.py); empty:
      * the memory-kernel roofline, as for a fused kernel */
     sim_table unfused_permute[2], unfused_unpermute[2], unfused_sort[2];
+    /* Megatron's MoE activation with bias_activation_fusion (torch.compile'd functions of
+     * megatron/core/fusions: the weighted SwiGLU, the weighted quick-GEGLU, and the latter with
+     * its clamp and concatenation before it) and TEGroupedMLP's fc2 bias loop: the GPU time per
+     * byte of the expert_act / expert_bias op by its bytes, forward (and recompute) and backward
+     * (scripts/megatron_expert_extras.py); empty: the memory-kernel roofline */
+    sim_table act_swiglu[2], act_geglu[2], act_geglu_clamp[2], expert_bias[2];
     double power_tau_s;
     double power_attention_weight; /* attention's weight in the duty (GEMMs 1, memory ops 0) */
     /* GPU sharing */

@@ -20,6 +20,22 @@ void sim_cost_init(sim_cost *x, const sim_calib *c, const ep_config *cfg) {
     x->sequential_experts = cfg && !cfg->moe_grouped_gemm;
     x->unfused_permute =
         cfg && cfg->moe_token_dispatcher_type == EP_DISPATCHER_ALLTOALL && !cfg->moe_permute_fusion;
+    /* the activation Megatron runs (gated ones measured; a clamp with SwiGLU keeps SwiGLU's) */
+    if (cfg && cfg->quick_geglu)
+        x->act = cfg->activation_func_clamp_value > 0 ? c->act_geglu_clamp : c->act_geglu;
+    else if (cfg && cfg->swiglu)
+        x->act = c->act_swiglu;
+}
+
+/* The measured time per byte of the experts' activation or fc2 bias op as Megatron runs them;
+ * NULL where the calibration has none. */
+static const sim_table *expert_extra_table(const sim_cost *x, const ep_op *op) {
+    if (op->kind != EP_OP_ELEMENTWISE || !op->label || op->bytes <= 0) return NULL;
+    int bwd = op->phase == EP_PHASE_BWD || op->phase == EP_PHASE_BWD_DW;
+    const sim_table *t = !strcmp(op->label, "expert_act")    ? x->act
+                         : !strcmp(op->label, "expert_bias") ? x->c->expert_bias
+                                                             : NULL;
+    return t && t[bwd].n > 0 ? &t[bwd] : NULL;
 }
 
 /* The measured time per byte of an unfused permutation op (its function in Megatron's
@@ -147,9 +163,9 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
         eff = c->vector_flops_efficiency;
         break;
     }
-    /* Megatron's unfused permutation: PyTorch's kernels of the function, measured whole (their
-     * launches and sort included); other memory work: the roofline */
-    const sim_table *u = NULL;
+    /* Megatron's unfused permutation, its MoE activation and fc2 bias loop: PyTorch's kernels of
+     * the function, measured whole (their launches included); other memory work: the roofline */
+    const sim_table *u = expert_extra_table(x, op);
     if (x->unfused_permute && (op->kind == EP_OP_PERMUTE || op->kind == EP_OP_UNPERMUTE) &&
         op->bytes > 0)
         u = unfused_table(c, op);

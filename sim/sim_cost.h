@@ -24,6 +24,7 @@ typedef struct {
     int attn_seq, attn_dqk, attn_dv;
     int sequential_experts; /* experts one module call each (--moe-grouped-gemm off) */
     int unfused_permute; /* Megatron's PyTorch permutation (alltoall, --moe-permute-fusion off) */
+    const sim_table *act; /* [2] Megatron's MoE activation of this model (NULL: not measured) */
     long memo_n, memo_cap;
     sim_cost_memo *memo;
 } sim_cost;

@@ -40,12 +40,13 @@ enum {
     F_POWER,
     F_PERMUTE,
     F_MAMBA,
+    F_EXPERT_EXTRAS,
     F_NUM
 };
 static const char *FILES[F_NUM] = {
     "compute.json", "comm.json",    "host.json",    "interference.json", "dispatch.json",
     "combine.json", "corun.json",   "kernels.json", "host_torch.json",   "host_megatron.json",
-    "power.json",   "permute.json", "mamba.json"};
+    "power.json",   "permute.json", "mamba.json",   "expert_extras.json"};
 
 enum { HOST_LAYERS_MAX = 16, HOST_LAUNCHES_MAX = 16 };
 
@@ -1109,6 +1110,38 @@ static void fit_unfused_permute(fit *x) {
         }
 }
 
+/* ---- Megatron's MoE activation and fc2 bias loop (expert_extras.json) -------------------- */
+
+/* expert_extras.json (scripts/megatron_expert_extras.py): Megatron's activation functions and
+ * TEGroupedMLP's fc2 bias loop timed whole, forward and backward, by rows and width (launches
+ * apart by "launch"). Each record's bytes are those epsim's schedule gives the op (sched_layer.c,
+ * experts(): the activation reads 2F and writes F bf16 values per row, the bias reads and writes
+ * H; the backward twice that); the table is the GPU time per byte by bytes, the median over the
+ * records of equal bytes. */
+static void fit_expert_extras(fit *x) {
+    static const char *const PARTS[4] = {"swiglu", "geglu", "geglu_clamp", "apply_bias"};
+    sim_table *tables[4] = {x->c.act_swiglu, x->c.act_geglu, x->c.act_geglu_clamp,
+                            x->c.expert_bias};
+    for (int o = 0; o < 4; o++)
+        for (int ps = 0; ps < 2; ps++) {
+            double b[PERMUTE_MAX], y[PERMUTE_MAX];
+            int n = 0;
+            json_t *r;
+            FOR_RECORDS(x, F_EXPERT_EXTRAS, i, r) {
+                if (strcmp(str(r, "part"), PARTS[o]) || strcmp(str(r, "pass"), ps ? "bwd" : "fwd"))
+                    continue;
+                double rows = num(r, "rows"), w = num(r, "width"), us = num(r, "time_us");
+                if (!(rows > 0 && w > 0 && us > 0) || n == PERMUTE_MAX) continue;
+                /* bf16; a backward elementwise op has twice its forward's bytes (sched_layer.c,
+                 * backward_op) */
+                b[n] = rows * w * (o == 3 ? 2.0 : 3.0) * 2.0 * (ps ? 2.0 : 1.0);
+                y[n] = us * 1e-6 / b[n];
+                n++;
+            }
+            table_from_points(&tables[o][ps], b, y, n);
+        }
+}
+
 /* ---- Megatron's Mamba-2 mixer (mamba.json) ----------------------------------------------- */
 
 /* mamba.json (scripts/mamba_scan.py): mamba_split_conv1d_scan_combined and the grouped RMSNorm
@@ -1432,6 +1465,7 @@ int sim_fit_main(int argc, char **argv) {
     fit_ep_kernels(&x);
     fit_power(&x);
     fit_unfused_permute(&x);
+    fit_expert_extras(&x);
     if (fit_mamba_scan(&x) != 0) {
         snprintf(x.err, EP_ERRLEN, "out of memory fitting %s", x.path[F_MAMBA]);
         goto done;
@@ -1517,6 +1551,21 @@ int sim_fit_main(int argc, char **argv) {
                 const sim_table *u = &t[o][ps];
                 printf("%s %s %s %.0f -> %.0f", o || ps ? "," : "", names[o], ps ? "bwd" : "fwd",
                        1e-9 / u->y[0], 1e-9 / u->y[u->n - 1]);
+            }
+        printf("\n");
+    }
+    if (x.c.act_swiglu[0].n || x.c.expert_bias[0].n) {
+        const char *names[4] = {"SwiGLU", "quick-GEGLU", "clamped quick-GEGLU", "fc2 bias loop"};
+        const sim_table *t[4] = {x.c.act_swiglu, x.c.act_geglu, x.c.act_geglu_clamp,
+                                 x.c.expert_bias};
+        printf("  MoE activation and bias (GB/s of the op's bytes, smallest -> largest):");
+        for (int o = 0, first = 1; o < 4; o++)
+            for (int ps = 0; ps < 2; ps++) {
+                const sim_table *u = &t[o][ps];
+                if (!u->n) continue;
+                printf("%s %s %s %.0f -> %.0f", first ? "" : ",", names[o], ps ? "bwd" : "fwd",
+                       1e-9 / u->y[0], 1e-9 / u->y[u->n - 1]);
+                first = 0;
             }
         printf("\n");
     }

@@ -762,6 +762,78 @@ static void test_fit_unfused_permute(void) {
     sim_calib_free(&c);
 }
 
+/* expert_extras.json: Megatron's MoE activation and fc2 bias loop, time per byte by the bytes
+ * epsim gives the op (the backward twice the forward's); the activation the model runs picks the
+ * table, the bias op has its own. */
+static void test_fit_expert_extras(void) {
+    /* 1024 rows x F 64: SwiGLU fwd 10 us, bwd 30; clamped quick-GEGLU fwd 40, bwd 90; the bias
+     * loop at H 64: fwd 20 us */
+    sim_calib c;
+    calibrate_one_file(
+        "expert_extras.json",
+        "[{\"meta\": {\"gpu\": \"test\"}},\n"
+        "{\"what\": \"expert_extra\", \"part\": \"swiglu\", \"pass\": \"fwd\", \"rows\": 1024,"
+        " \"width\": 64, \"experts\": 0, \"time_us\": 10},\n"
+        "{\"what\": \"expert_extra\", \"part\": \"swiglu\", \"pass\": \"bwd\", \"rows\": 1024,"
+        " \"width\": 64, \"experts\": 0, \"time_us\": 30},\n"
+        "{\"what\": \"expert_extra\", \"part\": \"geglu_clamp\", \"pass\": \"fwd\", \"rows\": 1024,"
+        " \"width\": 64, \"experts\": 0, \"time_us\": 40},\n"
+        "{\"what\": \"expert_extra\", \"part\": \"geglu_clamp\", \"pass\": \"bwd\", \"rows\": 1024,"
+        " \"width\": 64, \"experts\": 0, \"time_us\": 90},\n"
+        "{\"what\": \"expert_extra\", \"part\": \"apply_bias\", \"pass\": \"fwd\", \"rows\": 1024,"
+        " \"width\": 64, \"experts\": 4, \"time_us\": 20}]\n",
+        &c);
+    const double act = 1024 * 64 * 3 * 2.0, bias = 1024 * 64 * 2 * 2.0;
+    CU_ASSERT_EQUAL_FATAL(c.act_swiglu[0].n, 1);
+    CU_ASSERT_EQUAL_FATAL(c.act_swiglu[1].n, 1);
+    CU_ASSERT(near(c.act_swiglu[0].x[0], act, 1e-9) &&
+              near(c.act_swiglu[0].y[0], 10e-6 / act, 1e-6));
+    CU_ASSERT(near(c.act_swiglu[1].x[0], 2 * act, 1e-9));
+    CU_ASSERT_EQUAL(c.act_geglu[0].n, 0);
+    CU_ASSERT_EQUAL_FATAL(c.expert_bias[0].n, 1);
+    CU_ASSERT(near(c.expert_bias[0].x[0], bias, 1e-9));
+    /* (label, bytes, phase, quick_geglu, clamp) -> the measured time */
+    const struct {
+        const char *label;
+        double bytes;
+        ep_phase phase;
+        int geglu;
+        double clamp, us;
+    } cases[] = {
+        {"expert_act", act, EP_PHASE_FWD, 0, 0, 10},
+        {"expert_act", 2 * act, EP_PHASE_BWD, 0, 0, 30},
+        {"expert_act", act, EP_PHASE_RECOMPUTE, 0, 0, 10},
+        {"expert_act", act, EP_PHASE_FWD, 1, 7, 40},
+        {"expert_act", 2 * act, EP_PHASE_BWD, 1, 7, 90},
+        {"expert_bias", bias, EP_PHASE_FWD, 0, 0, 20},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ep_config cfg;
+        ep_config_defaults(&cfg);
+        cfg.quick_geglu = cases[i].geglu;
+        cfg.activation_func_clamp_value = cases[i].clamp;
+        ep_op op;
+        memset(&op, 0, sizeof op);
+        op.kind = EP_OP_ELEMENTWISE, op.phase = cases[i].phase, op.label = cases[i].label;
+        op.bytes = cases[i].bytes;
+        sim_cost x;
+        sim_cost_init(&x, &c, &cfg);
+        sim_work w;
+        sim_op_work(&x, &op, 989e12, 3.35e12, &w);
+        CU_ASSERT(near(sim_work_alone(&w), cases[i].us * 1e-6, 1e-4));
+        /* quick-GEGLU without a measured table (no unclamped record): the roofline, well below */
+        if (cases[i].geglu && cases[i].phase == EP_PHASE_FWD) {
+            cfg.activation_func_clamp_value = 0;
+            sim_cost_free(&x);
+            sim_cost_init(&x, &c, &cfg);
+            sim_op_work(&x, &op, 989e12, 3.35e12, &w);
+            CU_ASSERT(sim_work_alone(&w) < 5e-6);
+        }
+        sim_cost_free(&x);
+    }
+    sim_calib_free(&c);
+}
+
 /* mamba.json: Megatron's Mamba-2 mixer timed whole; the PyTorch conv1d stand-in inside is taken
  * out (the backward: its recomputed forward and its backward) and the conv1d's memory time put
  * back. Only a Mamba-2 scan op reads the table. */
@@ -822,6 +894,8 @@ void ep_suite_calibrate(void) {
                 test_fit_comm_call);
     CU_add_test(s, "permute.json: unfused permutation per byte, used only without fusion",
                 test_fit_unfused_permute);
+    CU_add_test(s, "expert_extras.json: Megatron's MoE activation and fc2 bias loop per byte",
+                test_fit_expert_extras);
     CU_add_test(s, "mamba.json: the Mamba-2 mixer timed whole, its conv1d stand-in replaced",
                 test_fit_mamba_scan);
     CU_add_test(s, "interference.json: a later file adds only the aggressors the first lacks",

@@ -799,6 +799,41 @@ static void test_shared_expert_overlap(void) {
 
 /* Megatron waits on its pipeline send handles before the step ends: each rank's optimizer step
  * depends on the rank's last op on the pp stream (a send or a receive of the last exchange). */
+/* fc2's bias loop (TEGroupedMLP._apply_bias): one expert_bias op per MoE layer and microbatch,
+ * forward and backward, only with biases and grouped-GEMM experts; bytes: fc2's output rows read
+ * and written once. --quick-geglu is a gated MLP like --swiglu. */
+static void test_expert_bias(void) {
+    const struct {
+        const char *flags;
+        int ops; /* per rank: 2 layers x 2 microbatches x (fwd + bwd) */
+    } cases[] = {
+        {EP2 "--moe-grouped-gemm", 8},
+        {EP2 "--moe-grouped-gemm --disable-bias-linear", 0},
+        {EP2, 0}, /* SequentialMLP: each expert's linear adds its own bias */
+        {EP2 "--moe-grouped-gemm --quick-geglu --activation-func-clamp-value 7", 8},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ep_sched s;
+        if (sched_build_flags(&s, cases[i].flags)) continue;
+        CU_ASSERT_EQUAL(sched_count(&s, 0, ".expert_bias."), cases[i].ops);
+        int b = sched_find(&s, 0, "mb0.c0.L0.expert_bias.fwd"),
+            f = sched_find(&s, 0, "mb0.c0.L0.expert_fc2.fwd");
+        if (cases[i].ops) {
+            CU_ASSERT_FATAL(b >= 0 && f >= 0);
+            const ep_op *fc2 = &s.ranks[0].ops[f];
+            CU_ASSERT(fabs(s.ranks[0].ops[b].bytes - 2.0 * fc2->m * 256 * 2.0) < 1e-6);
+            CU_ASSERT_EQUAL(fc2->k, 256); /* F: gated or not, fc2 reads F */
+        }
+        ep_sched_free(&s);
+    }
+    ep_config cfg;
+    char err[EP_ERRLEN];
+    CU_ASSERT_EQUAL(ep_test_config(&cfg, EP2 "--no-swiglu --quick-geglu", err), 0);
+    CU_ASSERT_EQUAL(cfg.swiglu, 1);
+    CU_ASSERT_NOT_EQUAL(ep_test_config(&cfg, EP2 "--activation-func-clamp-value -1", err), 0);
+    CU_ASSERT(strstr(err, "activation-func-clamp-value") != NULL);
+}
+
 static void test_optimizer_waits_for_last_exchange(void) {
     const char *variants[] = {"", "--num-virtual-stages-per-pipeline-rank 2 "};
     for (int v = 0; v < 2; v++) {
@@ -902,6 +937,7 @@ void ep_suite_sched_variants(void) {
                 test_recompute_selective);
     CU_add_test(s, "same schedule for 1, 2 and 5 routing threads", test_threads_same_schedule);
     CU_add_test(s, "--routing-layer-draws 1: one draw for every MoE layer", test_routing_layer_draws);
+    CU_add_test(s, "expert_bias: fc2's bias loop with biases and grouped GEMMs", test_expert_bias);
     CU_add_test(s, "PP: the optimizer step waits for the last exchange",
                 test_optimizer_waits_for_last_exchange);
     CU_add_test(s, "--moe-shared-expert-overlap: shared experts beside dispatch and combine",

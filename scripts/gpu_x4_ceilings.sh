@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# gpu_x4_ceilings.sh: one device call on a 4-GPU machine for issue 25's EP 4 transfer target:
+# builds epref, then runs the dispatch and combine benchmarks of the issue's model at EP 4 (and at
+# EP 2 on two of the GPUs), LAUNCHES separate launches each, with each sender-SM count of SMS: the
+# routed NVLink kernels and NCCL beside the ceilings that write every peer at once
+# (store_all_peers on the senders' SMs, copy_all_peers on the copy engines; docs/metrics.md).
+#   OUT=dir [LAUNCHES=2] [TOKENS=1024,4096,16384] [SMS="16 32 64"] bash scripts/gpu_x4_ceilings.sh
+# Writes $OUT/machine.txt, build.log and $OUT/bench.tar.gz of ep{4,2}_{dispatch,combine}_sms{S}_{k}
+# .{json,txt} (one archive: the device returns a limited number of files).
+set -u -o pipefail
+export NCCL_NVLS_ENABLE=0
+OUT=${OUT:-$PWD/out}
+TOKENS=${TOKENS:-1024,4096,16384}
+mkdir -p "$OUT"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvidia-smi topo -m; \
+  lscpu | grep -E "Model name|^CPU\(s\)"; } > "$OUT/machine.txt" 2>&1
+head -3 "$OUT/machine.txt"
+t0=$(date +%s)
+{ cmake -S . -B build-gpu -DEP_WITH_SIM=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+  cmake --build build-gpu -j32 --target epref; } > "$OUT/build.log" 2>&1 ||
+  { tail -40 "$OUT/build.log"; exit 1; }
+echo "build done at +$(($(date +%s) - t0)) s"
+for k in $(seq 1 "${LAUNCHES:-2}"); do
+  for ep in 4 2; do
+    for sms in ${SMS:-16 32 64}; do
+      for b in dispatch combine; do
+        f="$OUT/ep${ep}_${b}_sms${sms}_$k"
+        timeout 150 build-gpu/ref/epref --nproc $ep bench $b --hidden-size 7168 \
+          --num-experts 256 --moe-router-topk 8 --expert-model-parallel-size $ep \
+          --moe-ffn-hidden-size 2048 --num-sms $sms --permute-blocks 32 --reduce-blocks 8 \
+          --iters 30 --warmup 5 --tokens "$TOKENS" --json "$f.json" > "$f.txt" 2>&1
+        echo "ep $ep $b sms $sms launch $k rc=$? at +$(($(date +%s) - t0)) s"
+      done
+    done
+  done
+done
+grep -hE "store_all|copy_all|^ *(nvl|nccl) " "$OUT"/ep4_*_sms16_1.txt | head -30
+(cd "$OUT" && tar -czf bench.tar.gz ep[24]_* && rm -f ep[24]_*)
