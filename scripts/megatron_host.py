@@ -126,6 +126,19 @@ VARIANTS = {
         MOE_FLAGS + " --moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 1e-4"
         " --moe-router-score-function sigmoid --moe-router-enable-expert-bias"
         f" --moe-shared-expert-intermediate-size {MOE_FFN}"),
+    # DeepSeek-V3 / Moonlight's layer: MLA (fused core attention) with their router and a shared
+    # expert, the check of epsim's op list for MLA beside dense_mla
+    "moe_mla_seqaux_bias_shared": (
+        dict(MOE, **MLA, moe_router_load_balancing_type="seq_aux_loss", moe_aux_loss_coeff=1e-4,
+             moe_router_score_function="sigmoid", moe_router_enable_expert_bias=True,
+             moe_shared_expert_intermediate_size=MOE_FFN),
+        {"num_experts": EXPERTS, "multi_latent_attention": True, "qk_layernorm": True,
+         "core_attention": SdpaCoreAttention},
+        MOE_FLAGS + " --moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 1e-4"
+        " --moe-router-score-function sigmoid --moe-router-enable-expert-bias"
+        f" --moe-shared-expert-intermediate-size {MOE_FFN}"
+        " --multi-latent-attention --q-lora-rank 0 --kv-lora-rank 64 --qk-head-dim 32"
+        " --qk-pos-emb-head-dim 16 --v-head-dim 32 --kv-channels 32 --qk-layernorm"),
     # With --nproc 2: the fitted pair's layers with their communication (TP 2 with sequence
     # parallelism: the all-gathers and reduce-scatters of the linear layers; EP 2: the alltoall
     # dispatcher's count exchange, its host sync and the token all-to-alls), timed in the same
