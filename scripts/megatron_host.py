@@ -69,14 +69,13 @@ MOE = dict(num_moe_experts=EXPERTS, moe_router_topk=TOPK, moe_ffn_hidden_size=MO
            moe_grouped_gemm=False, moe_router_load_balancing_type="none")
 MOE_FLAGS = (f" --num-experts {EXPERTS} --moe-router-topk {TOPK} --moe-ffn-hidden-size {MOE_FFN}"
              f" --moe-layer-freq 1 --moe-token-dispatcher-type alltoall")
-MLA = dict(multi_latent_attention=True, q_lora_rank=None, kv_lora_rank=64, qk_head_dim=32,
+MLA = dict(multi_latent_attention=True, q_lora_rank=32, kv_lora_rank=64, qk_head_dim=32,
            qk_pos_emb_head_dim=16, v_head_dim=32, rope_type="rope", qk_layernorm=True,
-           apply_rope_fusion=False)
+           apply_rope_fusion=False, transformer_impl="local")  # MLA resolves its norms by it
 class SdpaCoreAttention(torch.nn.Module):
     """Core attention as one fused SDPA call (what TE's fused attention is to the host: one
     launch beside its layout copies). Megatron's local DotProductAttention takes no k_channels,
-    so its MLA cannot be built with the local spec; the MLA layer and its dense counterpart
-    (dense_sdpa) use this instead."""
+    so the MLA layers and their dense counterpart (dense_sdpa) use this instead."""
 
     def __init__(self, config, layer_number, attn_mask_type, softmax_scale=None, **kw):
         super().__init__()
@@ -109,7 +108,7 @@ VARIANTS = {
     "dense_sdpa": ({}, {"core_attention": SdpaCoreAttention}, " --num-experts 0"),
     "dense_mla": (MLA, {"multi_latent_attention": True, "qk_layernorm": True,
                         "core_attention": SdpaCoreAttention},
-                  " --num-experts 0 --multi-latent-attention --q-lora-rank 0 --kv-lora-rank 64"
+                  " --num-experts 0 --multi-latent-attention --q-lora-rank 32 --kv-lora-rank 64"
                   " --qk-head-dim 32 --qk-pos-emb-head-dim 16 --v-head-dim 32 --kv-channels 32"
                   " --qk-layernorm"),
     "moe_sdpa": (MOE, {"num_experts": EXPERTS, "core_attention": SdpaCoreAttention}, MOE_FLAGS),
@@ -137,7 +136,7 @@ VARIANTS = {
         MOE_FLAGS + " --moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 1e-4"
         " --moe-router-score-function sigmoid --moe-router-enable-expert-bias"
         f" --moe-shared-expert-intermediate-size {MOE_FFN}"
-        " --multi-latent-attention --q-lora-rank 0 --kv-lora-rank 64 --qk-head-dim 32"
+        " --multi-latent-attention --q-lora-rank 32 --kv-lora-rank 64 --qk-head-dim 32"
         " --qk-pos-emb-head-dim 16 --v-head-dim 32 --kv-channels 32 --qk-layernorm"),
     # With --nproc 2: the fitted pair's layers with their communication (TP 2 with sequence
     # parallelism: the all-gathers and reduce-scatters of the linear layers; EP 2: the alltoall
@@ -189,11 +188,6 @@ def build(name):
     if kw.get("sequence_parallel"):
         spec.submodules.input_layernorm = SequenceParallelRMSNorm
         spec.submodules.pre_mlp_layernorm = SequenceParallelRMSNorm
-    if kw.get("multi_latent_attention") and kw.get("q_lora_rank") is None:
-        # no query compression: only the compressed key/value latent has a norm (Megatron
-        # refuses a query norm it would not use)
-        from megatron.core.transformer.identity_op import IdentityOp
-        spec.submodules.self_attention.submodules.q_layernorm = IdentityOp
     layer = build_module(spec, config=cfg, layer_number=1)
     return layer.cuda().to(torch.bfloat16)
 
