@@ -18,8 +18,12 @@ static void metadata(gen *g, const moe_rows *r) {
         gen_host_sync(g, "thd_sync");
         tp_tokens = r->tr->thd_padded_tokens;
     }
-    gen_coll(g, "routing_ag", EP_OP_ALL_GATHER, g->rb->g_ep, tp_tokens * E / 8.0)->fwd_only = 1;
-    gen_mem(g, "metadata", EP_OP_ELEMENTWISE, ep * tp_tokens * E / 8.0 + E * ep * 8.0);
+    /* the routing map travels and is scanned as bools, one byte per (token, expert): Hybrid-EP's
+     * Executor::allgather_routing_map (all_gather_into_tensor of a torch.bool tensor across
+     * nodes, its own NVLink all-gather of the same bytes inside one) and its preprocessing
+     * kernel over the gathered map */
+    gen_coll(g, "routing_ag", EP_OP_ALL_GATHER, g->rb->g_ep, tp_tokens * E)->fwd_only = 1;
+    gen_mem(g, "metadata", EP_OP_ELEMENTWISE, ep * tp_tokens * E + E * ep * 8.0);
     g->out[g->n - 1].fwd_only = 1;
     /* Megatron without a row budget (moe_expert_rank_capacity_factor unset): HybridEP sizes its
      * output from the permuted row count, which the host reads (token_dispatcher.py,
