@@ -5,7 +5,11 @@ GPU per process, written as compute records (docs/calibration.md, "kernels.json"
 What it times (bf16 unless said), each over a shape grid that spans what users run:
   attention     torch SDPA, causal, cuDNN backend (what TransformerEngine's fused attention runs)
                 and the flash backend for comparison: fwd, and fwd+bwd (bwd = fwd+bwd - fwd)
-  grouped_gemm  torch._grouped_mm: fwd / dgrad / wgrad of expert GEMMs (epref's transposes)
+  grouped_gemm  torch._grouped_mm: fwd / dgrad / wgrad of expert GEMMs (epref's transposes); with
+                --grouped-impl multistream instead one cuBLAS GEMM per expert on a pool of 4
+                streams, what Transformer Engine's GroupedLinear runs by default on Hopper
+                (multi_stream_cublas_gemm; NVTE_USE_CUTLASS_GROUPED_GEMM=1 selects a CUTLASS
+                grouped kernel, like torch._grouped_mm)
   gemm          torch.matmul: fwd / dgrad / wgrad shapes on a log grid of M, N, K
   gemm fp8      torch._scaled_mm, e4m3, tensorwise (current-scaling) scales ("dtype": "fp8")
   grouped fp8   torch._scaled_grouped_mm, e4m3, rowwise scales, where the build has it
@@ -260,7 +264,7 @@ def record_gemm(it, time_us, extra):
         r["dtype"] = "fp8"
         r["source"] = "torch:scaled_grouped_mm" if grouped else "torch:scaled_mm"
     else:
-        r["source"] = "torch:grouped_mm" if grouped else "torch:cublas"
+        r["source"] = (GROUPED_SOURCE[grouped_impl()] if grouped else "torch:cublas")
     if grouped:
         r["rows_per_expert"] = it["r"]
         r["proj"] = it["proj"]
@@ -440,11 +444,57 @@ def run_gemm(torch, tm, it):
     return [record_gemm(it, med, extra)]
 
 
+GROUPED_SOURCE = {"grouped_mm": "torch:grouped_mm", "multistream": "torch:cublas_multistream"}
+STREAM_POOL = 4  # Transformer Engine's compute streams (nvte_get_num_compute_streams)
+
+
+def grouped_impl():
+    return os.environ.get("TK_GROUPED_IMPL", "grouped_mm")
+
+
+def multistream_mm(torch, pairs, outs):
+    """One GEMM per expert, expert i on stream i % STREAM_POOL, forked from and joined back to
+    the current stream (Transformer Engine's multi_stream_cublas_gemm)."""
+    cur = torch.cuda.current_stream()
+    pool = [torch.cuda.Stream() for _ in range(STREAM_POOL)]
+    fork = torch.cuda.Event()
+    joins = [torch.cuda.Event() for _ in pool]
+
+    def f():
+        fork.record(cur)
+        for s in pool:
+            s.wait_event(fork)
+        for i, (a, b) in enumerate(pairs):
+            with torch.cuda.stream(pool[i % STREAM_POOL]):
+                torch.mm(a, b, out=outs[i])
+        for s, ev in zip(pool, joins):
+            ev.record(s)
+            cur.wait_event(ev)
+    return f
+
+
 def run_grouped(torch, tm, it):
     e, r, n, k, ph = it["e"], it["r"], it["n"], it["k"], it["phase"]
     rows = e * r
     offs = torch.arange(1, e + 1, device="cuda", dtype=torch.int32) * r
-    if it["dtype"] == "bf16":
+    if it["dtype"] == "bf16" and grouped_impl() == "multistream":
+        # the same operands, expert by expert: fwd X_e W_e^T, dgrad dY_e W_e, wgrad dY_e^T X_e
+        sl = [slice(i * r, (i + 1) * r) for i in range(e)]
+        if ph == "fwd":
+            x, w = rnd(torch, (rows, k)), rnd(torch, (e, n, k), 0.05)
+            out = torch.empty(rows, n, device="cuda", dtype=torch.bfloat16)
+            pairs, outs = [(x[s], w[i].t()) for i, s in enumerate(sl)], [out[s] for s in sl]
+        elif ph == "bwd":
+            dy, w = rnd(torch, (rows, n)), rnd(torch, (e, n, k), 0.05)
+            out = torch.empty(rows, k, device="cuda", dtype=torch.bfloat16)
+            pairs, outs = [(dy[s], w[i]) for i, s in enumerate(sl)], [out[s] for s in sl]
+        else:
+            dy, x = rnd(torch, (rows, n)), rnd(torch, (rows, k))
+            out = torch.empty(e, n, k, device="cuda", dtype=torch.bfloat16)
+            pairs, outs = [(dy[s].t(), x[s]) for s in sl], [out[i] for i in range(e)]
+        f = multistream_mm(torch, pairs, outs)
+        extra = {"streams": STREAM_POOL}
+    elif it["dtype"] == "bf16":
         # weights (e, n, k) as Linear weights; tokens sorted by expert, r rows each
         if ph == "fwd":
             x, w = rnd(torch, (rows, k)), rnd(torch, (e, n, k), 0.05)
@@ -491,6 +541,14 @@ def run_cast(torch, tm, it):
     med, lo, hi, host = tm.time(f)
     return [record_cast(it, med, {"kernels": 4, "min_us": round(lo, 3), "max_us": round(hi, 3),
                                   "host_us": round(host, 1)})]
+
+
+def wanted_class(it, classes):
+    """--classes: "" keeps every item; else the items whose class (or class:dtype) is listed."""
+    if not classes:
+        return True
+    names = classes.split(",")
+    return it["cls"] in names or f'{it["cls"]}:{it.get("dtype")}' in names
 
 
 RUNNERS = {"attention": run_attention, "gemm": run_gemm, "grouped": run_grouped,
@@ -619,7 +677,8 @@ def write_file(path, meta, recs):
 def main_run(args):
     v = versions()
     ngpu = min(args.gpus, v["num_gpus"])
-    items = build_grid()
+    os.environ["TK_GROUPED_IMPL"] = args.grouped_impl  # the workers inherit it
+    items = [it for it in build_grid() if wanted_class(it, args.classes)]
     t0 = time.time()
     # the second launch: the whole grid again (--repeat -1, half the time each) or a subset
     reserve = args.deadline / 2 if args.repeat < 0 else 45 if args.repeat > 0 else 0
@@ -632,7 +691,8 @@ def main_run(args):
             "processes": ngpu,
             "time": "median over iterations of CUDA events around the op alone",
             "format": "docs/calibration.md",
-            "compare_only": ["torch:flash", "torch:eager"],
+            "compare_only": ["torch:flash", "torch:eager"], "grouped_impl": args.grouped_impl,
+            "classes": args.classes or "all",
             "workers": stats, "errors_total": len(errs), "errors": errs[:60]}
     meta.update(v)
     write_file(os.path.join(args.out, "kernels.json"), meta, recs)
@@ -785,6 +845,11 @@ def main():
     ap.add_argument("--deadline", type=float, default=240.0, help="seconds for the grid and the repeat")
     ap.add_argument("--repeat", type=int, default=40, help="items timed again in a second launch (-1: all)")
     ap.add_argument("--revision", default=os.environ.get("EP_GIT_REVISION", ""))
+    ap.add_argument("--classes", default="",
+                    help="comma-separated classes of the grid to run (attention, gemm, grouped, "
+                         "fp8_cast; with a dtype: grouped:bf16); default all")
+    ap.add_argument("--grouped-impl", choices=sorted(GROUPED_SOURCE), default="grouped_mm",
+                    help="how bf16 grouped GEMMs run (see above)")
     ap.add_argument("--items")
     ap.add_argument("--shard")
     ap.add_argument("--file")
