@@ -17,6 +17,9 @@ typedef struct {
     int fp8;    /* an FP8 GEMM (its backward quantizes the incoming gradient first), or a
                    forward-only FP8 cast (ep_op.fp8) */
     int side;   /* a TP collective beside its GEMM (--tp-comm-overlap): on the tp stream */
+    int bwd_side;   /* its backward on the tp stream: the dgrad's reduce-scatter of a sequence-
+                       parallel all-gather, issued async beside the wgrad GEMM */
+    int fp8_gather; /* an all-gather of an FP8 input (forward: one byte per element) */
     int weight; /* has a weight gradient */
     int fwd_only;
     int mods; /* EP_RC_* recompute modules the op belongs to */

@@ -131,10 +131,22 @@ static void grouped_gemm(gen *g, const char *label, double m, double n, double k
  */
 
 /* The sequence-parallel all-gather before a TP GEMM and reduce-scatter after one; with
- * --tp-comm-overlap they run beside the GEMM on the tp stream (emit_list). */
+ * --tp-comm-overlap they run beside the GEMM on the tp stream (emit_list). Without it the
+ * all-gather's backward - the reduce-scatter of the dgrad - still runs beside the wgrad GEMM:
+ * Megatron's linear layers and Transformer Engine's issue it async and compute the wgrad
+ * meanwhile (LinearWithGradAccumulationAndAsyncCommunication; _LayerNormLinear.backward's
+ * reduce_scatter_along_first_dim(async_op=True)). `fp8_input`: the gathered input is the FP8
+ * output of a norm with the quantization fused (TE's LayerNormLinear under delayed scaling casts
+ * before it gathers), one byte per element. */
+static void tp_gather_of(gen *g, const char *label, int fp8_input) {
+    if (g->tp < 2) return;
+    spec *s = gen_coll(g, label, EP_OP_ALL_GATHER, g->rb->g_tp, g->t * g->R);
+    s->side = g->cfg->tp_comm_overlap;
+    s->bwd_side = !g->cfg->tp_comm_overlap;
+    s->fp8_gather = fp8_input && fp8_on(g) && g->cfg->fp8_recipe == EP_FP8_RECIPE_DELAYED;
+}
 static void tp_gather(gen *g, const char *label) {
-    if (g->tp > 1)
-        gen_coll(g, label, EP_OP_ALL_GATHER, g->rb->g_tp, g->t * g->R)->side = g->cfg->tp_comm_overlap;
+    tp_gather_of(g, label, 0);
 }
 static void tp_scatter(gen *g, const char *label) {
     if (g->tp > 1)
@@ -175,7 +187,7 @@ static void attention(gen *g, int mla) {
     int heads = c->num_attention_heads / g->tp;
     gen_mem(g, "attn_norm", EP_OP_NORM, 2 * g->t * g->R);
     tag_last(g, EP_RC_LAYERNORM);
-    tp_gather(g, "attn_ag");
+    tp_gather_of(g, "attn_ag", !mla); /* into qkv, whose norm casts to FP8 (not MLA's down GEMMs) */
     int qk, v, kv_heads;
     if (mla) {
         qk = c->qk_head_dim + c->qk_pos_emb_head_dim;
@@ -470,7 +482,7 @@ static int node_specs(gen *g, ep_node node) {
             double F = (double)c->ffn_hidden_size / g->tp;
             g->mods = EP_RC_MLP;
             g->cg = CG_LAYER(EP_CG_MLP);
-            tp_gather(g, "mlp_ag");
+            tp_gather_of(g, "mlp_ag", 1); /* into fc1, whose norm casts to FP8 */
             gemm(g, "fc1", g->tg, F * (c->swiglu ? 2 : 1), H);
             gen_mem(g, "act", EP_OP_ELEMENTWISE, g->tg * F * (c->swiglu ? 3 : 2) * EP_BF16);
             gemm(g, "fc2", g->tg, H, F);
@@ -534,6 +546,7 @@ static ep_op op_of(const gen *g, const spec *sp, int chunk, ep_node node, ep_str
     op.transpose = (int8_t)sp->transpose;
     op.fp8 = (int8_t)sp->fp8;
     if (sp->side) op.stream = EP_STREAM_TP;
+    if (sp->fp8_gather) op.bytes = sp->bytes / EP_BF16; /* FP8: one byte per element */
     /* captured by a CUDA graph of the configured scopes; a host sync never is */
     op.graph = (int8_t)((sp->cg & g->cfg->cuda_graph_mask) && sp->kind != EP_OP_HOST_SYNC);
     return op;
@@ -559,6 +572,7 @@ static ep_op backward_op(const gen *g, const spec *sp, int chunk, ep_node node, 
     ep_op op = op_of(g, sp, chunk, node, stream);
     op.phase = EP_PHASE_BWD;
     op.kind = backward_kind(sp->kind);
+    if (sp->bwd_side) op.stream = EP_STREAM_TP;
     switch (sp->kind) {
     case EP_OP_GEMM:
     case EP_OP_GROUPED_GEMM:
@@ -688,12 +702,14 @@ static void mark_graph_launches(ep_op *ops, int n) {
 }
 
 /* --tp-comm-overlap (docs/schedule.md, "TP communication overlap"): a TP collective of a pass on
- * the tp stream runs beside its GEMM instead of before or after it. An all-gather waits for the op
- * before it (its input) and the ops after the GEMM that follows it wait for it (the GEMM consumes
- * the gathered chunks as they arrive: Transformer Engine's ring exchange); a reduce-scatter starts
- * with the op that produces its input (it waits for the op before that one) and the next op waits
- * for it - in the backward that is the dgrad, so the reduce-scatter runs beside the wgrad.
- * release[i] is the list position whose op waits for the side op i (n: the pass's end). */
+ * the tp stream runs beside its GEMM instead of before or after it (without it, only the backward
+ * reduce-scatters of the sequence-parallel all-gathers, NCCL's, beside the wgrad). An all-gather
+ * waits for the op before it (its input) and the ops after the GEMM that follows it wait for it
+ * (the GEMM consumes the gathered chunks as they arrive: Transformer Engine's ring exchange); a
+ * reduce-scatter starts with the op that produces its input (it waits for the op before that one)
+ * and the next op waits for it - in the backward that is the dgrad, so the reduce-scatter runs
+ * beside the wgrad. release[i] is the list position whose op waits for the side op i (n: the pass's
+ * end). */
 static void side_release(const ep_op *ops, int n, int *release) {
     for (int i = 0; i < n; i++) {
         release[i] = -1;
@@ -711,7 +727,11 @@ static void side_release(const ep_op *ops, int n, int *release) {
 static int side_deps(ep_rank_builder *rb, const ep_op *ops, const int *emitted, const int *release,
                      int p, int idx) {
     if (ops[p].stream == EP_STREAM_TP) {
-        int producer = ops[p].kind == EP_OP_ALL_GATHER ? p - 1 : p - 2;
+        /* a backward reduce-scatter with no wgrad before it (delayed wgrad) waits for the dgrad
+         * right before it */
+        int after_dgrad =
+            ops[p].phase == EP_PHASE_BWD && p > 0 && ops[p - 1].phase != EP_PHASE_BWD_DW;
+        int producer = ops[p].kind == EP_OP_ALL_GATHER || after_dgrad ? p - 1 : p - 2;
         if (producer < 0 && p > 0) producer = p - 1;
         if (producer >= 0 && ep_rb_dep(rb, idx, emitted[producer]) != 0) return -1;
     }

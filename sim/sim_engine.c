@@ -197,11 +197,13 @@ static void push(engine *e, double t, int type, long a, uint32_t ver, int rank) 
 /* What moves a transfer's data, for its effect on the GPU's compute (docs/epsim.md, "Compute"):
  * NCCL's kernel; an SM-driven kernel (deepep / hybridep, and Transformer Engine's userbuffers
  * reduce-scatter of --tp-comm-overlap); or the copy engines (userbuffers' all-gather, a ring
- * exchange of peer copies). TP transfers on the tp stream exist only with --tp-comm-overlap. */
+ * exchange of peer copies). Without --tp-comm-overlap the tp stream holds NCCL's async backward
+ * reduce-scatters. */
 typedef enum { XF_NCCL, XF_KERNEL, XF_CE } xfer_class;
 
-static xfer_class xfer_class_of(const ep_op *op) {
-    if (op->stream == EP_STREAM_TP) return op->kind == EP_OP_ALL_GATHER ? XF_CE : XF_KERNEL;
+static xfer_class xfer_class_of(const engine *e, const ep_op *op) {
+    if (op->stream == EP_STREAM_TP && e->s->cfg.tp_comm_overlap)
+        return op->kind == EP_OP_ALL_GATHER ? XF_CE : XF_KERNEL;
     return ep_algo_is_nccl(op->algo) ? XF_NCCL : XF_KERNEL;
 }
 
@@ -491,7 +493,8 @@ static void start_op(engine *e, long o, int r) {
         }
         if (++e->coll[id].arrived == e->coll[id].n) {
             coll_begin(e, id, o);
-        } else if (xfer_class_of(op) == XF_NCCL) { /* its kernel waits on the GPU for the peers */
+        } else if (xfer_class_of(e, op) ==
+                   XF_NCCL) { /* its kernel waits on the GPU for the peers */
             e->gpu[r].nwait_nccl++;
             gpu_update(e, r);
         }
@@ -608,7 +611,7 @@ static void coll_begin(engine *e, long id, long last) {
     for (int i = 0; i < c->n; i++) {
         long o = e->members[c->off + i];
         int r = granks[i];
-        xfer_class k = xfer_class_of(op_of(e, o, r));
+        xfer_class k = xfer_class_of(e, op_of(e, o, r));
         if (k == XF_NCCL && o != last) e->gpu[r].nwait_nccl--;
         e->rec[o].t.xfer = e->now;
         e->gpu[r].nxfer++;
@@ -642,7 +645,7 @@ static void coll_done(engine *e, long id) {
         long o = e->members[c->off + i];
         int r = granks[i];
         const ep_op *op = op_of(e, o, r);
-        xfer_class k = xfer_class_of(op);
+        xfer_class k = xfer_class_of(e, op);
         e->gpu[r].nxfer--;
         e->gpu[r].nxfer_nccl -= k == XF_NCCL;
         e->gpu[r].nxfer_ce -= k == XF_CE;

@@ -84,9 +84,59 @@ static void test_tp_overlap(void) {
     ep_sched_free(&s);
 }
 
+/* Without --tp-comm-overlap only the backward reduce-scatter of a sequence-parallel all-gather
+ * runs beside a GEMM (Megatron's and Transformer Engine's async dgrad reduce-scatter during the
+ * wgrad); with --delay-wgrad-compute it waits for the dgrad and the next op for it. Under FP8
+ * delayed scaling the all-gather into qkv and fc1 moves FP8 (half the bytes), its backward bf16. */
+static void test_tp_async_bwd(void) {
+    const struct {
+        const char *flags;
+        int delayed, fp8_ds;
+    } cases[] = {
+        {"", 0, 0},
+        {"--fp8-format hybrid --fp8-recipe delayed ", 0, 1},
+        {"--fp8-format hybrid --fp8-recipe tensorwise ", 0, 0},
+        {"--overlap-moe-expert-parallel-comm --delay-wgrad-compute ", 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char flags[512];
+        snprintf(flags, sizeof flags, TP_MODEL "--world-size 4 --tensor-model-parallel-size 2 %s",
+                 cases[i].flags);
+        ep_sched s;
+        if (sched_build_flags(&s, flags) != 0) continue;
+        const ep_op *o = s.ranks[0].ops;
+        int ag = sched_find(&s, 0, "mb0.c0.L1.attn_ag.fwd"),
+            rs = sched_find(&s, 0, "mb0.c0.L1.attn_rs.fwd");
+        int rsb = sched_find(&s, 0, "mb0.c0.L1.attn_ag.bwd"),
+            agb = sched_find(&s, 0, "mb0.c0.L1.attn_rs.bwd");
+        int dg = sched_find(&s, 0, "mb0.c0.L1.qkv.bwd"),
+            wg = sched_find(&s, 0, "mb0.c0.L1.qkv.bwd_dw");
+        int after = sched_find(&s, 0, "mb0.c0.L1.attn_norm.bwd");
+        CU_ASSERT_FATAL(ag >= 0 && rs >= 0 && rsb >= 0 && agb >= 0 && dg >= 0 && after >= 0);
+        CU_ASSERT(o[ag].stream != EP_STREAM_TP && o[rs].stream != EP_STREAM_TP);
+        CU_ASSERT(o[agb].stream != EP_STREAM_TP);
+        CU_ASSERT(o[rsb].kind == EP_OP_REDUCE_SCATTER && o[rsb].stream == EP_STREAM_TP);
+        CU_ASSERT(deps_on(&s, 0, rsb, dg));
+        CU_ASSERT(deps_on(&s, 0, after, rsb) || o[after].node != o[rsb].node);
+        if (!cases[i].delayed) {
+            CU_ASSERT_FATAL(wg >= 0);
+            CU_ASSERT(!deps_on(&s, 0, rsb, wg)); /* beside the wgrad */
+        }
+        /* bytes: the forward gather of this rank's rows at 2 bytes each (FP8 delayed: 1), a
+         * TP 2 group's worth in the reduce-scatters, which stay bf16 */
+        CU_ASSERT_DOUBLE_EQUAL(o[ag].bytes * (cases[i].fp8_ds ? 2 : 1) * 2, o[rs].bytes, 1e-6);
+        CU_ASSERT_DOUBLE_EQUAL(o[rsb].bytes, o[rs].bytes, 1e-6);
+        char err[EP_ERRLEN];
+        CU_ASSERT_EQUAL(ep_sched_check(&s, err), 0);
+        ep_sched_free(&s);
+    }
+}
+
 void ep_suite_sched_tp(void) {
     CU_pSuite s = CU_add_suite("sched_tp", NULL, NULL);
     CU_add_test(s, "TP outside the layers: embedding, output layer, vocab-parallel loss",
                 test_tp_outside_layers);
     CU_add_test(s, "--tp-comm-overlap: TP collectives beside their GEMMs", test_tp_overlap);
+    CU_add_test(s, "without it: the backward reduce-scatter beside the wgrad; FP8 gathers",
+                test_tp_async_bwd);
 }
