@@ -19,7 +19,8 @@ typedef struct {
     int side;   /* a TP collective beside its GEMM (--tp-comm-overlap): on the tp stream */
     int bwd_side;   /* its backward on the tp stream: the dgrad's reduce-scatter of a sequence-
                        parallel all-gather, issued async beside the wgrad GEMM */
-    int fp8_gather; /* an all-gather of an FP8 input (forward: one byte per element) */
+    int fp8_gather; /* its all-gather moves FP8, one byte per element: the forward of an all-gather
+                       spec, the backward of a reduce-scatter spec (the gathered dY) */
     int weight; /* has a weight gradient */
     int fwd_only;
     int mods; /* EP_RC_* recompute modules the op belongs to */

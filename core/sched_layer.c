@@ -148,10 +148,13 @@ static void tp_gather_of(gen *g, const char *label, int fp8_input) {
 static void tp_gather(gen *g, const char *label) {
     tp_gather_of(g, label, 0);
 }
+/* Its backward all-gathers the incoming gradient of the row-parallel GEMM; under FP8 delayed
+ * scaling Transformer Engine casts it first and gathers FP8 (grad_output_preprocess). */
 static void tp_scatter(gen *g, const char *label) {
-    if (g->tp > 1)
-        gen_coll(g, label, EP_OP_REDUCE_SCATTER, g->rb->g_tp, g->tg * g->R)->side =
-            g->cfg->tp_comm_overlap;
+    if (g->tp < 2) return;
+    spec *s = gen_coll(g, label, EP_OP_REDUCE_SCATTER, g->rb->g_tp, g->tg * g->R);
+    s->side = g->cfg->tp_comm_overlap;
+    s->fp8_gather = fp8_on(g) && g->cfg->fp8_recipe == EP_FP8_RECIPE_DELAYED;
 }
 
 /* The loss over a TP-sharded vocabulary (Megatron's vocab-parallel cross entropy): all-reduces
@@ -546,7 +549,7 @@ static ep_op op_of(const gen *g, const spec *sp, int chunk, ep_node node, ep_str
     op.transpose = (int8_t)sp->transpose;
     op.fp8 = (int8_t)sp->fp8;
     if (sp->side) op.stream = EP_STREAM_TP;
-    if (sp->fp8_gather) op.bytes = sp->bytes / EP_BF16; /* FP8: one byte per element */
+    if (sp->fp8_gather && sp->kind == EP_OP_ALL_GATHER) op.bytes = sp->bytes / EP_BF16; /* FP8 */
     /* captured by a CUDA graph of the configured scopes; a host sync never is */
     op.graph = (int8_t)((sp->cg & g->cfg->cuda_graph_mask) && sp->kind != EP_OP_HOST_SYNC);
     return op;
@@ -602,8 +605,8 @@ static ep_op backward_op(const gen *g, const spec *sp, int chunk, ep_node node, 
     case EP_OP_ALL_GATHER: /* becomes a reduce-scatter of the gathered size */
         op.bytes = sp->bytes * g->rb->s->groups[sp->group].size;
         break;
-    case EP_OP_REDUCE_SCATTER:
-        op.bytes = sp->bytes / g->rb->s->groups[sp->group].size;
+    case EP_OP_REDUCE_SCATTER: /* becomes an all-gather of the shard (FP8: tp_scatter) */
+        op.bytes = sp->bytes / g->rb->s->groups[sp->group].size / (sp->fp8_gather ? EP_BF16 : 1);
         break;
     default:
         break;

@@ -87,7 +87,8 @@ static void test_tp_overlap(void) {
 /* Without --tp-comm-overlap only the backward reduce-scatter of a sequence-parallel all-gather
  * runs beside a GEMM (Megatron's and Transformer Engine's async dgrad reduce-scatter during the
  * wgrad); with --delay-wgrad-compute it waits for the dgrad and the next op for it. Under FP8
- * delayed scaling the all-gather into qkv and fc1 moves FP8 (half the bytes), its backward bf16. */
+ * delayed scaling the all-gathers move FP8 (half the bytes): the forward one into qkv and fc1 and
+ * the backward one of a row-parallel GEMM's dY; the reduce-scatters stay bf16. */
 static void test_tp_async_bwd(void) {
     const struct {
         const char *flags;
@@ -126,6 +127,8 @@ static void test_tp_async_bwd(void) {
          * TP 2 group's worth in the reduce-scatters, which stay bf16 */
         CU_ASSERT_DOUBLE_EQUAL(o[ag].bytes * (cases[i].fp8_ds ? 2 : 1) * 2, o[rs].bytes, 1e-6);
         CU_ASSERT_DOUBLE_EQUAL(o[rsb].bytes, o[rs].bytes, 1e-6);
+        /* the backward gather of attn_proj's dY (this rank's shard): FP8 too under delayed */
+        CU_ASSERT_DOUBLE_EQUAL(o[agb].bytes * 2 * (cases[i].fp8_ds ? 2 : 1), o[rs].bytes, 1e-6);
         char err[EP_ERRLEN];
         CU_ASSERT_EQUAL(ep_sched_check(&s, err), 0);
         ep_sched_free(&s);
