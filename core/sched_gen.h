@@ -21,6 +21,8 @@ typedef struct {
                        parallel all-gather, issued async beside the wgrad GEMM */
     int fp8_gather; /* its all-gather moves FP8, one byte per element: the forward of an all-gather
                        spec, the backward of a reduce-scatter spec (the gathered dY) */
+    const char *regather; /* a sequence-parallel all-gather whose input the backward gathers again
+                             for the next GEMM's wgrad: that op's label (NULL: none) */
     int weight; /* has a weight gradient */
     int fwd_only;
     int mods; /* EP_RC_* recompute modules the op belongs to */

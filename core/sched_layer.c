@@ -144,6 +144,10 @@ static void tp_gather_of(gen *g, const char *label, int fp8_input) {
     s->side = g->cfg->tp_comm_overlap;
     s->bwd_side = !g->cfg->tp_comm_overlap;
     s->fp8_gather = fp8_input && fp8_on(g) && g->cfg->fp8_recipe == EP_FP8_RECIPE_DELAYED;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s_regather", label);
+    s->regather = ep_sched_intern(g->rb->s, buf);
+    if (!s->regather) g->failed = 1;
 }
 static void tp_gather(gen *g, const char *label) {
     tp_gather_of(g, label, 0);
@@ -641,6 +645,17 @@ static ep_op wgrad_op(const gen *g, const spec *sp, int chunk, ep_node node, ep_
 /* Selective recomputation (docs/schedule.md, "Recomputation"): is the op's forward run again
  * right before its backward? The moe module spans the layer's nodes and is recomputed whole
  * (recompute_layer below), so its ops are not rerun one by one as well. */
+/* The all-gather again, in the backward, of a sequence-parallel GEMM's saved input (Megatron's and
+ * Transformer Engine's linear layers keep the shard, not the gathered input): issued async beside
+ * the dgrad, the wgrad waits for it (emit_list, on the tp stream). */
+static ep_op regather_op(const gen *g, const spec *ag, int chunk, ep_node node, ep_stream stream) {
+    ep_op op = op_of(g, ag, chunk, node, stream); /* its forward's bytes (FP8 where it was) */
+    op.label = ag->regather;
+    op.phase = EP_PHASE_BWD;
+    op.stream = EP_STREAM_TP;
+    return op;
+}
+
 static int rerun_in_bwd(const gen *g, const spec *sp) {
     const ep_config *c = g->cfg;
     if (c->recompute_granularity != EP_RECOMPUTE_SELECTIVE || g->layer < 0) return 0;
@@ -679,6 +694,10 @@ static int pass_ops(const gen *g, int chunk, ep_node node, ep_stream stream, ep_
         if (sp->fwd_only) continue;
         if (sp->fp8) { /* quantize the incoming gradient dY [m x n] before dgrad and wgrad */
             ops[n] = grad_cast_op(g, sp, chunk, node, stream);
+            wait[n++] = 1;
+        }
+        if (sp->kind == EP_OP_GEMM && i > 0 && g->out[i - 1].regather) {
+            ops[n] = regather_op(g, &g->out[i - 1], chunk, node, stream);
             wait[n++] = 1;
         }
         ops[n] = backward_op(g, sp, chunk, node, stream);

@@ -88,7 +88,8 @@ static void test_tp_overlap(void) {
  * runs beside a GEMM (Megatron's and Transformer Engine's async dgrad reduce-scatter during the
  * wgrad); with --delay-wgrad-compute it waits for the dgrad and the next op for it. Under FP8
  * delayed scaling the all-gathers move FP8 (half the bytes): the forward one into qkv and fc1 and
- * the backward one of a row-parallel GEMM's dY; the reduce-scatters stay bf16. */
+ * the backward one of a row-parallel GEMM's dY; the reduce-scatters stay bf16. qkv's input is
+ * gathered again in the backward beside its dgrad, and its wgrad waits for it. */
 static void test_tp_async_bwd(void) {
     const struct {
         const char *flags;
@@ -127,6 +128,13 @@ static void test_tp_async_bwd(void) {
          * TP 2 group's worth in the reduce-scatters, which stay bf16 */
         CU_ASSERT_DOUBLE_EQUAL(o[ag].bytes * (cases[i].fp8_ds ? 2 : 1) * 2, o[rs].bytes, 1e-6);
         CU_ASSERT_DOUBLE_EQUAL(o[rsb].bytes, o[rs].bytes, 1e-6);
+        /* qkv's input gathered again for its wgrad, beside the dgrad (the forward's bytes) */
+        int re = sched_find(&s, 0, "mb0.c0.L1.attn_ag_regather.bwd");
+        CU_ASSERT_FATAL(re >= 0);
+        CU_ASSERT(o[re].kind == EP_OP_ALL_GATHER && o[re].stream == EP_STREAM_TP);
+        CU_ASSERT_DOUBLE_EQUAL(o[re].bytes, o[ag].bytes, 1e-6);
+        CU_ASSERT(!deps_on(&s, 0, dg, re));
+        if (!cases[i].delayed) CU_ASSERT(deps_on(&s, 0, wg, re));
         /* the backward gather of attn_proj's dY (this rank's shard): FP8 too under delayed */
         CU_ASSERT_DOUBLE_EQUAL(o[agb].bytes * 2 * (cases[i].fp8_ds ? 2 : 1), o[rs].bytes, 1e-6);
         char err[EP_ERRLEN];
