@@ -17,6 +17,7 @@ void sim_cost_init(sim_cost *x, const sim_calib *c, const ep_config *cfg) {
     memset(x, 0, sizeof *x);
     x->c = c;
     if (cfg) ep_cost_attention_geometry(cfg, &x->attn_seq, &x->attn_dqk, &x->attn_dv);
+    x->attn_cp = cfg && cfg->context_parallel_size > 1 ? cfg->context_parallel_size : 1;
     x->sequential_experts = cfg && !cfg->moe_grouped_gemm;
     x->unfused_permute =
         cfg && cfg->moe_token_dispatcher_type == EP_DISPATCHER_ALLTOALL && !cfg->moe_permute_fusion;
@@ -147,7 +148,10 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
         break;
     }
     case EP_OP_ATTENTION:
-        q[0] = op->flops, q[1] = x->attn_seq, q[2] = x->attn_dqk, q[3] = x->attn_dv;
+        /* with CP, Transformer Engine's ring attention runs one kernel per CP step, each on
+         * the rank's seq / CP queries against one peer's seq / CP keys: the kernel's shape */
+        q[0] = op->flops / x->attn_cp, q[1] = x->attn_seq / x->attn_cp;
+        q[2] = x->attn_dqk, q[3] = x->attn_dv;
         measured = shape_eff(x, &c->attention_shapes[ph], q, 0, &outside);
         eff = c->attention_efficiency;
         break;

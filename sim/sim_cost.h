@@ -22,6 +22,7 @@ typedef struct sim_cost_memo sim_cost_memo;
 typedef struct {
     const sim_calib *c;
     int attn_seq, attn_dqk, attn_dv;
+    int attn_cp;            /* context parallel size: ring attention runs one kernel per CP step */
     int sequential_experts; /* experts one module call each (--moe-grouped-gemm off) */
     int unfused_permute; /* Megatron's PyTorch permutation (alltoall, --moe-permute-fusion off) */
     const sim_table *act; /* [2] Megatron's MoE activation of this model (NULL: not measured) */

@@ -762,6 +762,38 @@ static void test_fit_unfused_permute(void) {
     sim_calib_free(&c);
 }
 
+/* With CP, the attention op is read at one ring step's kernel: its flops / CP at seq / CP (two
+ * series: seq 1024 at 30% of peak; seq 2048 at 55% and 60%). */
+static void test_attention_under_cp(void) {
+    sim_calib c;
+    sim_calib_default(&c);
+    const double q1[SIM_SHAPE_DIMS] = {1e9, 1024, 128, 128}, q2[SIM_SHAPE_DIMS] = {1e9, 2048, 128, 128},
+                 q3[SIM_SHAPE_DIMS] = {4e9, 2048, 128, 128};
+    CU_ASSERT_FATAL(sim_shape_add(&c.attention_shapes[0], q1, 0.3) == 0 &&
+                    sim_shape_add(&c.attention_shapes[0], q2, 0.55) == 0 &&
+                    sim_shape_add(&c.attention_shapes[0], q3, 0.6) == 0 &&
+                    sim_shape_sort(&c.attention_shapes[0]) == 0);
+    ep_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = EP_OP_ATTENTION, op.phase = EP_PHASE_FWD, op.label = "core_attn";
+    op.flops = 2e9; /* a rank's share: seq 2048 over CP 2 */
+    double t[2];
+    for (int cp = 1; cp <= 2; cp++) {
+        ep_config cfg;
+        ep_config_defaults(&cfg);
+        cfg.seq_length = 2048, cfg.kv_channels = 128, cfg.context_parallel_size = cp;
+        sim_cost x;
+        sim_cost_init(&x, &c, &cfg);
+        sim_work w;
+        sim_op_work(&x, &op, 989e12, 3.35e12, &w);
+        t[cp - 1] = w.t_flop;
+        sim_cost_free(&x);
+    }
+    CU_ASSERT(near(t[1], 2e9 / (989e12 * 0.3), 1e-6)); /* CP 2: the seq 1024 kernels */
+    CU_ASSERT(t[0] < t[1]);                            /* CP 1: a longer kernel, faster */
+    sim_calib_free(&c);
+}
+
 /* expert_extras.json: Megatron's MoE activation and fc2 bias loop, time per byte by the bytes
  * epsim gives the op (the backward twice the forward's); the activation the model runs picks the
  * table, the bias op has its own. */
@@ -894,6 +926,8 @@ void ep_suite_calibrate(void) {
                 test_fit_comm_call);
     CU_add_test(s, "permute.json: unfused permutation per byte, used only without fusion",
                 test_fit_unfused_permute);
+    CU_add_test(s, "with CP the attention is read at one ring step's kernel",
+                test_attention_under_cp);
     CU_add_test(s, "expert_extras.json: Megatron's MoE activation and fc2 bias loop per byte",
                 test_fit_expert_extras);
     CU_add_test(s, "mamba.json: the Mamba-2 mixer timed whole, its conv1d stand-in replaced",

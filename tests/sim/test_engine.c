@@ -259,6 +259,7 @@ static void test_kernel_transfer_slowdown(void) {
 static void test_copy_engine_transfer_slowdown(void) {
     hand_sched h;
     hand_init(&h, 2);
+    h.s.cfg.tp_comm_overlap = 1; /* without it the tp stream holds NCCL's async transfers */
     int g = hand_group(&h, 2);
     ep_op gemm = hand_gemm(8192);
     hand_add(&h, 0, gemm, 0, NULL);
@@ -277,6 +278,7 @@ static void test_copy_engine_transfer_slowdown(void) {
     /* the same transfer without compute beside it takes as long */
     hand_sched h2;
     hand_init(&h2, 2);
+    h2.s.cfg.tp_comm_overlap = 1;
     hand_collective(&h2, 2, EP_OP_ALL_GATHER, EP_STREAM_TP, hand_group(&h2, 2), 64e6);
     hand_result r2;
     hand_run(&h2, "h200x2", &c, &r2);
