@@ -1079,67 +1079,69 @@ static void fit_power(fit *x) {
     x->npower_tau = ntau;
 }
 
-/* ---- Megatron's unfused permutation (permute.json) ---------------------------------------- */
+/* ---- functions timed whole, as GPU time per byte (permute.json, expert_extras.json) ------- */
 
-/* permute.json (scripts/megatron_permute.py): Megatron's unfused permutation functions timed
- * whole, forward and backward, over tokens, hidden and experts. Each record's bytes are the bytes
- * epsim's schedule gives the same op (docs/schedule.md: rows in and rows out, hidden x 2 each);
- * the table is the GPU time per byte by bytes, the median over the records of equal bytes. */
-enum { PERMUTE_MAX = 64 };
-static void fit_unfused_permute(fit *x) {
-    static const char *const OPS[3] = {"permute", "unpermute", "sort_chunks"};
-    sim_table *tables[3] = {x->c.unfused_permute, x->c.unfused_unpermute, x->c.unfused_sort};
-    for (int o = 0; o < 3; o++)
+/* The bytes epsim's schedule gives the op of record r of part `o` and pass `bwd` (<= 0: the record
+ * is left out). */
+typedef double (*op_bytes_fn)(json_t *r, int o, int bwd);
+
+/* For each part (records whose `key` names it) and pass, a table of GPU time per byte by the bytes
+ * `bytes` gives the op, the median over the records of equal bytes (launches and repeats of a
+ * shape). */
+enum { BYTES_POINTS_MAX = 64 };
+static void fit_per_byte(fit *x, int file, const char *key, const char *const *parts, int nparts,
+                         sim_table (*const *tables)[2], op_bytes_fn bytes) {
+    for (int o = 0; o < nparts; o++)
         for (int ps = 0; ps < 2; ps++) {
-            double b[PERMUTE_MAX], y[PERMUTE_MAX];
+            double b[BYTES_POINTS_MAX], y[BYTES_POINTS_MAX];
             int n = 0;
             json_t *r;
-            FOR_RECORDS(x, F_PERMUTE, i, r) {
-                if (strcmp(str(r, "op"), OPS[o]) || strcmp(str(r, "pass"), ps ? "bwd" : "fwd"))
+            FOR_RECORDS(x, file, i, r) {
+                if (strcmp(str(r, key), parts[o]) || strcmp(str(r, "pass"), ps ? "bwd" : "fwd"))
                     continue;
-                double t = num(r, "tokens"), k = num(r, "topk"), h = num(r, "hidden");
-                double us = num(r, "time_us");
-                if (!(t > 0 && k > 0 && h > 0 && us > 0) || n == PERMUTE_MAX) continue;
-                /* rows in + rows out: permute t -> t k, unpermute t k -> t, sort t k -> t k */
-                double rows = o == 2 ? 2 * t * k : t + t * k;
-                b[n] = rows * h * 2.0; /* bf16 */
-                y[n] = us * 1e-6 / b[n];
-                n++;
+                double by = bytes(r, o, ps), us = num(r, "time_us");
+                if (!(by > 0 && us > 0) || n == BYTES_POINTS_MAX) continue;
+                b[n] = by;
+                y[n++] = us * 1e-6 / by;
             }
-            table_from_points(&tables[o][ps], b, y, n); /* the median over equal bytes */
+            table_from_points(&(*tables[o])[ps], b, y, n);
         }
 }
 
-/* ---- Megatron's MoE activation and fc2 bias loop (expert_extras.json) -------------------- */
+/* permute.json (scripts/megatron_permute.py): Megatron's unfused permutation functions timed
+ * whole, forward and backward, over tokens, hidden and experts. A record's bytes are those of the
+ * same op in epsim's schedule (docs/schedule.md): rows in and rows out, hidden x 2 each - permute
+ * t -> t k, unpermute t k -> t, sort t k -> t k. */
+static double permute_bytes(json_t *r, int o, int bwd) {
+    (void)bwd;
+    double t = num(r, "tokens"), k = num(r, "topk"), h = num(r, "hidden");
+    if (!(t > 0 && k > 0 && h > 0)) return 0;
+    return (o == 2 ? 2 * t * k : t + t * k) * h * 2.0;
+}
+
+static void fit_unfused_permute(fit *x) {
+    static const char *const OPS[3] = {"permute", "unpermute", "sort_chunks"};
+    sim_table(*const tables[3])[2] = {&x->c.unfused_permute, &x->c.unfused_unpermute,
+                                      &x->c.unfused_sort};
+    fit_per_byte(x, F_PERMUTE, "op", OPS, 3, tables, permute_bytes);
+}
 
 /* expert_extras.json (scripts/megatron_expert_extras.py): Megatron's activation functions and
  * TEGroupedMLP's fc2 bias loop timed whole, forward and backward, by rows and width (launches
- * apart by "launch"). Each record's bytes are those epsim's schedule gives the op (sched_layer.c,
- * experts(): the activation reads 2F and writes F bf16 values per row, the bias reads and writes
- * H; the backward twice that); the table is the GPU time per byte by bytes, the median over the
- * records of equal bytes. */
+ * apart by "launch"). A record's bytes are those of epsim's op (sched_layer.c, experts()): the
+ * activation reads 2F and writes F bf16 values per row, the bias reads and writes H; a backward
+ * elementwise op has twice its forward's bytes (backward_op). */
+static double extras_bytes(json_t *r, int o, int bwd) {
+    double rows = num(r, "rows"), w = num(r, "width");
+    if (!(rows > 0 && w > 0)) return 0;
+    return rows * w * (o == 3 ? 2.0 : 3.0) * 2.0 * (bwd ? 2.0 : 1.0);
+}
+
 static void fit_expert_extras(fit *x) {
     static const char *const PARTS[4] = {"swiglu", "geglu", "geglu_clamp", "apply_bias"};
-    sim_table *tables[4] = {x->c.act_swiglu, x->c.act_geglu, x->c.act_geglu_clamp,
-                            x->c.expert_bias};
-    for (int o = 0; o < 4; o++)
-        for (int ps = 0; ps < 2; ps++) {
-            double b[PERMUTE_MAX], y[PERMUTE_MAX];
-            int n = 0;
-            json_t *r;
-            FOR_RECORDS(x, F_EXPERT_EXTRAS, i, r) {
-                if (strcmp(str(r, "part"), PARTS[o]) || strcmp(str(r, "pass"), ps ? "bwd" : "fwd"))
-                    continue;
-                double rows = num(r, "rows"), w = num(r, "width"), us = num(r, "time_us");
-                if (!(rows > 0 && w > 0 && us > 0) || n == PERMUTE_MAX) continue;
-                /* bf16; a backward elementwise op has twice its forward's bytes (sched_layer.c,
-                 * backward_op) */
-                b[n] = rows * w * (o == 3 ? 2.0 : 3.0) * 2.0 * (ps ? 2.0 : 1.0);
-                y[n] = us * 1e-6 / b[n];
-                n++;
-            }
-            table_from_points(&tables[o][ps], b, y, n);
-        }
+    sim_table(*const tables[4])[2] = {&x->c.act_swiglu, &x->c.act_geglu, &x->c.act_geglu_clamp,
+                                      &x->c.expert_bias};
+    fit_per_byte(x, F_EXPERT_EXTRAS, "part", PARTS, 4, tables, extras_bytes);
 }
 
 /* ---- Megatron's Mamba-2 mixer (mamba.json) ----------------------------------------------- */
