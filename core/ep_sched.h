@@ -108,11 +108,15 @@ typedef struct {
     ep_stream stream : 8;
     ep_phase phase : 8;
     ep_node node : 8;
-    int8_t transpose; /* a2a: 1 = traffic matrix transposed (combine direction) */
-    int8_t algo;      /* ep_algo (ep_xfer.h): how a communication op moves, set by ep_rb_emit */
-    int8_t fp8;       /* GEMM: runs in FP8 (Transformer Engine, --fp8-format): FP8 peak and table;
-                         elementwise: a quantization TE runs inside its GEMM's module call */
-    int8_t graph;     /* CUDA graph: 1 captured (no launch of its own), 2 also its graph's launch */
+    uint8_t transpose : 1; /* a2a: 1 = traffic matrix transposed (combine direction) */
+    uint8_t
+        graph : 2; /* CUDA graph: 1 captured (no launch of its own), 2 also its graph's launch */
+    uint8_t inner : 1; /* issued inside another op's module call, no module bookkeeping of its own:
+                          an FP8 quantization inside its GEMM's (Transformer Engine), the TP
+                          backward's regather inside its linear layer's backward */
+    int8_t algo;       /* ep_algo (ep_xfer.h): how a communication op moves, set by ep_rb_emit */
+    int8_t fp8;        /* GEMM: runs in FP8 (Transformer Engine, --fp8-format): FP8 peak and table;
+                          elementwise: a quantization TE runs inside its GEMM's module call */
 } ep_op;
 
 typedef struct {

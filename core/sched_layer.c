@@ -555,7 +555,8 @@ static ep_op op_of(const gen *g, const spec *sp, int chunk, ep_node node, ep_str
     if (sp->side) op.stream = EP_STREAM_TP;
     if (sp->fp8_gather && sp->kind == EP_OP_ALL_GATHER) op.bytes = sp->bytes / EP_BF16; /* FP8 */
     /* captured by a CUDA graph of the configured scopes; a host sync never is */
-    op.graph = (int8_t)((sp->cg & g->cfg->cuda_graph_mask) && sp->kind != EP_OP_HOST_SYNC);
+    op.graph = (sp->cg & g->cfg->cuda_graph_mask) && sp->kind != EP_OP_HOST_SYNC;
+    op.inner = sp->fp8 && sp->kind == EP_OP_ELEMENTWISE; /* a quantization inside its GEMM's call */
     return op;
 }
 
@@ -631,6 +632,7 @@ static ep_op grad_cast_op(const gen *g, const spec *sp, int chunk, ep_node node,
     op.m = op.n = op.k = 0;
     op.batch = 1;
     op.fp8 = 1; /* inside the GEMM's module (ep_op.fp8) */
+    op.inner = 1;
     return op;
 }
 
@@ -653,6 +655,7 @@ static ep_op regather_op(const gen *g, const spec *ag, int chunk, ep_node node, 
     op.label = ag->regather;
     op.phase = EP_PHASE_BWD;
     op.stream = EP_STREAM_TP;
+    op.inner = 1; /* a call inside the linear layer's backward */
     return op;
 }
 

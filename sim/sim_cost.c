@@ -195,9 +195,10 @@ double sim_op_host_s(const sim_cost *x, const ep_op *op, int group_size) {
     const sim_calib *c = x->c;
     /* captured in a CUDA graph: the graph's launch, once, and nothing per op */
     if (op->graph) return op->graph == 2 ? c->graph_launch_s : 0;
-    /* an FP8 quantization runs inside its GEMM's module (TE): one kernel launch, no op
-     * bookkeeping of its own (op_overhead_s was fitted per module-level op of BF16 layers) */
-    if (op->fp8 && op->kind == EP_OP_ELEMENTWISE) return c->launch_s;
+    /* an op inside another op's module call (ep_op.inner: TE's FP8 quantization inside its GEMM's,
+     * a TP regather inside its linear layer's backward): its launch, no op bookkeeping of its own
+     * (op_overhead_s was fitted per module-level op) */
+    if (op->inner) return ep_op_is_comm(op) ? c->nccl_launch_s : c->launch_s;
     double call;
     if (ep_op_is_comm(op))
         call = group_size > 1 ? c->nccl_launch_s + c->comm_call_s : 0;

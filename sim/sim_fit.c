@@ -530,6 +530,7 @@ static int layer_calls(const sim_calib *c, const char *flags, double *calls, int
         if (op->layer != 0) continue;
         int group = op->group >= 0 ? s.groups[op->group].size : 0;
         *calls += sim_op_host_s(&x, op, group);
+        if (op->inner) continue; /* inside another op's call: its launch alone (sim_op_host_s) */
         (*nops)++;
         if (op->kind == EP_OP_GROUPED_GEMM) *nexperts += op->batch > 1 ? op->batch : 1;
         if (ep_op_is_comm(op) && group > 1) (*ncomm)++;
