@@ -5,6 +5,8 @@
 # routed NVLink kernels and NCCL beside the ceilings that write every peer at once
 # (store_all_peers on the senders' SMs, copy_all_peers on the copy engines; docs/metrics.md).
 #   OUT=dir [LAUNCHES=2] [TOKENS=1024,4096,16384] [SMS="16 32 64"] bash scripts/gpu_x4_ceilings.sh
+# SANITIZE=1 instead runs compute-sanitizer memcheck and racecheck over a small 2-rank dispatch
+# and combine benchmark (the baselines' kernels included) and writes $OUT/sanitize.log.
 # Writes $OUT/machine.txt, build.log and $OUT/bench.tar.gz of ep{4,2}_{dispatch,combine}_sms{S}_{k}
 # .{json,txt} (one archive: the device returns a limited number of files).
 set -u -o pipefail
@@ -20,6 +22,23 @@ t0=$(date +%s)
   cmake --build build-gpu -j32 --target epref; } > "$OUT/build.log" 2>&1 ||
   { tail -40 "$OUT/build.log"; exit 1; }
 echo "build done at +$(($(date +%s) - t0)) s"
+if [ -n "${SANITIZE:-}" ]; then
+  for tool in memcheck racecheck; do
+    for b in dispatch combine; do
+      timeout 240 compute-sanitizer --tool $tool --report-api-errors no --target-processes all \
+        --error-exitcode 9 build-gpu/ref/epref --nproc 2 bench $b --hidden-size 7168 \
+        --num-experts 256 --moe-router-topk 8 --expert-model-parallel-size 2 \
+        --moe-ffn-hidden-size 2048 --num-sms 16 --tokens 256 --iters 2 --warmup 1 \
+        > "$OUT/san_${tool}_$b.txt" 2>&1
+      rc=$?
+      echo "$tool $b rc=$rc" | tee -a "$OUT/sanitize.log"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|store_all|copy_all" "$OUT/san_${tool}_$b.txt" | tail -6 \
+        >> "$OUT/sanitize.log"
+      rm -f "$OUT/san_${tool}_$b.txt"
+    done
+  done
+  exit 0
+fi
 for k in $(seq 1 "${LAUNCHES:-2}"); do
   for ep in 4 2; do
     for sms in ${SMS:-16 32 64}; do
