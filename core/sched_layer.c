@@ -644,9 +644,6 @@ static ep_op wgrad_op(const gen *g, const spec *sp, int chunk, ep_node node, ep_
     return op;
 }
 
-/* Selective recomputation (docs/schedule.md, "Recomputation"): is the op's forward run again
- * right before its backward? The moe module spans the layer's nodes and is recomputed whole
- * (recompute_layer below), so its ops are not rerun one by one as well. */
 /* The all-gather again, in the backward, of a sequence-parallel GEMM's saved input (Megatron's and
  * Transformer Engine's linear layers keep the shard, not the gathered input): issued async beside
  * the dgrad, the wgrad waits for it (emit_list, on the tp stream). */
@@ -659,6 +656,9 @@ static ep_op regather_op(const gen *g, const spec *ag, int chunk, ep_node node, 
     return op;
 }
 
+/* Selective recomputation (docs/schedule.md, "Recomputation"): is the op's forward run again
+ * right before its backward? The moe module spans the layer's nodes and is recomputed whole
+ * (recompute_layer below), so its ops are not rerun one by one as well. */
 static int rerun_in_bwd(const gen *g, const spec *sp) {
     const ep_config *c = g->cfg;
     if (c->recompute_granularity != EP_RECOMPUTE_SELECTIVE || g->layer < 0) return 0;
