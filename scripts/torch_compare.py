@@ -4,17 +4,25 @@ own compute records of the same GPU, shape by shape (docs/calibration.md, "Megat
 kernels"). Prints markdown tables.
 
   python3 scripts/torch_compare.py TORCH_DIR EPREF_COMPUTE_JSON [--peak 989e12]
-      TORCH_DIR holds kernels.json and, if present, kernels_repeat.json (second launch)
+      TORCH_DIR holds kernels.json (or kernels.json.xz) and, if present, kernels_repeat.json
+      (second launch)
 """
 import argparse
 import json
+import lzma
 import math
 import os
 import statistics
 
 
 def load(path):
-    d = json.load(open(path))
+    """A records file, or its xz-compressed copy (PATH.xz) where only that is committed."""
+    if not os.path.exists(path) and os.path.exists(path + ".xz"):
+        with lzma.open(path + ".xz", "rt") as f:
+            d = json.load(f)
+    else:
+        with open(path) as f:
+            d = json.load(f)
     return d[0]["meta"], d[1:]
 
 
