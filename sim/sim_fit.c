@@ -1145,6 +1145,23 @@ static void fit_expert_extras(fit *x) {
     fit_per_byte(x, F_EXPERT_EXTRAS, "part", PARTS, 4, tables, extras_bytes);
 }
 
+/* One line of fit_per_byte's tables, their GB/s of the op's bytes at the smallest and largest
+ * bytes; nothing when none was fitted. */
+static void print_per_byte(const char *what, const char *const *parts,
+                           sim_table (*const *tables)[2], int nparts) {
+    int first = 1;
+    for (int o = 0; o < nparts; o++)
+        for (int ps = 0; ps < 2; ps++) {
+            const sim_table *u = &(*tables[o])[ps];
+            if (!u->n) continue;
+            if (first) printf("  %s (GB/s of the op's bytes, smallest -> largest):", what);
+            printf("%s %s %s %.0f -> %.0f", first ? "" : ",", parts[o], ps ? "bwd" : "fwd",
+                   1e-9 / u->y[0], 1e-9 / u->y[u->n - 1]);
+            first = 0;
+        }
+    if (!first) printf("\n");
+}
+
 /* ---- Megatron's Mamba-2 mixer (mamba.json) ----------------------------------------------- */
 
 /* mamba.json (scripts/mamba_scan.py): mamba_split_conv1d_scan_combined and the grouped RMSNorm
@@ -1545,33 +1562,15 @@ int sim_fit_main(int argc, char **argv) {
                x.c.power_tau_s * 1e3, x.npower_tau, x.c.power_attention_weight,
                x.power_watts[0], x.power_watts[1], x.power_watts[2], x.power_watts[3]);
     }
-    if (x.c.unfused_permute[0].n) {
-        const char *names[3] = {"permute", "unpermute", "sort chunks"};
-        const sim_table *t[3] = {x.c.unfused_permute, x.c.unfused_unpermute, x.c.unfused_sort};
-        printf("  unfused permutation (GB/s of the op's bytes, smallest -> largest):");
-        for (int o = 0; o < 3; o++)
-            for (int ps = 0; ps < 2; ps++) {
-                const sim_table *u = &t[o][ps];
-                printf("%s %s %s %.0f -> %.0f", o || ps ? "," : "", names[o], ps ? "bwd" : "fwd",
-                       1e-9 / u->y[0], 1e-9 / u->y[u->n - 1]);
-            }
-        printf("\n");
-    }
-    if (x.c.act_swiglu[0].n || x.c.expert_bias[0].n) {
-        const char *names[4] = {"SwiGLU", "quick-GEGLU", "clamped quick-GEGLU", "fc2 bias loop"};
-        const sim_table *t[4] = {x.c.act_swiglu, x.c.act_geglu, x.c.act_geglu_clamp,
-                                 x.c.expert_bias};
-        printf("  MoE activation and bias (GB/s of the op's bytes, smallest -> largest):");
-        for (int o = 0, first = 1; o < 4; o++)
-            for (int ps = 0; ps < 2; ps++) {
-                const sim_table *u = &t[o][ps];
-                if (!u->n) continue;
-                printf("%s %s %s %.0f -> %.0f", first ? "" : ",", names[o], ps ? "bwd" : "fwd",
-                       1e-9 / u->y[0], 1e-9 / u->y[u->n - 1]);
-                first = 0;
-            }
-        printf("\n");
-    }
+    static const char *const PERMUTE_NAMES[3] = {"permute", "unpermute", "sort chunks"};
+    sim_table(*const permute_tables[3])[2] = {&x.c.unfused_permute, &x.c.unfused_unpermute,
+                                              &x.c.unfused_sort};
+    print_per_byte("unfused permutation", PERMUTE_NAMES, permute_tables, 3);
+    static const char *const EXTRAS_NAMES[4] = {"SwiGLU", "quick-GEGLU", "clamped quick-GEGLU",
+                                                "fc2 bias loop"};
+    sim_table(*const extras_tables[4])[2] = {&x.c.act_swiglu, &x.c.act_geglu, &x.c.act_geglu_clamp,
+                                             &x.c.expert_bias};
+    print_per_byte("MoE activation and bias", EXTRAS_NAMES, extras_tables, 4);
     if (x.c.mamba_scan_shapes[0].n)
         printf("  Mamba-2 mixer: %d forward and %d backward shapes\n", x.c.mamba_scan_shapes[0].n,
                x.c.mamba_scan_shapes[EP_PHASE_BWD - 1].n);
