@@ -35,40 +35,46 @@ static double fp8_cast_bytes_per_element(const ep_config *c) {
     return c->fp8_recipe == EP_FP8_RECIPE_TENSORWISE ? 6.0 : 4.0;
 }
 
-/* "<label>_cast": static for the GEMM labels of this file, interned otherwise (a block prefix);
- * NULL out of memory. */
-static const char *cast_label(ep_sched *s, const char *label) {
-    static const char *const known[][2] = {
-        {"qkv", "qkv_cast"},
-        {"q_proj", "q_proj_cast"},
-        {"q_down", "q_down_cast"},
-        {"q_up", "q_up_cast"},
-        {"kv_down", "kv_down_cast"},
-        {"kv_up", "kv_up_cast"},
-        {"attn_proj", "attn_proj_cast"},
-        {"fc1", "fc1_cast"},
-        {"fc2", "fc2_cast"},
-        {"shared_fc1", "shared_fc1_cast"},
-        {"shared_fc2", "shared_fc2_cast"},
-        {"expert_fc1", "expert_fc1_cast"},
-        {"expert_fc2", "expert_fc2_cast"},
-        {"mamba_in_proj", "mamba_in_proj_cast"},
-        {"mamba_out_proj", "mamba_out_proj_cast"},
-        {"gdn_in_proj", "gdn_in_proj_cast"},
-        {"gdn_out_proj", "gdn_out_proj_cast"},
-        {"eh_proj", "eh_proj_cast"},
+/* label + suffix: static for the labels of this file (the generators ask for every node of every
+ * rank, and interning scans the schedule's labels), interned otherwise (a block prefix); NULL out
+ * of memory. "_cast": a GEMM's input quantization; "_regather": a sequence-parallel all-gather
+ * repeated in the backward. */
+static const char *suffixed_label(ep_sched *s, const char *label, const char *suffix) {
+    static const char *const known[][3] = {
+        {"qkv", "_cast", "qkv_cast"},
+        {"q_proj", "_cast", "q_proj_cast"},
+        {"q_down", "_cast", "q_down_cast"},
+        {"q_up", "_cast", "q_up_cast"},
+        {"kv_down", "_cast", "kv_down_cast"},
+        {"kv_up", "_cast", "kv_up_cast"},
+        {"attn_proj", "_cast", "attn_proj_cast"},
+        {"fc1", "_cast", "fc1_cast"},
+        {"fc2", "_cast", "fc2_cast"},
+        {"shared_fc1", "_cast", "shared_fc1_cast"},
+        {"shared_fc2", "_cast", "shared_fc2_cast"},
+        {"expert_fc1", "_cast", "expert_fc1_cast"},
+        {"expert_fc2", "_cast", "expert_fc2_cast"},
+        {"mamba_in_proj", "_cast", "mamba_in_proj_cast"},
+        {"mamba_out_proj", "_cast", "mamba_out_proj_cast"},
+        {"gdn_in_proj", "_cast", "gdn_in_proj_cast"},
+        {"gdn_out_proj", "_cast", "gdn_out_proj_cast"},
+        {"eh_proj", "_cast", "eh_proj_cast"},
+        {"attn_ag", "_regather", "attn_ag_regather"},
+        {"mlp_ag", "_regather", "mlp_ag_regather"},
+        {"shared_ag", "_regather", "shared_ag_regather"},
+        {"mtp_output_ag", "_regather", "mtp_output_ag_regather"},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-        if (!strcmp(label, known[i][0])) return known[i][1];
+        if (!strcmp(label, known[i][0]) && !strcmp(suffix, known[i][1])) return known[i][2];
     char buf[80];
-    snprintf(buf, sizeof buf, "%s_cast", label);
+    snprintf(buf, sizeof buf, "%s%s", label, suffix);
     return ep_sched_intern(s, buf);
 }
 
 /* Adds the quantization of a GEMM input of `elements` (forward only: its own backward is the
  * GEMM's gradient cast, pass_ops). */
 static void fp8_cast(gen *g, const char *label, double elements) {
-    const char *l = cast_label(g->rb->s, label);
+    const char *l = suffixed_label(g->rb->s, label, "_cast");
     if (!l) {
         g->failed = 1;
         return;
@@ -144,9 +150,7 @@ static void tp_gather_of(gen *g, const char *label, int fp8_input) {
     s->side = g->cfg->tp_comm_overlap;
     s->bwd_side = !g->cfg->tp_comm_overlap;
     s->fp8_gather = fp8_input && fp8_on(g) && g->cfg->fp8_recipe == EP_FP8_RECIPE_DELAYED;
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s_regather", label);
-    s->regather = ep_sched_intern(g->rb->s, buf);
+    s->regather = suffixed_label(g->rb->s, label, "_regather");
     if (!s->regather) g->failed = 1;
 }
 static void tp_gather(gen *g, const char *label) {
@@ -623,7 +627,7 @@ static ep_op backward_op(const gen *g, const spec *sp, int chunk, ep_node node, 
  */
 static ep_op grad_cast_op(const gen *g, const spec *sp, int chunk, ep_node node, ep_stream stream) {
     ep_op op = op_of(g, sp, chunk, node, stream);
-    const char *l = cast_label(g->rb->s, sp->label);
+    const char *l = suffixed_label(g->rb->s, sp->label, "_cast");
     op.label = l ? l : "fp8_cast";
     op.kind = EP_OP_ELEMENTWISE;
     op.phase = EP_PHASE_BWD;
