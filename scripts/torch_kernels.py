@@ -7,7 +7,8 @@ What it times (bf16 unless said), each over a shape grid that spans what users r
                 and the flash backend for comparison: fwd, and fwd+bwd (bwd = fwd+bwd - fwd)
   grouped_gemm  torch._grouped_mm: fwd / dgrad / wgrad of expert GEMMs (epref's transposes); with
                 --grouped-impl multistream instead one cuBLAS GEMM per expert on a pool of 4
-                streams, what Transformer Engine's GroupedLinear runs by default on Hopper
+                streams (FP8: torch._scaled_mm per expert, tensorwise scales), what Transformer
+                Engine's GroupedLinear runs by default on Hopper
                 (multi_stream_cublas_gemm; NVTE_USE_CUTLASS_GROUPED_GEMM=1 selects a CUTLASS
                 grouped kernel, like torch._grouped_mm)
   gemm          torch.matmul: fwd / dgrad / wgrad shapes on a log grid of M, N, K
@@ -262,7 +263,7 @@ def record_gemm(it, time_us, extra):
          "dqk": 0, "dv": 0, "time_us": round(time_us, 3)}
     if it["dtype"] == "fp8":
         r["dtype"] = "fp8"
-        r["source"] = "torch:scaled_grouped_mm" if grouped else "torch:scaled_mm"
+        r["source"] = GROUPED_SOURCE_FP8[grouped_impl()] if grouped else "torch:scaled_mm"
     else:
         r["source"] = (GROUPED_SOURCE[grouped_impl()] if grouped else "torch:cublas")
     if grouped:
@@ -445,6 +446,8 @@ def run_gemm(torch, tm, it):
 
 
 GROUPED_SOURCE = {"grouped_mm": "torch:grouped_mm", "multistream": "torch:cublas_multistream"}
+GROUPED_SOURCE_FP8 = {"grouped_mm": "torch:scaled_grouped_mm",
+                      "multistream": "torch:cublas_fp8_multistream"}
 STREAM_POOL = 4  # Transformer Engine's compute streams (nvte_get_num_compute_streams)
 
 
@@ -473,11 +476,51 @@ def multistream_mm(torch, pairs, outs):
     return f
 
 
+def multistream_fp8(torch, e, r, n, k, ph):
+    """FP8 experts as Transformer Engine's GroupedLinear runs them on Hopper with tensorwise
+    (current or delayed) scaling: one cuBLAS FP8 GEMM per expert (torch._scaled_mm, TN, scalar
+    scales, bf16 out) on the stream pool. Each expert's operands are their own tensors, as TE's
+    split quantization makes them: row-wise data for the forward's X_e and dY_e, the column-wise
+    (transposed) copies for W_e in dgrad and for dY_e, X_e in wgrad. Fast accumulation in the
+    forward only, as in the dense FP8 records."""
+    e4 = torch.float8_e4m3fn
+    if ph == "fwd":    # Y_e (r x n) = X_e W_e^T
+        shapes, out = ((r, k), (n, k)), (r, n)
+    elif ph == "bwd":  # dX_e (r x k) = dY_e W_e: W_e's transposed copy is (k x n)
+        shapes, out = ((r, n), (k, n)), (r, k)
+    else:              # dW_e (n x k) = dY_e^T X_e: both transposed copies
+        shapes, out = ((n, r), (k, r)), (n, k)
+    pairs = [(rnd(torch, shapes[0], 1.0, e4), rnd(torch, shapes[1], 1.0, e4).t())
+             for _ in range(e)]
+    outs = [torch.empty(out, device="cuda", dtype=torch.bfloat16) for _ in range(e)]
+    one = torch.tensor(1.0, device="cuda")
+    fast = ph == "fwd"
+    cur = torch.cuda.current_stream()
+    pool = [torch.cuda.Stream() for _ in range(STREAM_POOL)]
+    fork = torch.cuda.Event()
+    joins = [torch.cuda.Event() for _ in pool]
+
+    def f():
+        fork.record(cur)
+        for s in pool:
+            s.wait_event(fork)
+        for i, (a, b) in enumerate(pairs):
+            with torch.cuda.stream(pool[i % STREAM_POOL]):
+                torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                 use_fast_accum=fast, out=outs[i])
+        for s, ev in zip(pool, joins):
+            ev.record(s)
+            cur.wait_event(ev)
+    return f, {"streams": STREAM_POOL, "fast_accum": int(fast), "scaling": "tensorwise"}
+
+
 def run_grouped(torch, tm, it):
     e, r, n, k, ph = it["e"], it["r"], it["n"], it["k"], it["phase"]
     rows = e * r
     offs = torch.arange(1, e + 1, device="cuda", dtype=torch.int32) * r
-    if it["dtype"] == "bf16" and grouped_impl() == "multistream":
+    if it["dtype"] == "fp8" and grouped_impl() == "multistream":
+        f, extra = multistream_fp8(torch, e, r, n, k, ph)
+    elif it["dtype"] == "bf16" and grouped_impl() == "multistream":
         # the same operands, expert by expert: fwd X_e W_e^T, dgrad dY_e W_e, wgrad dY_e^T X_e
         sl = [slice(i * r, (i + 1) * r) for i in range(e)]
         if ph == "fwd":

@@ -63,7 +63,7 @@ typedef struct {
     int nkernels, nfp8; /* kernels.json records fitted, FP8 ones among them */
     int grid_only;      /* compute.json without the records of model shapes (--grid-only) */
     const char *model_shapes; /* --model-shapes FILE, or NULL */
-    const char *kind_from;    /* --kind-from KIND:FILE, or NULL */
+    const char *kind_from;    /* --kind-from KIND[/DTYPE]:FILE, or NULL */
     /* host_megatron.json's layers: measured beside epsim's host time, for the report */
     int nhost_layers;
     char host_layer_line[HOST_LAYERS_MAX][200];
@@ -176,8 +176,18 @@ static int is_model_record(json_t *r, const void *unused) {
     return strncmp(str(r, "source"), "model:", 6) == 0;
 }
 
-static int is_kind_record(json_t *r, const void *kind) {
-    return strcmp(str(r, "kind"), kind) == 0;
+/* A record of op kind k->kind and, where k->dtype is set, of that element type (records without a
+ * "dtype" are bf16). */
+typedef struct {
+    char kind[64];
+    const char *dtype;
+} kind_dtype;
+
+static int is_kind_record(json_t *r, const void *arg) {
+    const kind_dtype *k = arg;
+    const char *dt = str(r, "dtype");
+    return strcmp(str(r, "kind"), k->kind) == 0 &&
+           (!k->dtype || strcmp(*dt ? dt : "bf16", k->dtype) == 0);
 }
 
 typedef int (*record_test)(json_t *r, const void *arg);
@@ -216,11 +226,19 @@ static json_t *load_compute(fit *x, const char *opt, const char *path) {
 
 /* --model-shapes FILE: the model records of another compute.json join the loaded one, so a grid
  * timed on one day and the validation models' own shapes timed on another make one calibration.
- * --kind-from KIND:FILE: the records of one op kind come from another compute.json instead (that
- * kind timed again in a later call, e.g. `epref bench calib --parts attention`). --grid-only: the
- * model records are left out, so the calibration can be held against models whose shapes it never
- * timed (docs/validation.md, "Held out"). In that order; *nkind, *nmodel, *ndropped say how many
- * records each moved. Returns 0, or -1 (x->err says why). */
+ * --kind-from KIND[/DTYPE]:FILE: the records of one op kind (of one dtype) come from another
+ * compute.json instead (that kind timed again in a later call, e.g. `epref bench calib --parts
+ * attention`). --grid-only: the model records are left out, so the calibration can be held against
+ * models whose shapes it never timed (docs/validation.md, "Held out"). In that order; *nkind,
+ * *nmodel, *ndropped say how many records each moved. Returns 0, or -1 (x->err says why). */
+/* Which loaded file records array more belongs with: kernels.json when more's meta says so
+ * (Megatron-class kernels timed through PyTorch), else compute.json. */
+static int same_type(json_t *more) {
+    json_t *meta = json_object_get(json_array_get(more, 0), "meta");
+    const char *file = json_string_value(json_object_get(meta, "file"));
+    return file && !strcmp(file, "kernels.json") ? F_KERNELS : F_COMPUTE;
+}
+
 static int choose_records(fit *x, const char *kind_from, const char *model_shapes, int grid_only,
                           int *nkind, int *nmodel, int *ndropped) {
     json_t *a = x->root[F_COMPUTE];
@@ -231,22 +249,33 @@ static int choose_records(fit *x, const char *kind_from, const char *model_shape
         return -1;
     }
     if (kind_from) {
-        char kind[64];
+        kind_dtype kd = {.dtype = NULL};
         const char *colon = strchr(kind_from, ':');
         size_t k = colon ? (size_t)(colon - kind_from) : 0;
-        if (k == 0 || k >= sizeof kind) {
-            snprintf(x->err, EP_ERRLEN, "--kind-from %s: expected KIND:FILE", kind_from);
+        if (k == 0 || k >= sizeof kd.kind) {
+            snprintf(x->err, EP_ERRLEN, "--kind-from %s: expected KIND[/DTYPE]:FILE", kind_from);
             return -1;
         }
-        memcpy(kind, kind_from, k);
-        kind[k] = 0;
+        memcpy(kd.kind, kind_from, k);
+        kd.kind[k] = 0;
+        char *slash = strchr(kd.kind, '/');
+        if (slash) *slash = 0, kd.dtype = slash + 1;
         json_t *more = load_compute(x, "--kind-from", colon + 1);
         if (!more) return -1;
-        remove_records(a, is_kind_record, kind);
-        *nkind = append_records(a, more, is_kind_record, kind);
+        int w = same_type(more);
+        json_t *into = x->root[w];
+        if (!into) {
+            snprintf(x->err, EP_ERRLEN, "--kind-from %s: no %s loaded to change", kind_from,
+                     w == F_KERNELS ? "kernels.json" : "compute.json");
+            json_decref(more);
+            return -1;
+        }
+        remove_records(into, is_kind_record, &kd);
+        *nkind = append_records(into, more, is_kind_record, &kd);
         json_decref(more);
         if (*nkind == 0) {
-            snprintf(x->err, EP_ERRLEN, "--kind-from %s: no %s records there", kind_from, kind);
+            snprintf(x->err, EP_ERRLEN, "--kind-from %s: no %s%s%s records there", kind_from,
+                     kd.kind, kd.dtype ? " " : "", kd.dtype ? kd.dtype : "");
             return -1;
         }
     }
@@ -1341,16 +1370,18 @@ static void default_out(const char *dir, const char *machine, char *out, size_t 
 
 #define FIT_USAGE                                                                                  \
     "epsim calibrate DIR ... [--topo T] [--out FILE] [--model-shapes FILE] "                       \
-    "[--kind-from KIND:FILE] [--grid-only] [--holdout FILE]"
+    "[--kind-from KIND[/DTYPE]:FILE] [--grid-only] [--holdout FILE]"
 
 static int fit_help(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
     (void)row, (void)v, (void)ctx, (void)err;
     puts("usage: epsim calibrate DIR[:file,...] [DIR ...] [--topo T] [--out FILE]\n"
-         "       [--model-shapes FILE] [--kind-from KIND:FILE] [--grid-only] [--holdout FILE]\n"
+         "       [--model-shapes FILE] [--kind-from KIND[/DTYPE]:FILE] [--grid-only] [--holdout "
+         "FILE]\n"
          "Fits the calibration from epref bench calib's raw files (docs/calibration.md);\n"
          "each file from the first DIR that has it (DIR:a.json,b.json: only those).\n"
          "--model-shapes FILE adds the model records (source model:*) of another compute.json;\n"
-         "--kind-from KIND:FILE takes the records of one op kind from another compute.json;\n"
+         "--kind-from KIND[/DTYPE]:FILE takes the records of one op kind (of one element type)\n"
+         "from another compute.json;\n"
          "--grid-only leaves out the compute records of model shapes (source model:*);\n"
          "--holdout FILE predicts the model records of another compute.json and prints the error.");
     return 1;
