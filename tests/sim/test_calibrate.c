@@ -373,6 +373,27 @@ static void test_fit_kernels(void) {
     CU_ASSERT_EQUAL(c.fp8_grouped_gemm_shapes[0].n + c.fp8_gemm_shapes[2].n, 0);
     CU_ASSERT_EQUAL(c.memory_efficiency.n, 1); /* the cast is not a memory record */
     sim_calib_free(&c);
+    /* --kind-from gemm/fp8:FILE, FILE a kernels.json: its FP8 GEMM replaces kernels.json's, its
+     * bf16 GEMM stays out (compute.json's is still the table) */
+    snprintf(args, sizeof args,
+             "printf '%%s\\n' '[{\"meta\":{\"file\":\"kernels.json\"}},' "
+             "'{\"kind\":\"gemm\",\"phase\":\"fwd\",%s,\"time_us\":4,\"dtype\":\"fp8\","
+             "\"source\":\"torch:cublas_fp8_multistream\"},' "
+             "'{\"kind\":\"gemm\",\"phase\":\"fwd\",%s,\"time_us\":7,"
+             "\"source\":\"torch:cublas\"}]' > %s/other.json && "
+             "mkdir -p %s/k && mv %s/other.json %s/k/kernels_other.json",
+             rec, rec, dir, dir, dir, dir);
+    CU_ASSERT_EQUAL_FATAL(system(args), 0);
+    snprintf(args, sizeof args,
+             "calibrate %s --topo h200x2 --out %s --kind-from gemm/fp8:%s/k/kernels_other.json",
+             dir, out0, dir);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    sim_calib_default(&c);
+    CU_ASSERT_EQUAL_FATAL(sim_calib_load(&c, out0, err), 0);
+    CU_ASSERT_EQUAL(c.fp8_gemm_shapes[0].n, 1);
+    CU_ASSERT(near(c.fp8_gemm_shapes[0].y[0], 2147483648.0 / (2 * peak * (4e-6 - t0)), 1e-5));
+    CU_ASSERT(near(c.gemm_shapes[0].y[0], 2147483648.0 / (peak * (10e-6 - t0)), 1e-5));
+    sim_calib_free(&c);
     /* without kernels.json: epref's attention, and no FP8 keys in the file */
     snprintf(args, sizeof args, "calibrate %s:compute.json --topo h200x2 --out %s", dir, out0);
     CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
@@ -916,7 +937,8 @@ void ep_suite_calibrate(void) {
                 test_fit_reproduces_records);
     CU_add_test(s, "fit is deterministic", test_fit_deterministic);
     CU_add_test(s, "fit errors: one line, exit 2, no output", test_fit_errors);
-    CU_add_test(s, "kernels.json: replaces kinds, compare-only out, FP8 apart", test_fit_kernels);
+    CU_add_test(s, "kernels.json: replaces kinds, compare-only out, FP8 apart, --kind-from K/DTYPE",
+                test_fit_kernels);
     CU_add_test(s, "a software stack's host costs give its layers' host times back",
                 test_fit_host_stack);
     CU_add_test(s, "topologies name their calibration; --calib none", test_topology_calibration);
