@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <xbt/log.h>
 
 #include "ep_cost.h"
@@ -63,7 +64,8 @@ typedef struct {
     int nkernels, nfp8; /* kernels.json records fitted, FP8 ones among them */
     int grid_only;      /* compute.json without the records of model shapes (--grid-only) */
     const char *model_shapes; /* --model-shapes FILE, or NULL */
-    const char *kind_from;    /* --kind-from KIND[/DTYPE]:FILE, or NULL */
+    const char *const *kind_from; /* the --kind-from KIND[/DTYPE]:FILE values, in order */
+    int nkind_from;
     /* host_megatron.json's layers: measured beside epsim's host time, for the report */
     int nhost_layers;
     char host_layer_line[HOST_LAYERS_MAX][200];
@@ -213,10 +215,30 @@ static int append_records(json_t *a, json_t *from, record_test test, const void 
     return n;
 }
 
+/* A JSON file, or one compressed with xz (path ending in ".xz": large raw files are committed so,
+ * and xz decompresses them through a pipe); NULL with je set. */
+static json_t *load_json_maybe_xz(const char *path, json_error_t *je) {
+    size_t n = strlen(path);
+    if (n < 3 || strcmp(path + n - 3, ".xz") != 0) return json_load_file(path, 0, je);
+    snprintf(je->text, sizeof je->text, "cannot read it");
+    if (strchr(path, '\'') || access(path, R_OK) != 0) return NULL;
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "xz -dc -- '%s' 2>/dev/null", path);
+    FILE *f = popen(cmd, "r");
+    if (!f) return NULL;
+    json_t *r = json_loadf(f, 0, je);
+    if (pclose(f) != 0) {
+        json_decref(r);
+        snprintf(je->text, sizeof je->text, "xz -dc failed");
+        return NULL;
+    }
+    return r;
+}
+
 /* Another compute.json named by option opt, as its array; NULL with x->err set. */
 static json_t *load_compute(fit *x, const char *opt, const char *path) {
     json_error_t je;
-    json_t *r = json_load_file(path, 0, &je);
+    json_t *r = load_json_maybe_xz(path, &je);
     if (r && json_is_array(r)) return r;
     snprintf(x->err, EP_ERRLEN, "%s %s: not a compute.json (%s)", opt, path,
              r ? "expected an array" : je.text);
@@ -239,45 +261,54 @@ static int same_type(json_t *more) {
     return file && !strcmp(file, "kernels.json") ? F_KERNELS : F_COMPUTE;
 }
 
-static int choose_records(fit *x, const char *kind_from, const char *model_shapes, int grid_only,
-                          int *nkind, int *nmodel, int *ndropped) {
-    json_t *a = x->root[F_COMPUTE];
-    *nkind = *nmodel = *ndropped = 0;
-    if ((kind_from || (model_shapes && !grid_only)) && !a) {
-        snprintf(x->err, EP_ERRLEN, "%s: no compute.json to change",
-                 kind_from ? "--kind-from" : "--model-shapes");
+/* One --kind-from KIND[/DTYPE]:FILE: FILE's records of that kind replace those of the loaded file
+ * of FILE's type; returns how many, or -1 (x->err says why). */
+static int kind_from_one(fit *x, const char *kind_from) {
+    kind_dtype kd = {.dtype = NULL};
+    const char *colon = strchr(kind_from, ':');
+    size_t k = colon ? (size_t)(colon - kind_from) : 0;
+    if (k == 0 || k >= sizeof kd.kind) {
+        snprintf(x->err, EP_ERRLEN, "--kind-from %s: expected KIND[/DTYPE]:FILE", kind_from);
         return -1;
     }
-    if (kind_from) {
-        kind_dtype kd = {.dtype = NULL};
-        const char *colon = strchr(kind_from, ':');
-        size_t k = colon ? (size_t)(colon - kind_from) : 0;
-        if (k == 0 || k >= sizeof kd.kind) {
-            snprintf(x->err, EP_ERRLEN, "--kind-from %s: expected KIND[/DTYPE]:FILE", kind_from);
-            return -1;
-        }
-        memcpy(kd.kind, kind_from, k);
-        kd.kind[k] = 0;
-        char *slash = strchr(kd.kind, '/');
-        if (slash) *slash = 0, kd.dtype = slash + 1;
-        json_t *more = load_compute(x, "--kind-from", colon + 1);
-        if (!more) return -1;
-        int w = same_type(more);
-        json_t *into = x->root[w];
-        if (!into) {
-            snprintf(x->err, EP_ERRLEN, "--kind-from %s: no %s loaded to change", kind_from,
-                     w == F_KERNELS ? "kernels.json" : "compute.json");
-            json_decref(more);
-            return -1;
-        }
-        remove_records(into, is_kind_record, &kd);
-        *nkind = append_records(into, more, is_kind_record, &kd);
+    memcpy(kd.kind, kind_from, k);
+    kd.kind[k] = 0;
+    char *slash = strchr(kd.kind, '/');
+    if (slash) *slash = 0, kd.dtype = slash + 1;
+    json_t *more = load_compute(x, "--kind-from", colon + 1);
+    if (!more) return -1;
+    int w = same_type(more);
+    json_t *into = x->root[w];
+    if (!into) {
+        snprintf(x->err, EP_ERRLEN, "--kind-from %s: no %s loaded to change", kind_from,
+                 w == F_KERNELS ? "kernels.json" : "compute.json");
         json_decref(more);
-        if (*nkind == 0) {
-            snprintf(x->err, EP_ERRLEN, "--kind-from %s: no %s%s%s records there", kind_from,
-                     kd.kind, kd.dtype ? " " : "", kd.dtype ? kd.dtype : "");
-            return -1;
-        }
+        return -1;
+    }
+    remove_records(into, is_kind_record, &kd);
+    int n = append_records(into, more, is_kind_record, &kd);
+    json_decref(more);
+    if (n == 0) {
+        snprintf(x->err, EP_ERRLEN, "--kind-from %s: no %s%s%s records there", kind_from, kd.kind,
+                 kd.dtype ? " " : "", kd.dtype ? kd.dtype : "");
+        return -1;
+    }
+    return n;
+}
+
+static int choose_records(fit *x, const char *model_shapes, int grid_only, int *nkind, int *nmodel,
+                          int *ndropped) {
+    json_t *a = x->root[F_COMPUTE];
+    *nkind = *nmodel = *ndropped = 0;
+    if ((x->nkind_from || (model_shapes && !grid_only)) && !a) {
+        snprintf(x->err, EP_ERRLEN, "%s: no compute.json to change",
+                 x->nkind_from ? "--kind-from" : "--model-shapes");
+        return -1;
+    }
+    for (int i = 0; i < x->nkind_from; i++) {
+        int n = kind_from_one(x, x->kind_from[i]);
+        if (n < 0) return -1;
+        *nkind += n;
     }
     if (model_shapes && !grid_only) {
         json_t *more = load_compute(x, "--model-shapes", model_shapes);
@@ -1292,10 +1323,13 @@ static int write_out(fit *x, const char *out, const char *machine) {
         ep_json_string(f, x->model_shapes);
         fputc(',', f);
     }
-    if (x->kind_from) {
-        fputs("\"kind_from\":", f);
-        ep_json_string(f, x->kind_from);
-        fputc(',', f);
+    if (x->nkind_from) {
+        fputs("\"kind_from\":[", f);
+        for (int i = 0; i < x->nkind_from; i++) {
+            if (i) fputc(',', f);
+            ep_json_string(f, x->kind_from[i]);
+        }
+        fputs("],", f);
     }
     fputs("\"sources\":", f);
     write_sources(x, f);
@@ -1381,7 +1415,7 @@ static int fit_help(const ep_opt *row, const char *v, void *ctx, char err[EP_ERR
          "each file from the first DIR that has it (DIR:a.json,b.json: only those).\n"
          "--model-shapes FILE adds the model records (source model:*) of another compute.json;\n"
          "--kind-from KIND[/DTYPE]:FILE takes the records of one op kind (of one element type)\n"
-         "from another compute.json;\n"
+         "from another compute.json or kernels.json (FILE.xz: decompressed); repeatable;\n"
          "--grid-only leaves out the compute records of model shapes (source model:*);\n"
          "--holdout FILE predicts the model records of another compute.json and prints the error.");
     return 1;
@@ -1390,7 +1424,20 @@ static int fit_help(const ep_opt *row, const char *v, void *ctx, char err[EP_ERR
 typedef struct {
     char *dirs[MAX_DIRS];
     int ndirs;
+    const char *kind_from[MAX_DIRS]; /* --kind-from, each time it is given */
+    int nkind_from;
 } fit_dirs;
+
+static int fit_kind_from(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
+    (void)row;
+    fit_dirs *d = ctx;
+    if (d->nkind_from == MAX_DIRS) {
+        snprintf(err, EP_ERRLEN, "--kind-from: at most %d", MAX_DIRS);
+        return -1;
+    }
+    d->kind_from[d->nkind_from++] = v;
+    return 0;
+}
 
 /* The DIRs; any other argument is unexpected. */
 static int fit_other(const char *arg, void *ctx, char err[EP_ERRLEN]) {
@@ -1404,7 +1451,7 @@ static int fit_other(const char *arg, void *ctx, char err[EP_ERRLEN]) {
 }
 
 int sim_fit_main(int argc, char **argv) {
-    const char *topo = NULL, *out = NULL, *holdout = NULL, *model_shapes = NULL, *kind_from = NULL;
+    const char *topo = NULL, *out = NULL, *holdout = NULL, *model_shapes = NULL;
     int grid_only = 0;
     fit_dirs d = {.ndirs = 0};
     const ep_opt rows[] = {
@@ -1426,8 +1473,8 @@ int sim_fit_main(int argc, char **argv) {
          .missing = "unexpected argument --model-shapes (usage: " FIT_USAGE ")"},
         {.name = "--kind-from",
          .takes = EP_OPT_VALUE,
-         .kind = EP_OPT_STRING,
-         .target = &kind_from,
+         .kind = EP_OPT_CALL,
+         .fn = fit_kind_from,
          .missing = "unexpected argument --kind-from (usage: " FIT_USAGE ")"},
         {.name = "--holdout",
          .takes = EP_OPT_VALUE,
@@ -1470,9 +1517,9 @@ int sim_fit_main(int argc, char **argv) {
     }
     x.grid_only = grid_only;
     int nkind, nadded, ndropped;
-    if (choose_records(&x, kind_from, model_shapes, grid_only, &nkind, &nadded, &ndropped) != 0)
-        goto done;
-    x.kind_from = kind_from;
+    x.kind_from = d.kind_from;
+    x.nkind_from = d.nkind_from;
+    if (choose_records(&x, model_shapes, grid_only, &nkind, &nadded, &ndropped) != 0) goto done;
     if (nadded) x.model_shapes = model_shapes;
     /* read before anything is written: a bad --holdout file leaves no output */
     hold = holdout ? load_compute(&x, "--holdout", holdout) : NULL;
@@ -1543,7 +1590,9 @@ int sim_fit_main(int argc, char **argv) {
         printf("  --grid-only: %d compute records of model shapes left out\n", ndropped);
     if (nadded)
         printf("  --model-shapes: %d model records of %s added\n", nadded, model_shapes);
-    if (nkind) printf("  --kind-from: %d records of %s\n", nkind, kind_from);
+    for (int i = 0; nkind && i < x.nkind_from; i++)
+        printf("  --kind-from: %s\n", x.kind_from[i]);
+    if (nkind) printf("  --kind-from: %d records in all\n", nkind);
     if (x.root[F_KERNELS]) {
         printf("  kernels.json: %d records fitted (%d FP8 GEMMs into fp8_*_shapes); its",
                x.nkernels, x.nfp8);

@@ -309,7 +309,7 @@ static void test_fit_errors(void) {
      * (it is read before anything is written) */
     static const char *const choose[] = {
         "--holdout /nonexistent.json", "--model-shapes /nonexistent.json", "--kind-from attention",
-        "--kind-from nosuchkind:%s/compute.json"};
+        "--kind-from nosuchkind:%s/compute.json", "--kind-from gemm:/nonexistent.json.xz"};
     for (size_t i = 0; i < sizeof choose / sizeof choose[0]; i++) {
         char opt[600];
         snprintf(opt, sizeof opt, choose[i], EP_SOURCE_DIR "/traces/h200/calib");
@@ -393,6 +393,21 @@ static void test_fit_kernels(void) {
     CU_ASSERT_EQUAL(c.fp8_gemm_shapes[0].n, 1);
     CU_ASSERT(near(c.fp8_gemm_shapes[0].y[0], 2147483648.0 / (2 * peak * (4e-6 - t0)), 1e-5));
     CU_ASSERT(near(c.gemm_shapes[0].y[0], 2147483648.0 / (peak * (10e-6 - t0)), 1e-5));
+    sim_calib_free(&c);
+    /* repeated, from an xz-compressed file: the bf16 GEMM too, now kernels.json's (and so the
+     * table's, compute.json's gives way) */
+    snprintf(args, sizeof args, "xz -k %s/k/kernels_other.json", dir);
+    CU_ASSERT_EQUAL_FATAL(system(args), 0);
+    snprintf(args, sizeof args,
+             "calibrate %s --topo h200x2 --out %s --kind-from gemm/fp8:%s/k/kernels_other.json.xz "
+             "--kind-from gemm/bf16:%s/k/kernels_other.json.xz",
+             dir, out0, dir, dir);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    sim_calib_default(&c);
+    CU_ASSERT_EQUAL_FATAL(sim_calib_load(&c, out0, err), 0);
+    CU_ASSERT(near(c.fp8_gemm_shapes[0].y[0], 2147483648.0 / (2 * peak * (4e-6 - t0)), 1e-5));
+    CU_ASSERT_EQUAL(c.gemm_shapes[0].n, 1);
+    CU_ASSERT(near(c.gemm_shapes[0].y[0], 2147483648.0 / (peak * (7e-6 - t0)), 1e-5));
     sim_calib_free(&c);
     /* without kernels.json: epref's attention, and no FP8 keys in the file */
     snprintf(args, sizeof args, "calibrate %s:compute.json --topo h200x2 --out %s", dir, out0);
