@@ -66,6 +66,8 @@ void sim_calib_default(sim_calib *c) {
     c->ep_kernel_base_s = 15e-6;
     c->p2p_base_s = 10e-6;
     c->nccl_nvlink_efficiency = 0.69; /* 330 of 478 GB/s at 1 GiB */
+    /* 46-48 of 50 GB/s per 400G NIC in published nccl-tests alltoall and ring runs on DGX H100
+     * (docs/epsim.md, "Calibration"): the low end, for large messages */
     c->nccl_ib_efficiency = 0.90;
     c->ep_nvlink_efficiency = 0.73; /* SM stores saturate at ~350 of 478 GB/s */
     c->ep_rdma_efficiency = 0.88;   /* beyond the table below: its 8-node value */
