@@ -91,6 +91,12 @@ static const ep_flag k_flags[] = {
     FI("kv-channels", kv_channels, "0", GM, "attention head dimension (0 = hidden / heads)"),
     FB("qk-layernorm", qk_layernorm, "0", GM,
        "RMSNorm of queries and keys per head (MLA: of the compressed key/value and query latents)"),
+    FS("window-size", window_size, "", GM,
+       "sliding-window attention: L,R keys before and after each query (Megatron's tuple; -1 = "
+       "unbounded; GPT-OSS: 127,0; \"\" = full attention)"),
+    FS("window-attn-skip-freq", window_attn_skip_freq, "", GM,
+       "which layers have the window: N = every N-th layer (from 1) has full attention, or a list "
+       "[1,0,...] with 1 = windowed (\"\" = every layer)"),
     FB("multi-latent-attention", multi_latent_attention, "0", GM,
        "multi-latent attention (DeepSeek MLA)"),
     FI("q-lora-rank", q_lora_rank, "0", GM, "MLA query low-rank dimension (0 = no compression)"),

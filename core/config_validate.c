@@ -7,8 +7,10 @@
  * "0 = derived" defaults are ep_config_resolve's (config_derived.c), called once the checks that
  * must see the unset 0s have run.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ep_config.h"
@@ -349,6 +351,42 @@ static int check_layers(ep_config *c, ep_layer_plan *plan, char err[EP_ERRLEN]) 
     return ep_layer_plan_build(c, plan, err);
 }
 
+/* --window-size L,R and --window-attn-skip-freq (Megatron's is_layer_window_attention): the
+ * causal window of the layers that have one (docs/cost-model.md, "Attention"). */
+static int check_window(ep_config *c, char err[EP_ERRLEN]) {
+    memset(c->layer_is_swa, 0, sizeof c->layer_is_swa);
+    c->window_left = -1;
+    if (!c->window_size[0]) {
+        if (c->window_attn_skip_freq[0])
+            FAIL("--window-attn-skip-freq needs --window-size (which layers have a window of "
+                 "what size)");
+        return 0;
+    }
+    char buf[32];
+    size_t n = 0;
+    for (const char *s = c->window_size; *s && n + 1 < sizeof buf; s++)
+        if (!strchr("()'\" ", *s)) buf[n++] = *s;
+    buf[n] = 0;
+    char *comma = strchr(buf, ','), *end1 = NULL, *end2 = NULL;
+    long left = comma ? strtol(buf, &end1, 10) : 0,
+         right = comma ? strtol(comma + 1, &end2, 10) : 0;
+    if (!comma || end1 != comma || end1 == buf || !end2 || *end2 || end2 == comma + 1 ||
+        left < -1 || right < -1 || left > INT_MAX)
+        FAIL("--window-size '%.30s' is not L,R (two integers >= -1, -1 = unbounded)",
+             c->window_size);
+    if (right != 0 && right != -1)
+        FAIL("--window-size right part %ld is not modelled: GPT models attend causally, so only "
+             "0 (or -1) is meaningful",
+             right);
+    if (c->context_parallel_size > 1 && left >= 0)
+        FAIL("--window-size with --context-parallel-size %d is not modelled (CP splits the "
+             "sequence the window slides over)",
+             c->context_parallel_size);
+    if (left < 0) return 0; /* unbounded: full causal attention */
+    c->window_left = (int)left;
+    return ep_window_layers_parse(c->window_attn_skip_freq, c->num_layers, c->layer_is_swa, err);
+}
+
 static int check_moe(ep_config *c, long long *edp, char err[EP_ERRLEN]) {
     int E = c->num_experts, ep = c->expert_model_parallel_size;
     int tp = c->tensor_model_parallel_size, etp = c->expert_tensor_parallel_size;
@@ -649,10 +687,10 @@ int ep_config_validate(ep_config *cfg, char err[EP_ERRLEN]) {
     if (check_ranges(cfg, err) || check_unset(cfg, err)) return -1;
     ep_config_resolve(cfg);
     if (check_attention(cfg, err) || check_world(cfg, err) || check_explicit_split(cfg, err) ||
-        check_layers(cfg, &plan, err) || check_pipeline(cfg, &plan, err) ||
-        check_moe(cfg, &edp, err) || check_batch(cfg, err) || check_data_parallel(cfg, edp, err) ||
-        check_dispatch(cfg, err) || check_padding(cfg, err) || check_recompute(cfg, err) ||
-        check_cuda_graphs(cfg, err))
+        check_layers(cfg, &plan, err) || check_window(cfg, err) ||
+        check_pipeline(cfg, &plan, err) || check_moe(cfg, &edp, err) || check_batch(cfg, err) ||
+        check_data_parallel(cfg, edp, err) || check_dispatch(cfg, err) || check_padding(cfg, err) ||
+        check_recompute(cfg, err) || check_cuda_graphs(cfg, err))
         return -1;
     return 0;
 }

@@ -25,6 +25,15 @@ double ep_cost_attention_flops(double tokens, double seq, int heads, int qk_dim,
     return 2.0 * tokens * keys * heads * (double)(qk_dim + v_dim);
 }
 
+double ep_cost_window_keys(double seq, int window_left) {
+    /* query i (from 0) of a causal window meets min(i, W) + 1 keys; averaged over the sequence,
+     * never more than the causal mask's seq / 2 */
+    double w = window_left, keys = seq / 2.0;
+    if (window_left < 0 || w + 1 >= seq) return keys;
+    double avg = (w * (w + 1) / 2 + (seq - w) * (w + 1)) / seq;
+    return avg < keys ? avg : keys;
+}
+
 double ep_cost_attention_bytes(double tokens, int heads, int qk_dim, int v_dim, int kv_heads) {
     double q = tokens * heads * qk_dim, o = tokens * heads * v_dim;
     double kv = tokens * kv_heads * (double)(qk_dim + v_dim);

@@ -104,6 +104,10 @@ typedef struct {
     int num_query_groups;                    /* --num-query-groups (GQA; 0 = heads) */
     int kv_channels;                         /* --kv-channels (head dim; 0 = hidden/heads) */
     int qk_layernorm;                        /* --qk-layernorm */
+    char window_size[32];                    /* --window-size L,R ("" = full attention) */
+    char window_attn_skip_freq[256];         /* --window-attn-skip-freq N or [1,0,...] */
+    int window_left;                         /* resolved: keys before a query, -1 = no window */
+    int layer_is_swa[EP_MAX_LAYERS];         /* resolved: decoder layer i has the window */
     int multi_latent_attention;              /* --multi-latent-attention */
     int q_lora_rank;                         /* --q-lora-rank (0 = none) */
     int kv_lora_rank;                        /* --kv-lora-rank */

@@ -22,6 +22,12 @@ double ep_cost_gemm_bytes(double m, double n, double k);
 #define EP_ATTN_BWD_FACTOR 2.5
 double ep_cost_attention_flops(double tokens, double seq, int heads, int qk_dim, int v_dim,
                                int causal);
+
+/* Keys a query of a causal sliding window of window_left keys before it meets, on average over a
+ * sequence of seq tokens (Megatron's --window-size L,0); window_left < 0: the causal seq / 2. The
+ * attention op of a windowed layer is costed with these keys in place of seq / 2. */
+double ep_cost_window_keys(double seq, int window_left);
+
 /* HBM bytes of a fused (flash) attention forward: read Q, K, V, write O and the fp32 row
  * log-sum-exp; K/V re-reads across query tiles are assumed to hit L2. */
 double ep_cost_attention_bytes(double tokens, int heads, int qk_dim, int v_dim, int kv_heads);

@@ -54,6 +54,17 @@ int ep_layer_plan_build(const ep_config *cfg, ep_layer_plan *out, char err[EP_ER
  * num_layers. Returns 0, or -1 with one line naming the flag. */
 int ep_moe_layer_freq_parse(const char *freq, int num_layers, int *is_moe, char err[EP_ERRLEN]);
 
+/* Resolves --window-attn-skip-freq into is_swa[0..num_layers) (Megatron's
+ * is_layer_window_attention): "" every layer has the window; an integer N one full-attention
+ * layer after N-1 windowed ones (layer_number % N != 0, layer_number from 1); a list as
+ * --moe-layer-freq's, 1 = windowed. Returns 0, or -1 with one line naming the flag. */
+int ep_window_layers_parse(const char *freq, int num_layers, int *is_swa, char err[EP_ERRLEN]);
+
+/* The grammar both share: an integer N >= 1 (*every = N, vals untouched) or a list, whose values
+ * go into vals (*every = 0); errors name flag. */
+int ep_layer_freq_parse(const char *flag, const char *freq, int num_layers, int *vals, int *every,
+                        char err[EP_ERRLEN]);
+
 /* Layers [first, first+count) held by pipeline stage `stage` of `pp` stages, model chunk `chunk` of
  * `vpp` (Megatron's interleaved assignment: chunk c of stage s holds the (c*pp+s)-th slice). With
  * first/last_stage_layers set, the first and last stage hold that many layers (split evenly over

@@ -199,7 +199,8 @@ static int read_uint(const char **p, int *v) {
     return 0;
 }
 
-int ep_moe_layer_freq_parse(const char *freq, int num_layers, int *is_moe, char err[EP_ERRLEN]) {
+int ep_layer_freq_parse(const char *flag, const char *freq, int num_layers, int *vals_out,
+                        int *every, char err[EP_ERRLEN]) {
     if (num_layers < 1 || num_layers > EP_MAX_LAYERS) {
         snprintf(err, EP_ERRLEN, "--num-layers %d is outside 1..%d", num_layers, EP_MAX_LAYERS);
         return -1;
@@ -218,13 +219,13 @@ int ep_moe_layer_freq_parse(const char *freq, int num_layers, int *is_moe, char 
     }
     const char *p = p0;
     int n;
+    *every = 0;
     if (read_uint(&p, &n) == 0 && *p == 0) {
         if (n < 1) {
-            snprintf(err, EP_ERRLEN, "--moe-layer-freq %d must be >= 1", n);
+            snprintf(err, EP_ERRLEN, "%s %d must be >= 1", flag, n);
             return -1;
         }
-        for (int i = 0; i < num_layers; i++)
-            is_moe[i] = i % n == 0;
+        *every = n;
         return 0;
     }
     int count = 0;
@@ -253,26 +254,48 @@ int ep_moe_layer_freq_parse(const char *freq, int num_layers, int *is_moe, char 
         for (int r = 0; r < rep; r++)
             for (int j = 0; j < nv; j++) {
                 if (count >= num_layers) goto too_long;
-                is_moe[count++] = vals[j];
+                vals_out[count++] = vals[j];
             }
         if (*p == 0) break;
         if (*p != '+') goto syntax;
         p++;
     }
     if (count != num_layers) {
-        snprintf(err, EP_ERRLEN, "--moe-layer-freq lists %d layers but --num-layers is %d", count,
+        snprintf(err, EP_ERRLEN, "%s lists %d layers but --num-layers is %d", flag, count,
                  num_layers);
         return -1;
     }
     return 0;
 too_long:
-    snprintf(err, EP_ERRLEN, "--moe-layer-freq lists more layers than --num-layers %d", num_layers);
+    snprintf(err, EP_ERRLEN, "%s lists more layers than --num-layers %d", flag, num_layers);
     return -1;
 syntax:
-    snprintf(err, EP_ERRLEN,
-             "--moe-layer-freq '%.100s' is not N, [0/1,...] or ([0]*a+[1]*b) (near '%.20s')", freq,
-             p);
+    snprintf(err, EP_ERRLEN, "%s '%.100s' is not N, [0/1,...] or ([0]*a+[1]*b) (near '%.20s')",
+             flag, freq, p);
     return -1;
+}
+
+int ep_moe_layer_freq_parse(const char *freq, int num_layers, int *is_moe, char err[EP_ERRLEN]) {
+    int every;
+    if (ep_layer_freq_parse("--moe-layer-freq", freq, num_layers, is_moe, &every, err) != 0)
+        return -1;
+    for (int i = 0; every && i < num_layers; i++)
+        is_moe[i] = i % every == 0;
+    return 0;
+}
+
+int ep_window_layers_parse(const char *freq, int num_layers, int *is_swa, char err[EP_ERRLEN]) {
+    int every;
+    if (!freq[0]) { /* every layer */
+        for (int i = 0; i < num_layers; i++)
+            is_swa[i] = 1;
+        return 0;
+    }
+    if (ep_layer_freq_parse("--window-attn-skip-freq", freq, num_layers, is_swa, &every, err) != 0)
+        return -1;
+    for (int i = 0; every && i < num_layers; i++)
+        is_swa[i] = (i + 1) % every != 0; /* Megatron's layer_number is 1-based */
+    return 0;
 }
 
 static int plan_layers(const ep_config *cfg, ep_layer_plan *out, char err[EP_ERRLEN]) {

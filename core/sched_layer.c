@@ -229,7 +229,12 @@ static void attention(gen *g, int mla) {
     spec *a = gen_add(g, "core_attn", EP_OP_ATTENTION);
     a->mods |= EP_RC_CORE_ATTN;
     a->m = (int)tg; /* query tokens of this rank (CP: its share of each sequence) */
-    a->flops = ep_cost_attention_flops(tg, attn_seq(c), heads, qk, v, 1);
+    /* a windowed layer (--window-size): each query meets its window's keys, not seq / 2; MTP
+     * layers attend fully */
+    int swa = c->window_left >= 0 && g->layer >= 0 && g->layer < c->num_layers &&
+              c->layer_is_swa[g->layer];
+    double keys = swa ? ep_cost_window_keys(attn_seq(c), c->window_left) : attn_seq(c) / 2.0;
+    a->flops = ep_cost_attention_flops(tg, 2.0 * keys, heads, qk, v, 1);
     a->bytes = ep_cost_attention_bytes(tg, heads, qk, v, kv_heads);
     gemm(g, "attn_proj", tg, H, (double)heads * v);
     tp_scatter(g, "attn_rs");

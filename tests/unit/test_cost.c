@@ -53,6 +53,20 @@ static void test_attention(void) {
     CU_ASSERT_DOUBLE_EQUAL(ep_cost_attention_bytes(10, 4, 8, 6, 2), 840 * 2 + 160, 0);
 }
 
+/* A causal sliding window of W keys before each query: query i meets min(i, W) + 1 keys. */
+static void test_window_keys(void) {
+    /* by hand, seq 8, W 2: 1 2 3 3 3 3 3 3 -> 21 / 8 */
+    CU_ASSERT_DOUBLE_EQUAL(ep_cost_window_keys(8, 2), 21.0 / 8, 1e-12);
+    /* GPT-OSS: seq 4096, W 127 -> (127 * 128 / 2 + 3969 * 128) / 4096 = 126.03 */
+    CU_ASSERT_DOUBLE_EQUAL(ep_cost_window_keys(4096, 127), (8128.0 + 3969.0 * 128) / 4096, 1e-9);
+    /* no window, or one as long as the sequence: the causal seq / 2 */
+    CU_ASSERT_DOUBLE_EQUAL(ep_cost_window_keys(4096, -1), 2048, 0);
+    CU_ASSERT_DOUBLE_EQUAL(ep_cost_window_keys(4096, 4095), 2048, 0);
+    CU_ASSERT_DOUBLE_EQUAL(ep_cost_window_keys(4096, 100000), 2048, 0);
+    /* W 0: every query meets itself */
+    CU_ASSERT_DOUBLE_EQUAL(ep_cost_window_keys(4096, 0), 1, 1e-12);
+}
+
 static void test_layer_params_gqa_moe(void) {
     ep_config c;
     small_cfg(&c);
@@ -245,6 +259,7 @@ void ep_suite_cost(void) {
     CU_pSuite s = CU_add_suite("cost", NULL, NULL);
     CU_add_test(s, "GEMM flops and bytes", test_gemm);
     CU_add_test(s, "attention flops and bytes", test_attention);
+    CU_add_test(s, "sliding-window attention: keys per query", test_window_keys);
     CU_add_test(s, "layer params: GQA, MoE, dense, MTP", test_layer_params_gqa_moe);
     CU_add_test(s, "layer params: MLA", test_layer_params_mla);
     CU_add_test(s, "layer params: Mamba-2 and GDN", test_layer_params_mamba);

@@ -802,6 +802,39 @@ static void test_shared_expert_overlap(void) {
 /* fc2's bias loop (TEGroupedMLP._apply_bias): one expert_bias op per MoE layer and microbatch,
  * forward and backward, only with biases and grouped-GEMM experts; bytes: fc2's output rows read
  * and written once. --quick-geglu is a gated MLP like --swiglu. */
+/* --window-size 2,0 with --window-attn-skip-freq 2 on 4 layers: layers 1 and 3 (from 1: L0, L2)
+ * have the window and cost its keys, the others the causal seq / 2; every layer windowed without
+ * the skip frequency; a list picks the layers. */
+static void test_window_attention(void) {
+    const double seq = 128, heads = 4, dim = 64, tokens = 128;
+    const double full = 2.0 * tokens * (seq / 2) * heads * 2 * dim;
+    const double win = 2.0 * tokens * ((1.0 + 2 + 3 * 126) / 128) * heads * 2 * dim;
+    const struct {
+        const char *flags;
+        int swa[4];
+    } cases[] = {
+        {SCHED_SMALL "--num-layers 4 --window-size 2,0 --window-attn-skip-freq 2", {1, 0, 1, 0}},
+        {SCHED_SMALL "--num-layers 4 --window-size '(2,0)'", {1, 1, 1, 1}},
+        {SCHED_SMALL "--num-layers 4 --window-size 2,0 --window-attn-skip-freq [0,0,1,1]",
+         {0, 0, 1, 1}},
+        {SCHED_SMALL "--num-layers 4 --window-size -1,0", {0, 0, 0, 0}},
+        {SCHED_SMALL "--num-layers 4", {0, 0, 0, 0}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ep_sched s;
+        if (sched_build_flags(&s, cases[i].flags)) continue;
+        for (int l = 0; l < 4; l++) {
+            char name[64];
+            snprintf(name, sizeof name, "mb0.c0.L%d.core_attn.fwd", l);
+            int a = sched_find(&s, 0, name);
+            CU_ASSERT_FATAL(a >= 0);
+            double want = cases[i].swa[l] ? win : full;
+            CU_ASSERT(fabs(s.ranks[0].ops[a].flops - want) < 1e-6 * want);
+        }
+        ep_sched_free(&s);
+    }
+}
+
 static void test_expert_bias(void) {
     const struct {
         const char *flags;
@@ -938,6 +971,8 @@ void ep_suite_sched_variants(void) {
     CU_add_test(s, "same schedule for 1, 2 and 5 routing threads", test_threads_same_schedule);
     CU_add_test(s, "--routing-layer-draws 1: one draw for every MoE layer", test_routing_layer_draws);
     CU_add_test(s, "expert_bias: fc2's bias loop with biases and grouped GEMMs", test_expert_bias);
+    CU_add_test(s, "--window-size: windowed layers cost their window's keys",
+                test_window_attention);
     CU_add_test(s, "PP: the optimizer step waits for the last exchange",
                 test_optimizer_waits_for_last_exchange);
     CU_add_test(s, "--moe-shared-expert-overlap: shared experts beside dispatch and combine",
