@@ -455,9 +455,11 @@ def grouped_impl():
     return os.environ.get("TK_GROUPED_IMPL", "grouped_mm")
 
 
-def multistream_mm(torch, pairs, outs):
+def multistream_mm(torch, pairs, outs, mm=None):
     """One GEMM per expert, expert i on stream i % STREAM_POOL, forked from and joined back to
-    the current stream (Transformer Engine's multi_stream_cublas_gemm)."""
+    the current stream (Transformer Engine's multi_stream_cublas_gemm); mm(a, b, out) is the
+    GEMM (default torch.mm)."""
+    mm = mm or (lambda a, b, out: torch.mm(a, b, out=out))
     cur = torch.cuda.current_stream()
     pool = [torch.cuda.Stream() for _ in range(STREAM_POOL)]
     fork = torch.cuda.Event()
@@ -469,7 +471,7 @@ def multistream_mm(torch, pairs, outs):
             s.wait_event(fork)
         for i, (a, b) in enumerate(pairs):
             with torch.cuda.stream(pool[i % STREAM_POOL]):
-                torch.mm(a, b, out=outs[i])
+                mm(a, b, outs[i])
         for s, ev in zip(pool, joins):
             ev.record(s)
             cur.wait_event(ev)
@@ -495,22 +497,8 @@ def multistream_fp8(torch, e, r, n, k, ph):
     outs = [torch.empty(out, device="cuda", dtype=torch.bfloat16) for _ in range(e)]
     one = torch.tensor(1.0, device="cuda")
     fast = ph == "fwd"
-    cur = torch.cuda.current_stream()
-    pool = [torch.cuda.Stream() for _ in range(STREAM_POOL)]
-    fork = torch.cuda.Event()
-    joins = [torch.cuda.Event() for _ in pool]
-
-    def f():
-        fork.record(cur)
-        for s in pool:
-            s.wait_event(fork)
-        for i, (a, b) in enumerate(pairs):
-            with torch.cuda.stream(pool[i % STREAM_POOL]):
-                torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
-                                 use_fast_accum=fast, out=outs[i])
-        for s, ev in zip(pool, joins):
-            ev.record(s)
-            cur.wait_event(ev)
+    f = multistream_mm(torch, pairs, outs, lambda a, b, out: torch._scaled_mm(
+        a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=fast, out=out))
     return f, {"streams": STREAM_POOL, "fast_accum": int(fast), "scaling": "tensorwise"}
 
 
