@@ -185,6 +185,8 @@ cudaError_t ep_nvl_peer_copy(ep_nvl *c, const void *src, size_t bytes, int peer,
  * or one copy-engine copy per peer on its own stream side[p], forked from and joined back to st
  * with the events ev[] (one per rank; ep_nvl_copy_all). */
 cudaError_t ep_nvl_store_all(ep_nvl *c, const void *src, const size_t *peer_bytes, cudaStream_t st);
+/* The same as ep_nvl_store_all, moved by the SMs' TMA bulk copies (global -> shared -> peer). */
+cudaError_t ep_nvl_tma_all(ep_nvl *c, const void *src, const size_t *peer_bytes, cudaStream_t st);
 cudaError_t ep_nvl_copy_all(ep_nvl *c, const void *src, const size_t *peer_bytes,
                             const cudaStream_t *side, const cudaEvent_t *ev, cudaStream_t st);
 /* Device-side barrier of the group over NVLink flags (one tiny kernel). */

@@ -448,6 +448,107 @@ __global__ void __launch_bounds__(THREADS, 1) store_all_kernel(AllPeers ap, cons
     }
 }
 
+// The same all-peer stores moved by the SMs' Tensor Memory Accelerator (TMA) instead of thread
+// stores, as Hybrid-EP moves its NVLink rows: bulk copies global -> shared -> peer, so an SM keeps
+// many bytes in flight with one issuing thread. TMA_PIPES warps per block each run a pipeline of
+// TMA_STAGES shared-memory buffers of TMA_CHUNK bytes over their share of the block's range:
+// loads run TMA_AHEAD chunks ahead of the stores, and up to TMA_STAGES - TMA_AHEAD stores drain
+// at once (sm_90: cp.async.bulk). Of the shapes tried on 4 x H200 (4 pipes x 6 x 4 KB, 2 x 6 x
+// 8 KB, 1 x 6 x 16 KB; docs/performance.md, "The EP 4 ceiling") one pipe of 16 KB chunks is the
+// fastest: at EP 2 as fast as the thread stores, at EP 4 0.7x NCCL.
+constexpr int TMA_PIPES = 1, TMA_STAGES = 6, TMA_AHEAD = 3;
+constexpr uint32_t TMA_CHUNK = 16384;
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void tma_load(uint32_t dst, const void *src, uint32_t bytes,
+                                         uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+                 "%2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+#endif
+}
+
+__device__ __forceinline__ void tma_wait(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+                     "selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+#endif
+}
+
+__device__ __forceinline__ void tma_store(void *dst, uint32_t src, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src),
+                 "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+
+static_assert((size_t)TMA_PIPES * TMA_STAGES * TMA_CHUNK <= RESERVE_SMEM, "TMA buffers");
+
+__global__ void __launch_bounds__(THREADS, 1) tma_all_kernel(AllPeers ap, const int4 *src) {
+    extern __shared__ __align__(128) char reserve[];
+    __shared__ __align__(8) uint64_t bars[TMA_PIPES * TMA_STAGES];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (warp >= TMA_PIPES || lane != 0) return;
+    const int k = blockIdx.x % ap.n, nb = gridDim.x / ap.n + (k < (int)(gridDim.x % ap.n));
+    const size_t n16 = ap.n16[k], per = (n16 + nb - 1) / nb;
+    const size_t a = (blockIdx.x / ap.n) * per, b = a + per < n16 ? a + per : n16;
+    if (a >= b) return;
+    // this pipe's share of [a, b), in 16-byte units
+    const size_t pper = (b - a + TMA_PIPES - 1) / TMA_PIPES;
+    const size_t p0 = a + warp * pper, p1 = p0 + pper < b ? p0 + pper : b;
+    if (p0 >= p1) return;
+    const uint32_t c16 = TMA_CHUNK / 16;
+    const long n = (long)((p1 - p0 + c16 - 1) / c16);
+    const uint32_t buf = smem_u32(reserve + (size_t)warp * TMA_STAGES * TMA_CHUNK);
+    const uint32_t bar = smem_u32(&bars[warp * TMA_STAGES]);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    for (int st = 0; st < TMA_STAGES; st++)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar + 8 * st) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+    auto bytes_of = [&](long i) {
+        size_t rest = p1 - p0 - (size_t)i * c16;
+        return (uint32_t)((rest < c16 ? rest : c16) * 16);
+    };
+    for (long j = 0; j < TMA_AHEAD && j < n; j++)
+        tma_load(buf + j * TMA_CHUNK, src + p0 + j * c16, bytes_of(j), bar + 8 * j);
+    for (long i = 0; i < n; i++) {
+        const int st = (int)(i % TMA_STAGES);
+        tma_wait(bar + 8 * st, (uint32_t)((i / TMA_STAGES) & 1));
+        tma_store(ap.dst[k] + p0 + i * c16, buf + st * TMA_CHUNK, bytes_of(i));
+        const long j = i + TMA_AHEAD;
+        if (j < n) {
+            // chunk j's buffer last held store j - STAGES: with stores up to i issued, at most
+            // STAGES - AHEAD of them may still be reading
+            const int sj = (int)(j % TMA_STAGES);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            if (j >= TMA_STAGES)
+                asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(TMA_STAGES - TMA_AHEAD)
+                             : "memory");
+#endif
+            tma_load(buf + sj * TMA_CHUNK, src + p0 + j * c16, bytes_of(j), bar + 8 * sj);
+        }
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+}
+
 __global__ void barrier_kernel(Args a) {
     enter(a, OP_BARRIER);
 }
@@ -557,6 +658,7 @@ extern "C" cudaError_t ep_nvl_create(ep_nvl *c, int ep, int me, int hidden, int 
     KCHECK(reserve_smem(combine_kernel));
     KCHECK(reserve_smem(store_kernel));
     KCHECK(reserve_smem(store_all_kernel));
+    KCHECK(reserve_smem(tma_all_kernel));
     // Every rank mapped its peers; and every region has the same layout, since a peer writes its
     // flags and rows at the offsets it computed for its own region.
     size_t mine_bytes = c->region_bytes, all_bytes[EP_MAX_RANKS];
@@ -728,6 +830,23 @@ extern "C" cudaError_t ep_nvl_store_all(ep_nvl *c, const void *src, const size_t
     if (ap.n == 0) return cudaSuccess;
     const int blocks = c->num_sms < ap.n ? ap.n : c->num_sms;
     store_all_kernel<<<blocks, THREADS, RESERVE_SMEM, st>>>(ap, static_cast<const int4 *>(src));
+    KLAUNCHED();
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t ep_nvl_tma_all(ep_nvl *c, const void *src, const size_t *peer_bytes,
+                                      cudaStream_t st) {
+    if (!all_peer_bytes_ok(c, peer_bytes)) return cudaErrorInvalidValue;
+    AllPeers ap;
+    memset(&ap, 0, sizeof ap);
+    for (int p = 0; p < c->ep; p++)
+        if (p != c->me && peer_bytes[p]) {
+            ap.dst[ap.n] = static_cast<int4 *>(stage_slot(c, p));
+            ap.n16[ap.n++] = peer_bytes[p] / 16;
+        }
+    if (ap.n == 0) return cudaSuccess;
+    const int blocks = c->num_sms < ap.n ? ap.n : c->num_sms;
+    tma_all_kernel<<<blocks, THREADS, RESERVE_SMEM, st>>>(ap, static_cast<const int4 *>(src));
     KLAUNCHED();
     return cudaSuccess;
 }

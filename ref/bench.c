@@ -263,6 +263,11 @@ static void op_store_all(void *a, cudaStream_t st) {
     CUDA_CHECK(ep_nvl_store_all(c->nvl, c->src, c->peer_bytes, st));
 }
 
+static void op_tma_all(void *a, cudaStream_t st) {
+    push_ctx *c = a;
+    CUDA_CHECK(ep_nvl_tma_all(c->nvl, c->src, c->peer_bytes, st));
+}
+
 static void op_copy_all(void *a, cudaStream_t st) {
     push_ctx *c = a;
     CUDA_CHECK(ep_nvl_copy_all(c->nvl, c->src, c->peer_bytes, c->side, c->ev, st));
@@ -281,6 +286,8 @@ void bench_add_push_baselines(bench *b, ep_nvl *nvl, const void *src, const size
         CUDA_CHECK(cudaEventCreateWithFlags(&c.ev[p], cudaEventDisableTiming));
     }
     bench_add(b, "store_all_peers", tokens, b->num_sms, bench_time(b, op_store_all, &c), link_bytes,
+              logical_bytes, 0);
+    bench_add(b, "tma_all_peers", tokens, b->num_sms, bench_time(b, op_tma_all, &c), link_bytes,
               logical_bytes, 0);
     bench_add(b, "copy_all_peers", tokens, 0, bench_time(b, op_copy_all, &c), link_bytes,
               logical_bytes, 0);

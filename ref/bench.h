@@ -59,7 +59,8 @@ void bench_add(bench *b, const char *backend, int tokens, int num_sms, double ti
  * bytes from src: the copy engine ("peer_copy", 0 SMs) and a plain store kernel on the
  * benchmark's SMs ("store_ceiling"), each peer after the other; and the same two with every peer
  * written at once ("copy_all_peers": a copy per peer on its own stream; "store_all_peers": the
- * store kernel's blocks spread over the peers), the ceilings of an all-to-all. */
+ * store kernel's blocks spread over the peers; "tma_all_peers": the same blocks' TMA bulk
+ * copies), the ceilings of an all-to-all. */
 void bench_add_push_baselines(bench *b, ep_nvl *nvl, const void *src, const size_t *peer_bytes,
                               int me, int ep, int tokens, double link_bytes, double logical_bytes);
 /* Mean over ranks of a per-rank value. */

@@ -3,7 +3,8 @@
 # builds epref, then runs the dispatch and combine benchmarks of the issue's model at EP 4 (and at
 # EP 2 on two of the GPUs), LAUNCHES separate launches each, with each sender-SM count of SMS: the
 # routed NVLink kernels and NCCL beside the ceilings that write every peer at once
-# (store_all_peers on the senders' SMs, copy_all_peers on the copy engines; docs/metrics.md).
+# (store_all_peers on the senders' SMs, tma_all_peers by the same SMs' TMA bulk copies,
+# copy_all_peers on the copy engines; docs/metrics.md).
 #   OUT=dir [LAUNCHES=2] [TOKENS=1024,4096,16384] [SMS="16 32 64"] bash scripts/gpu_x4_ceilings.sh
 # SANITIZE=1 instead runs compute-sanitizer memcheck and racecheck over a small 2-rank dispatch
 # and combine benchmark (the baselines' kernels included) and writes $OUT/sanitize.log.
@@ -32,7 +33,7 @@ if [ -n "${SANITIZE:-}" ]; then
         > "$OUT/san_${tool}_$b.txt" 2>&1
       rc=$?
       echo "$tool $b rc=$rc" | tee -a "$OUT/sanitize.log"
-      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|store_all|copy_all" "$OUT/san_${tool}_$b.txt" | tail -6 \
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|store_all|tma_all|copy_all" "$OUT/san_${tool}_$b.txt" | tail -8 \
         >> "$OUT/sanitize.log"
       rm -f "$OUT/san_${tool}_$b.txt"
     done
@@ -53,5 +54,5 @@ for k in $(seq 1 "${LAUNCHES:-2}"); do
     done
   done
 done
-grep -hE "store_all|copy_all|^ *(nvl|nccl) " "$OUT"/ep4_*_sms16_1.txt | head -30
+grep -hE "store_all|tma_all|copy_all|^ *(nvl|nccl) " "$OUT"/ep4_*_sms16_1.txt | head -30
 (cd "$OUT" && tar -czf bench.tar.gz ep[24]_* && rm -f ep[24]_*)
