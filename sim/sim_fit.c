@@ -246,13 +246,6 @@ static json_t *load_compute(fit *x, const char *opt, const char *path) {
     return NULL;
 }
 
-/* --model-shapes FILE: the model records of another compute.json join the loaded one, so a grid
- * timed on one day and the validation models' own shapes timed on another make one calibration.
- * --kind-from KIND[/DTYPE]:FILE: the records of one op kind (of one dtype) come from another
- * compute.json instead (that kind timed again in a later call, e.g. `epref bench calib --parts
- * attention`). --grid-only: the model records are left out, so the calibration can be held against
- * models whose shapes it never timed (docs/validation.md, "Held out"). In that order; *nkind,
- * *nmodel, *ndropped say how many records each moved. Returns 0, or -1 (x->err says why). */
 /* Which loaded file records array more belongs with: kernels.json when more's meta says so
  * (Megatron-class kernels timed through PyTorch), else compute.json. */
 static int same_type(json_t *more) {
@@ -296,6 +289,14 @@ static int kind_from_one(fit *x, const char *kind_from) {
     return n;
 }
 
+/* --model-shapes FILE: the model records of another compute.json join the loaded one, so a grid
+ * timed on one day and the validation models' own shapes timed on another make one calibration.
+ * --kind-from KIND[/DTYPE]:FILE, each in turn (kind_from_one): the records of one op kind (of one
+ * dtype) come from another file instead - that kind timed again in a later call (`epref bench
+ * calib --parts attention`) or another implementation of it (TE's multi-stream expert GEMMs).
+ * --grid-only: the model records are left out, so the calibration can be held against models whose
+ * shapes it never timed (docs/validation.md, "Held out"). In that order; *nkind, *nmodel, *ndropped
+ * say how many records each moved. Returns 0, or -1 (x->err says why). */
 static int choose_records(fit *x, const char *model_shapes, int grid_only, int *nkind, int *nmodel,
                           int *ndropped) {
     json_t *a = x->root[F_COMPUTE];
