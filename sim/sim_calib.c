@@ -74,11 +74,20 @@ void sim_calib_default(sim_calib *c) {
     /* Hybrid-EP kernel-only on H100 + 400G NICs, 4096 tokens, H 7168, top-8, 8 local experts
      * (DeepEP docs/README_Hybrid-EP.md): its "IB bandwidth" counts the sender's own node
      * (tests/test_hybrid_ep.py, count_rdma_send_from_routing_map), so the NIC carries (N-1)/N of
-     * it. BF16 dispatch and combine with 8 and 16 SMs, per NIC of 50 GB/s: 16 ranks 38.4, 35.9,
-     * 34.0, 31.5 GB/s (0.70); 32 ranks 40.9, 43.3, 42.3, 43.1 (0.85); 64 ranks 44.2, 43.7, 44.7,
-     * 43.5 (0.88). DeepEP's own EP32 / EP64 figures on H800 agree (58 x 3/4, 51 x 7/8). */
-    static const double rdma[][2] = {{2, 0.70}, {4, 0.85}, {8, 0.88}};
+     * it. BF16 at 16 SMs, the published count nearest Megatron-Bridge's 32, per NIC of 50 GB/s:
+     * dispatch 16 ranks 71.71 / 2 = 35.9 GB/s (0.717), 32 ranks 57.69 x 3/4 (0.865), 64 ranks
+     * 49.97 x 7/8 (0.874); combine 62.95 (0.630), 57.46 (0.862), 49.77 (0.871). DeepEP's own
+     * EP32 / EP64 figures on H800 agree (58 x 3/4, 51 x 7/8). */
+    static const double rdma[][2] = {{2, 0.717}, {4, 0.865}, {8, 0.874}};
+    static const double rdma_combine[][2] = {{2, 0.630}, {4, 0.862}, {8, 0.871}};
     table_set(&c->ep_rdma_nodes, (int)(sizeof rdma / sizeof rdma[0]), rdma);
+    table_set(&c->ep_rdma_combine_nodes, (int)(sizeof rdma_combine / sizeof rdma_combine[0]),
+              rdma_combine);
+    /* the same table's 4-SM rows, where SMs bound the leg: RDMA bytes/s per SM, dispatch and
+     * combine averaged: 16 ranks (44.40 + 52.00) / 2 / 2 / 4 = 6.03 GB/s, 32 ranks (52.60 +
+     * 51.00) / 2 x 3/4 / 4 = 9.71, 64 ranks (48.00 + 46.00) / 2 x 7/8 / 4 = 10.28 */
+    static const double sm_rate[][2] = {{2, 6.03e9}, {4, 9.71e9}, {8, 10.28e9}};
+    table_set(&c->ep_rdma_sm_bytes_s, (int)(sizeof sm_rate / sizeof sm_rate[0]), sm_rate);
 }
 
 double sim_table_eval(const sim_table *t, double x) {
@@ -237,6 +246,8 @@ static const field FIELDS[] = {
     F(ep_nvlink_efficiency),
     F(ep_rdma_efficiency),
     T(ep_rdma_nodes),
+    T(ep_rdma_combine_nodes),
+    T(ep_rdma_sm_bytes_s),
     {"nccl_nvlink", offsetof(sim_calib, nccl_nvlink), K_NCCL, SH_GEMM, 0},
     {"ep_nvlink", offsetof(sim_calib, ep_nvlink), K_CURVE, SH_GEMM, 0},
 };

@@ -371,15 +371,17 @@ static void test_shared_link_with_compute(void) {
     CU_ASSERT(res.nwaits < K + M);
 }
 
-/* deepep dispatch across two DGX nodes: one RDMA copy per destination node, then NVLink fan-out.
- * Rank 0 sends B to every GPU of node 1: the NIC carries B once, GPU 8's NVLink 7 B. */
-static void test_hierarchical_dispatch_dgx16(void) {
+/* deepep / hybridep token all-to-all across two DGX nodes: one RDMA copy per destination node,
+ * then NVLink fan-out. Rank 0 sends B to every GPU of node 1: the NIC carries B once, GPU 8's
+ * NVLink 7 B. Returns the makespan. */
+static double hier_makespan(ep_flex_backend backend, ep_op_kind kind, int sms, int64_t B,
+                            const sim_calib *c) {
     hand_sched h;
     hand_init(&h, 16);
     h.s.cfg.moe_token_dispatcher_type = EP_DISPATCHER_FLEX;
-    h.s.cfg.moe_flex_dispatcher_backend = EP_FLEX_DEEPEP;
+    h.s.cfg.moe_flex_dispatcher_backend = backend;
+    h.s.cfg.moe_hybridep_num_sms = sms;
     int g = hand_group(&h, 16);
-    const int64_t B = 32ll << 20;
     ep_traffic *t = hand_traffic(&h, g, 16, 2);
     t->node_bytes = h.tnode[0];
     for (int i = 0; i < 16; i++)
@@ -388,24 +390,45 @@ static void test_hierarchical_dispatch_dgx16(void) {
         t->bytes[0 * 16 + j] = B;
     t->node_bytes[0 * 2 + 1] = B;
     for (int r = 0; r < 16; r++) {
-        ep_op op = hand_op(EP_OP_A2A_DISPATCH, EP_STREAM_COMM);
+        ep_op op = hand_op(kind, EP_STREAM_COMM);
         op.group = g;
         op.seq = 0;
         op.traffic = 0;
         hand_add(&h, r, op, 0, NULL);
     }
+    hand_result res;
+    hand_run(&h, "dgx16", c, &res);
+    CU_ASSERT_EQUAL(res.rc, 0);
+    return res.rc == 0 ? res.makespan : -1;
+}
+
+/* The RDMA leg's efficiency: by nodes (two: 0.717 dispatch, 0.630 combine, Hybrid-EP's published
+ * 16-SM rows), and for hybridep at most its transfer SMs x the per-SM rate over the NIC's 50 GB/s
+ * (4 SMs: 4 x 6.03 / 50 = 0.482). One parallel task: the most loaded link sets the time, plus the
+ * longest route's latency (NIC out + NIC in = 2 us). */
+static void test_hierarchical_dispatch_dgx16(void) {
     sim_calib c;
     sim_calib_default(&c);
-    hand_result res;
-    hand_run(&h, "dgx16", &c, &res);
-    CU_ASSERT_EQUAL_FATAL(res.rc, 0);
-    double nic = B / (50e9 * sim_table_eval(&c.ep_rdma_nodes, 2)); /* two nodes: 0.70 */
-    CU_ASSERT_DOUBLE_EQUAL(sim_table_eval(&c.ep_rdma_nodes, 2), 0.70, 1e-12);
+    const int64_t B = 32ll << 20;
+    const struct {
+        ep_flex_backend backend;
+        ep_op_kind kind;
+        int sms;
+        double eff;
+    } cases[] = {
+        {EP_FLEX_DEEPEP, EP_OP_A2A_DISPATCH, 4, 0.717}, /* deepep: no SM bound */
+        {EP_FLEX_DEEPEP, EP_OP_A2A_COMBINE, 4, 0.630},
+        {EP_FLEX_HYBRIDEP, EP_OP_A2A_DISPATCH, 16, 0.717}, /* 16 x 6.03 / 50 = 1.93: not bound */
+        {EP_FLEX_HYBRIDEP, EP_OP_A2A_DISPATCH, 4, 4 * 6.03e9 / 50e9},
+        {EP_FLEX_HYBRIDEP, EP_OP_A2A_COMBINE, 4, 4 * 6.03e9 / 50e9},
+    };
     double nvl = 7.0 * B / (450e9 * c.ep_nvlink_efficiency);
-    /* one parallel task: the most loaded link sets the time; latency of the longest route
-     * (NIC out + NIC in = 2 us) */
-    double expect = c.launch_s + c.ep_kernel_base_s + fmax(nic, nvl) + 2e-6;
-    CU_ASSERT(REL(res.makespan, expect));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double nic = B / (50e9 * cases[i].eff);
+        double expect = c.launch_s + c.ep_kernel_base_s + fmax(nic, nvl) + 2e-6;
+        CU_ASSERT(nic > nvl);
+        CU_ASSERT(REL(hier_makespan(cases[i].backend, cases[i].kind, cases[i].sms, B, &c), expect));
+    }
 }
 
 /* A collective whose second member never posts its op cannot finish: reported, not hung. */
@@ -502,7 +525,8 @@ void ep_suite_engine(void) {
     CU_add_test(s,
                 "a copy-engine transfer (TP overlap's all-gather) slows a GEMM by its own factor",
                 test_copy_engine_transfer_slowdown);
-    CU_add_test(s, "deepep hierarchical dispatch on dgx16", test_hierarchical_dispatch_dgx16);
+    CU_add_test(s, "deepep / hybridep across nodes: the RDMA leg by direction and SMs",
+                test_hierarchical_dispatch_dgx16);
     CU_add_test(s, "compute beside compute follows the corun factors", test_compute_beside_compute);
     CU_add_test(s, "two transfers share a link under running GEMMs", test_shared_link_with_compute);
     CU_add_test(s, "missing collective member reported as deadlock", test_deadlock_reported);
