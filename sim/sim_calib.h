@@ -132,8 +132,8 @@ typedef struct {
     double ep_rdma_efficiency; /* ... of their RDMA transfers */
     sim_table ep_rdma_nodes;   /* ep_rdma_efficiency by the nodes the EP group spans (log-
                                   interpolated, clamped); empty: the scalar above */
-    sim_table ep_rdma_combine_nodes; /* the same for the combine direction (a2a_combine ops);
-                                        empty: ep_rdma_nodes */
+    sim_table ep_rdma_combine_nodes; /* hybridep: the same for the combine direction
+                                        (a2a_combine ops); empty: ep_rdma_nodes */
     sim_table ep_rdma_sm_bytes_s;    /* hybridep: RDMA bytes/s one transfer SM moves, by nodes:
                                         the leg runs at most --moe-hybridep-num-sms x this
                                         (empty: no SM bound) */

@@ -40,17 +40,18 @@ double sim_algo_kernel(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
     const sim_coll_curve *ep = c->ep_nvlink.efficiency.n ? &c->ep_nvlink : NULL;
     const ep_traffic *t =
         op->traffic >= 0 && op->traffic < a->s->ntraffic ? &a->s->traffic[op->traffic] : NULL;
-    /* the RDMA leg's efficiency depends on the direction and on how many nodes the group spans
-     * (sim_calib.h); Hybrid-EP's is bounded by its transfer SMs too */
-    const sim_table *nodes = op->kind == EP_OP_A2A_COMBINE && c->ep_rdma_combine_nodes.n
+    /* the RDMA leg's efficiency depends on how many nodes the group spans (sim_calib.h);
+     * Hybrid-EP's combine has its own, and its transfer SMs bound it (DeepEP's published combine
+     * runs as fast as its dispatch, and no per-SM figure of it is published) */
+    const ep_config *cfg = &a->s->cfg;
+    int hybridep = cfg->moe_flex_dispatcher_backend == EP_FLEX_HYBRIDEP;
+    const sim_table *nodes = hybridep && op->kind == EP_OP_A2A_COMBINE && c->ep_rdma_combine_nodes.n
                                  ? &c->ep_rdma_combine_nodes
                                  : &c->ep_rdma_nodes;
     double rdma =
         nodes->n && t && t->nnodes > 1 ? sim_table_eval(nodes, t->nnodes) : c->ep_rdma_efficiency;
-    const ep_config *cfg = &a->s->cfg;
     double nic = f->t->nic_bw;
-    if (t && t->nnodes > 1 && c->ep_rdma_sm_bytes_s.n && nic > 0 &&
-        cfg->moe_flex_dispatcher_backend == EP_FLEX_HYBRIDEP) {
+    if (hybridep && t && t->nnodes > 1 && c->ep_rdma_sm_bytes_s.n && nic > 0) {
         double cap =
             cfg->moe_hybridep_num_sms * sim_table_eval(&c->ep_rdma_sm_bytes_s, t->nnodes) / nic;
         if (cap < rdma) rdma = cap;

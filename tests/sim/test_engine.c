@@ -402,7 +402,7 @@ static double hier_makespan(ep_flex_backend backend, ep_op_kind kind, int sms, i
     return res.rc == 0 ? res.makespan : -1;
 }
 
-/* The RDMA leg's efficiency: by nodes (two: 0.717 dispatch, 0.630 combine, Hybrid-EP's published
+/* The RDMA leg's efficiency: by nodes (two: 0.717, hybridep's combine 0.630: Hybrid-EP's published
  * 16-SM rows), and for hybridep at most its transfer SMs x the per-SM rate over the NIC's 50 GB/s
  * (4 SMs: 4 x 6.03 / 50 = 0.482). One parallel task: the most loaded link sets the time, plus the
  * longest route's latency (NIC out + NIC in = 2 us). */
@@ -417,7 +417,8 @@ static void test_hierarchical_dispatch_dgx16(void) {
         double eff;
     } cases[] = {
         {EP_FLEX_DEEPEP, EP_OP_A2A_DISPATCH, 4, 0.717}, /* deepep: no SM bound */
-        {EP_FLEX_DEEPEP, EP_OP_A2A_COMBINE, 4, 0.630},
+        {EP_FLEX_DEEPEP, EP_OP_A2A_COMBINE, 4, 0.717},  /* deepep's combine as its dispatch */
+        {EP_FLEX_HYBRIDEP, EP_OP_A2A_COMBINE, 16, 0.630},
         {EP_FLEX_HYBRIDEP, EP_OP_A2A_DISPATCH, 16, 0.717}, /* 16 x 6.03 / 50 = 1.93: not bound */
         {EP_FLEX_HYBRIDEP, EP_OP_A2A_DISPATCH, 4, 4 * 6.03e9 / 50e9},
         {EP_FLEX_HYBRIDEP, EP_OP_A2A_COMBINE, 4, 4 * 6.03e9 / 50e9},
