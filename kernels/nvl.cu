@@ -817,8 +817,10 @@ static int all_peer_bytes_ok(const ep_nvl *c, const size_t *peer_bytes) {
     return 1;
 }
 
-extern "C" cudaError_t ep_nvl_store_all(ep_nvl *c, const void *src, const size_t *peer_bytes,
-                                        cudaStream_t st) {
+// Every peer written at once by `kernel` (store_all_kernel or tma_all_kernel): this rank's
+// peer_bytes[p] into its slot of peer p's staging, the blocks spread round-robin over the peers.
+static cudaError_t launch_all_peers(ep_nvl *c, const void *src, const size_t *peer_bytes,
+                                    void (*kernel)(AllPeers, const int4 *), cudaStream_t st) {
     if (!all_peer_bytes_ok(c, peer_bytes)) return cudaErrorInvalidValue;
     AllPeers ap;
     memset(&ap, 0, sizeof ap);
@@ -829,26 +831,19 @@ extern "C" cudaError_t ep_nvl_store_all(ep_nvl *c, const void *src, const size_t
         }
     if (ap.n == 0) return cudaSuccess;
     const int blocks = c->num_sms < ap.n ? ap.n : c->num_sms;
-    store_all_kernel<<<blocks, THREADS, RESERVE_SMEM, st>>>(ap, static_cast<const int4 *>(src));
+    kernel<<<blocks, THREADS, RESERVE_SMEM, st>>>(ap, static_cast<const int4 *>(src));
     KLAUNCHED();
     return cudaSuccess;
 }
 
+extern "C" cudaError_t ep_nvl_store_all(ep_nvl *c, const void *src, const size_t *peer_bytes,
+                                        cudaStream_t st) {
+    return launch_all_peers(c, src, peer_bytes, store_all_kernel, st);
+}
+
 extern "C" cudaError_t ep_nvl_tma_all(ep_nvl *c, const void *src, const size_t *peer_bytes,
                                       cudaStream_t st) {
-    if (!all_peer_bytes_ok(c, peer_bytes)) return cudaErrorInvalidValue;
-    AllPeers ap;
-    memset(&ap, 0, sizeof ap);
-    for (int p = 0; p < c->ep; p++)
-        if (p != c->me && peer_bytes[p]) {
-            ap.dst[ap.n] = static_cast<int4 *>(stage_slot(c, p));
-            ap.n16[ap.n++] = peer_bytes[p] / 16;
-        }
-    if (ap.n == 0) return cudaSuccess;
-    const int blocks = c->num_sms < ap.n ? ap.n : c->num_sms;
-    tma_all_kernel<<<blocks, THREADS, RESERVE_SMEM, st>>>(ap, static_cast<const int4 *>(src));
-    KLAUNCHED();
-    return cudaSuccess;
+    return launch_all_peers(c, src, peer_bytes, tma_all_kernel, st);
 }
 
 extern "C" cudaError_t ep_nvl_copy_all(ep_nvl *c, const void *src, const size_t *peer_bytes,
