@@ -298,7 +298,7 @@ static int parse_tokens(parse_ctx *c, char **tok, int n, const char *dir, int de
         }
         if (!f) {
             if (!c->pass_unknown) {
-                snprintf(c->err, EP_ERRLEN, "unknown flag --%s", name);
+                ep_config_unknown_flag(name, c->err);
                 return -1;
             }
             if (push(c, c->pass_unknown, t, from_file, "unknown-flag") != 0) return -1;

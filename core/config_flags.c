@@ -363,7 +363,7 @@ int ep_config_word_mask(const ep_flag *f, const char *value, char err[EP_ERRLEN]
 int ep_config_set(ep_config *cfg, const char *name, const char *value, char err[EP_ERRLEN]) {
     const ep_flag *f = ep_config_find_flag(name);
     if (!f) {
-        snprintf(err, EP_ERRLEN, "unknown flag --%s", name);
+        ep_config_unknown_flag(name, err);
         return -1;
     }
     char *field = (char *)cfg + f->offset;

@@ -6,8 +6,10 @@
  * rate, logging, checkpoints, data, dropout, losses). And flags that choose a kernel
  * implementation: epsim times kernels from the calibration, epref runs its own kernels, so the
  * choice changes neither; calibrate with the kernels you train with. Anything that changes the
- * step and is not modelled (TP communication overlap, fp16, ...) stays an unknown flag: exit 2.
+ * step and is not modelled stays an unknown flag: exit 2; the Megatron-LM ones a published launch
+ * line uses are listed below with the reason, which the error says.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "ep_config.h"
@@ -163,4 +165,30 @@ ep_ignored_arity ep_config_ignored_flag(const char *name) {
     for (size_t i = 0; i < sizeof k_ignored / sizeof k_ignored[0]; i++)
         if (strcmp(k_ignored[i].name, name) == 0) return k_ignored[i].arity;
     return EP_IGNORED_NOT;
+}
+
+/* Megatron-LM flags that change the step and are not modelled, with why (the error names it) */
+static const struct {
+    const char *name, *why;
+} k_unmodelled[] = {
+    {"softmax-type", "the off-by-one or learnable softmax (GPT-OSS's attention sinks) changes the "
+                     "attention kernel, whose cost was not measured"},
+    {"fp16", "only bf16 and FP8 steps are modelled (fp16's loss scaling and its kernels are not)"},
+    {"cpu-offloading", "moving activations and weights to the host over PCIe is not modelled"},
+    {"moe-latent-size", "the latent MoE's down and up projections around the experts are not "
+                        "modelled"},
+};
+
+const char *ep_config_unmodelled_flag(const char *name) {
+    for (size_t i = 0; i < sizeof k_unmodelled / sizeof k_unmodelled[0]; i++)
+        if (strcmp(k_unmodelled[i].name, name) == 0) return k_unmodelled[i].why;
+    return NULL;
+}
+
+void ep_config_unknown_flag(const char *name, char err[EP_ERRLEN]) {
+    const char *why = ep_config_unmodelled_flag(name);
+    if (why)
+        snprintf(err, EP_ERRLEN, "--%s is Megatron-LM's but not modelled: %s", name, why);
+    else
+        snprintf(err, EP_ERRLEN, "unknown flag --%s", name);
 }

@@ -262,6 +262,13 @@ typedef enum {
 } ep_ignored_arity;
 ep_ignored_arity ep_config_ignored_flag(const char *name);
 
+/* Why a Megatron-LM flag that changes the step is refused (config_ignored.c): a line for the
+ * "unknown flag" error, or NULL when the flag is not one of those listed. */
+const char *ep_config_unmodelled_flag(const char *name);
+
+/* The error for a flag no row of the flag table names: unknown, or Megatron's and not modelled. */
+void ep_config_unknown_flag(const char *name, char err[EP_ERRLEN]);
+
 /* Parses argument-file text held in memory (whitespace-separated tokens, # comments, nested @file
  * resolved against the current directory). Unknown flags and positional arguments are errors.
  * Returns 0, or -1 with a one-line message in err. */

@@ -169,6 +169,13 @@ static void test_bad_values(void) {
 static void test_unknown_and_positional(void) {
     CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--bogus 3", g_err), -1);
     CU_ASSERT_STRING_EQUAL(g_err, "unknown flag --bogus");
+    /* a Megatron-LM flag that changes the step and is not modelled says so, and why */
+    CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--softmax-type learnable", g_err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "--softmax-type is Megatron-LM's but not modelled: "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "attention sinks"));
+    CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--fp16", g_err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "only bf16 and FP8"));
+    CU_ASSERT_PTR_NULL(ep_config_unmodelled_flag("bogus"));
     CU_ASSERT_EQUAL(ep_test_config(&g_cfg, "--num-layers 4 run", g_err), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "unexpected argument 'run'"));
     ep_arglist pos, unk;
