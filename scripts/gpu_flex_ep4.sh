@@ -14,14 +14,9 @@ export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-$PWD/out}
 BUDGET_S=${BUDGET_S:-540}
 mkdir -p "$OUT"
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvidia-smi topo -m; \
-  lscpu | grep -E "Model name|^CPU\(s\)"; } > "$OUT/machine.txt" 2>&1
-head -3 "$OUT/machine.txt"
-t0=$(date +%s)
-{ cmake -S . -B build-gpu -DEP_WITH_SIM=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-  cmake --build build-gpu -j32; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+. scripts/gpu_prelude.sh
+gpu_prelude "$OUT"
 EPREF=build-gpu/ref/epref
-echo "build done at +$(($(date +%s) - t0)) s"
 if [ -n "${BENCH_TOKENS:-}" ]; then # the model and flags (docs/performance.md, EP 4)
   for b in dispatch combine; do
     timeout 150 "$EPREF" --nproc 4 bench $b --hidden-size 7168 --num-experts 256 \

@@ -15,14 +15,8 @@ export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-$PWD/out}
 TOKENS=${TOKENS:-1024,4096,16384}
 mkdir -p "$OUT"
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvidia-smi topo -m; \
-  lscpu | grep -E "Model name|^CPU\(s\)"; } > "$OUT/machine.txt" 2>&1
-head -3 "$OUT/machine.txt"
-t0=$(date +%s)
-{ cmake -S . -B build-gpu -DEP_WITH_SIM=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-  cmake --build build-gpu -j32 --target epref; } > "$OUT/build.log" 2>&1 ||
-  { tail -40 "$OUT/build.log"; exit 1; }
-echo "build done at +$(($(date +%s) - t0)) s"
+. scripts/gpu_prelude.sh
+gpu_prelude "$OUT" epref
 if [ -n "${SANITIZE:-}" ]; then
   for tool in memcheck racecheck; do
     for b in dispatch combine; do

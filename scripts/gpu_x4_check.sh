@@ -9,13 +9,8 @@ set -u -o pipefail
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvidia-smi topo -m; \
-  lscpu | grep -E "Model name|^CPU\(s\)"; } > "$OUT/machine.txt" 2>&1
-cat "$OUT/machine.txt"
-t0=$(date +%s)
-{ cmake -S . -B build-gpu -DEP_WITH_SIM=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-  cmake --build build-gpu -j32; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-echo "build done at +$(($(date +%s) - t0)) s"
+. scripts/gpu_prelude.sh
+gpu_prelude "$OUT"
 (cd build-gpu && timeout 420 ctest -L gpu -V --timeout 300) > "$OUT/gpu_tests.log" 2>&1
 echo "gpu tests rc=$? at +$(($(date +%s) - t0)) s"
 grep -E "Test +#|tests passed|FAIL|deepep_ep2_of4|events checked|test_gpu_run:" "$OUT/gpu_tests.log" | tail -30
