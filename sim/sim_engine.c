@@ -927,6 +927,7 @@ static void actor_main(int argc, char **argv) {
         fail(e, "out of memory for the links of the GPUs");
         return;
     }
+    sim_topo_find_nic_rate(&e->topo);
     e->own = e->direct_ok && sim_share_solver_ok();
     if (sim_share_init(&e->share, &e->topo, sg_cfg_get_double("network/TCP-gamma"),
                        sg_cfg_get_double("maxmin/precision"),

@@ -32,12 +32,16 @@ void sim_topo_free(sim_topo *t) {
     memset(t, 0, sizeof *t);
 }
 
-int sim_topo_find_stars(sim_topo *t) {
+void sim_topo_find_nic_rate(sim_topo *t) {
     const sim_platform *p = t->p;
-    /* the NIC rate: GPU 0's NIC to the NIC on its rail in another node */
+    /* GPU 0's NIC to the NIC on its rail in another node */
     for (int r = 1; p->nic && r < p->ngpus && t->nic_bw == 0; r++)
         if (p->node[r] != p->node[0] && p->local[r] == p->local[0])
             t->nic_bw = sg_host_get_route_bandwidth(p->nic[0], p->nic[r]);
+}
+
+int sim_topo_find_stars(sim_topo *t) {
+    const sim_platform *p = t->p;
     int g = t->gpn;
     sg_link_t *out = calloc((size_t)g, sizeof *out), *in = calloc((size_t)g, sizeof *in);
     xbt_dynar_t d = xbt_dynar_new(sizeof(sg_link_t), NULL);

@@ -22,13 +22,14 @@ typedef struct {
     uint8_t *star; /* [nnodes] */
     int nstars;    /* nodes with star set */
     double nic_bw; /* bytes/s of a rail's route between two nodes' NIC hosts (its narrowest
-                    * link; sim_topo_find_stars), 0 without NIC hosts or with one node */
+                    * link; sim_topo_find_nic_rate), 0 without NIC hosts or with one node */
 } sim_topo;
 
 int sim_topo_init(sim_topo *t, const sim_platform *p, int world);
-/* Finds the star nodes and the NIC rate (nic_bw); needs routes (the platform sealed). Returns 0,
- * or -1 out of memory. */
+/* Finds the star nodes; needs routes (the platform sealed). Returns 0, or -1 out of memory. */
 int sim_topo_find_stars(sim_topo *t);
+/* Sets nic_bw; needs routes too. */
+void sim_topo_find_nic_rate(sim_topo *t);
 void sim_topo_free(sim_topo *t);
 
 /* The GPU of a's node on b's rail: where a transfer from a to b crosses to the NICs (-1 on a flat
