@@ -301,9 +301,8 @@ static int choose_records(fit *x, const char *model_shapes, int grid_only, int *
                           int *ndropped) {
     json_t *a = x->root[F_COMPUTE];
     *nkind = *nmodel = *ndropped = 0;
-    if ((x->nkind_from || (model_shapes && !grid_only)) && !a) {
-        snprintf(x->err, EP_ERRLEN, "%s: no compute.json to change",
-                 x->nkind_from ? "--kind-from" : "--model-shapes");
+    if (model_shapes && !grid_only && !a) { /* --kind-from checks its own target file */
+        snprintf(x->err, EP_ERRLEN, "--model-shapes: no compute.json to change");
         return -1;
     }
     for (int i = 0; i < x->nkind_from; i++) {
