@@ -95,7 +95,10 @@ static const int GRID_WIDTHS[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192, 163
 static const int GRID_HIDDEN[] = {1024, 2048, 4096, 8192};
 static const int GRID_FFN[] = {32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
 static const int GRID_EXPERTS[] = {1, 4, 16, 64, 256};
-static const int GRID_EXPERT_ROWS[] = {16, 32, 64, 128, 256, 512, 1024, 4096, 16384};
+/* rows per expert: powers of two, and from 128 to 1024 every 64 rows, the steps a GEMM's time
+ * climbs by (it runs whole tiles of rows: 290 rows cost what 320 do; grouped-probe.models) */
+static const int GRID_EXPERT_ROWS[] = {16,  32,  64,  128, 192, 256, 320, 384,  448,  512,
+                                       576, 640, 704, 768, 832, 896, 960, 1024, 4096, 16384};
 static const int GRID_SEQ[] = {512, 1024, 2048, 4096, 8192, 16384};
 static const int GRID_ATTN_DIMS[][2] = {{64, 64}, {128, 128}, {192, 128}}; /* MHA, MLA */
 static const int GRID_ATTN_BLOCKS[] = {1, 2, 4, 8, 16, 32, 64, 128};
@@ -109,14 +112,29 @@ static void grid_flush(bench *b, const ep_config *cfg, ep_op *ops, int *n, int r
     *n = 0;
 }
 
-static void grid_compute(bench *b, calib_list *out) {
+/* Which part of the grid grid_compute times: all of it; only the grouped GEMMs at rows per
+ * expert that are no power of two (--parts grouped-steps); or grouped GEMMs at rows per expert
+ * off the grid, OFF_GRID_DRAWS seeded draws per weight shape between 65 and 1023 and no multiple
+ * of 64, labelled as a model's shapes ("model:off-grid") so that `epsim calibrate --holdout`
+ * scores how the grid predicts rows it never timed (--parts grouped-off-grid). */
+typedef enum { GRID_ALL, GRID_STEPS, GRID_OFF } grid_part;
+#define OFF_GRID_DRAWS 2
+
+/* the d-th off-grid rows per expert of weight shape s: an LCG step, deterministic */
+static int off_grid_rows(unsigned s, int d) {
+    unsigned v = (s * 2654435761u + (unsigned)d * 40503u + 12345u) * 1103515245u + 12345u;
+    int r = 65 + (int)((v >> 8) % 959u); /* 65 .. 1023 */
+    return r % 64 ? r : r + 1;
+}
+
+static void grid_compute(bench *b, calib_list *out, grid_part part) {
     static ep_op ops[MAX_OPS];
     int n = 0;
     ep_config cfg;
     ep_config_defaults(&cfg);
     ep_config_resolve(&cfg); /* built by hand: no validation */
     /* dense GEMMs: M x N x K over the grid, with their dgrad and wgrad */
-    for (int in = 0; in < LEN(GRID_WIDTHS); in++)
+    for (int in = 0; in < LEN(GRID_WIDTHS) && part == GRID_ALL; in++)
         for (int ik = 0; ik < LEN(GRID_WIDTHS); ik++)
             for (int im = 0; im < LEN(GRID_ROWS); im++) {
                 int m = GRID_ROWS[im], nn = GRID_WIDTHS[in], k = GRID_WIDTHS[ik];
@@ -126,22 +144,34 @@ static void grid_compute(bench *b, calib_list *out) {
             }
     /* grouped expert GEMMs: hidden x FFN x experts x rows per expert, both projections (up: n =
      * 2 FFN, k = hidden; down: n = hidden, k = FFN) */
+    int nrows = part == GRID_OFF ? OFF_GRID_DRAWS : LEN(GRID_EXPERT_ROWS);
     for (int ih = 0; ih < LEN(GRID_HIDDEN); ih++)
         for (int iff = 0; iff < LEN(GRID_FFN); iff++)
             for (int ie = 0; ie < LEN(GRID_EXPERTS); ie++)
-                for (int ir = 0; ir < LEN(GRID_EXPERT_ROWS); ir++)
+                for (int ir = 0; ir < nrows; ir++)
                     for (int proj = 0; proj < 2; proj++) {
                         int h = GRID_HIDDEN[ih], f = GRID_FFN[iff], e = GRID_EXPERTS[ie];
-                        int rows = e * GRID_EXPERT_ROWS[ir];
+                        unsigned shape =
+                            (unsigned)(((ih * LEN(GRID_FFN) + iff) * LEN(GRID_EXPERTS) + ie) * 2 +
+                                       proj);
+                        int per =
+                            part == GRID_OFF ? off_grid_rows(shape, ir) : GRID_EXPERT_ROWS[ir];
+                        int rows = e * per;
+                        if (part == GRID_STEPS && !(per & (per - 1))) continue;
                         int nn = proj ? h : 2 * f, k = proj ? f : h;
                         if (rows > GRID_MAX_ROWS ||
                             (double)e * nn * k * EP_BF16 > GRID_MAX_WEIGHTS ||
                             ep_cost_gemm_flops(rows, nn, k) > GRID_MAX_FLOPS)
                             continue;
-                        grid_flush(b, &cfg, ops, &n, 3, out);
+                        if (part != GRID_OFF)
+                            grid_flush(b, &cfg, ops, &n, 3, out);
+                        else if (n + 3 > MAX_OPS) {
+                            time_compute(b, &cfg, ops, n, "model:off-grid", out);
+                            n = 0;
+                        }
                         add_gemm3(ops, &n, EP_OP_GROUPED_GEMM, rows, nn, k, e);
                     }
-    if (n) time_compute(b, &cfg, ops, n, "grid", out);
+    if (n) time_compute(b, &cfg, ops, n, part == GRID_OFF ? "model:off-grid" : "grid", out);
 }
 
 /* memory-bound kernel: one kernel moves `bytes` for every memory-bound kind */
@@ -402,8 +432,11 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
     /* compute: the whole grid and the models; attention, memory: that part of the grid alone */
     if (strstr(parts, "compute") || strstr(parts, "attention")) grid_attention(b, &lists[0]);
     if (strstr(parts, "compute") || strstr(parts, "memory")) grid_memory(b, &lists[0]);
-    if (strstr(parts, "compute")) {
-        grid_compute(b, &lists[0]);
+    /* models: the --models files' ops alone, without the grid */
+    if (strstr(parts, "grouped-steps")) grid_compute(b, &lists[0], GRID_STEPS);
+    if (strstr(parts, "grouped-off-grid")) grid_compute(b, &lists[0], GRID_OFF);
+    if (strstr(parts, "compute") || strstr(parts, "models")) {
+        if (strstr(parts, "compute")) grid_compute(b, &lists[0], GRID_ALL);
         /* --models a,b: every file in turn */
         char list[4096];
         snprintf(list, sizeof list, "%s", models ? models : "");

@@ -146,7 +146,10 @@ static const ep_opt *bench_table(bench *b) {
          .target = &b->parts,
          .arg = "LIST",
          .help = "of host,compute,comm,interference,waiting,corun (default all);\n"
-                 "attention, memory: only that part of compute's grid"},
+                 "attention, memory: only that part of compute's grid;\n"
+                 "models: only the --models files' ops; grouped-steps: only the\n"
+                 "grid's grouped GEMMs at rows per expert between powers of two;\n"
+                 "grouped-off-grid: grouped GEMMs at rows per expert off the grid"},
         {.name = "--l2-flush",
          .takes = EP_OPT_VALUE,
          .kind = EP_OPT_CALL,
@@ -228,6 +231,10 @@ int bench_main(ref_ctx *ctx, int argc, char **argv) {
     if (e->own_models) { /* its models come from --models, not the flags */
         if (!out_dir) {
             fprintf(stderr, "epref: bench calib needs --out DIR\n");
+            return 2;
+        }
+        if (strstr(b.parts, "models") && !b.models) {
+            fprintf(stderr, "epref: bench calib --parts models needs --models FILE\n");
             return 2;
         }
         /* before any timing: a missing folder is made, anything else in the way is an error */

@@ -15,14 +15,18 @@ epsim=${1:-build}/sim/epsim
 out=${CALIB_DIR:-traces/calib}
 mkdir -p "$out"
 # 2 x H200: everything timed on the two-GPU machine itself: the compute shape grid (2026-11-27,
-# traces/h200x2/grid) with the validation models' own op shapes (2026-11-26, compute with the host
-# ahead and the caches flushed), host, NCCL, the NVLink transport curve, interference, corun
+# traces/h200x2/grid; its grouped GEMMs at rows per expert between powers of two timed on one
+# H200 the same day, traces/h200/grid-grouped-steps) with the validation models' own op shapes
+# (2026-11-26, compute with the host ahead and the caches flushed), host, NCCL, the NVLink
+# transport curve, interference, corun
 "$epsim" calibrate traces/h200x2/grid traces/h200x2/calib traces/h200x2/bench \
   --kind-from attention:traces/h200/grid-attention/compute.json \
+  --kind-from +grouped_gemm:traces/h200/grid-grouped-steps/compute.json.xz \
   --model-shapes traces/h200x2/calib/compute.json --topo h200x2 --out "$out"/h200x2.json
 # the same from the grid alone: no model's shapes (docs/validation.md, "Held out")
 "$epsim" calibrate traces/h200x2/grid traces/h200x2/calib traces/h200x2/bench --grid-only \
-  --kind-from attention:traces/h200/grid-attention/compute.json --topo h200x2 \
+  --kind-from attention:traces/h200/grid-attention/compute.json \
+  --kind-from +grouped_gemm:traces/h200/grid-grouped-steps/compute.json.xz --topo h200x2 \
   --out "$out"/h200x2-grid.json
 # one H200 (`nvidia-h200`): the one-GPU validation runs of traces/h200/runs were made on that
 # machine, so they are compared with its compute and host costs (CALIB=traces/calib/h200.json);
@@ -38,9 +42,11 @@ mkdir -p "$out"
 # the 2 x H200 machine with the model shapes timed on one H200 (and grid only)
 "$epsim" calibrate traces/h200x4/calib traces/h200x2/grid traces/h200/calib:corun.json,host.json \
   traces/h200x4/bench --kind-from attention:traces/h200/grid-attention/compute.json \
+  --kind-from +grouped_gemm:traces/h200/grid-grouped-steps/compute.json.xz \
   --model-shapes traces/h200/calib/compute.json --topo h200x4 --out "$out"/h200x4.json
 "$epsim" calibrate traces/h200x4/calib traces/h200x2/grid traces/h200/calib:corun.json,host.json \
   traces/h200x4/bench --kind-from attention:traces/h200/grid-attention/compute.json --grid-only \
+  --kind-from +grouped_gemm:traces/h200/grid-grouped-steps/compute.json.xz \
   --topo h200x4 --out "$out"/h200x4-grid.json
 # 2 x H100 (the nvidia-h100-x2 kind, 2026-11-27): its own NCCL, host and interference files, the
 # compute of one H100 (the same H100 80GB HBM3 part): its shape grid (traces/h100/grid,

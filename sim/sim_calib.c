@@ -37,6 +37,10 @@ void sim_calib_default(sim_calib *c) {
                                      {1.10e12, 0.80}};
     table_set(&c->gemm_efficiency, (int)(sizeof gemm / sizeof gemm[0]), gemm);
     c->grouped_gemm_factor = 0.9;
+    /* a weight gradient reduces over the rows in blocks of 64 (bf16 tensor-core GEMMs' K
+     * block): at rows per expert off the grid it scores best so (docs/calibration.md, "Between
+     * the grid's points") */
+    c->gemm_k_tile = 64;
     c->attention_efficiency = 0.55;
     /* Hopper FP8 tensor cores: 1979 of BF16's 989 dense TFLOP/s; until measured, an FP8 GEMM
      * reaches 0.7 of the BF16 efficiency of its shape, 1.4x BF16 speed */
@@ -204,6 +208,7 @@ static const field FIELDS[] = {
     F(op_event_s),
     T(gemm_efficiency),
     F(grouped_gemm_factor),
+    F(gemm_k_tile),
     F(attention_efficiency),
     F(scan_efficiency),
     F(vector_flops_efficiency),

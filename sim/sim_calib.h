@@ -69,6 +69,9 @@ typedef struct {
                           start and end events */
     sim_table gemm_efficiency;  /* fraction of peak flop/s by GEMM flops (log-interpolated) */
     double grouped_gemm_factor; /* grouped GEMM efficiency relative to one GEMM of a group's size */
+    double gemm_k_tile;         /* rows a weight-gradient GEMM reduces over per block: between two
+                                   measured rows (per expert) at most one block apart it takes the upper
+                                   one's time (sim_shape_rule.x0_tile); 0: log interpolation there too */
     double attention_efficiency; /* fraction of peak flop/s of fused attention */
     double scan_efficiency;      /* fraction of peak flop/s of Mamba/GDN scans */
     double

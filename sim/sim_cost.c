@@ -86,22 +86,27 @@ static double gemm_below(double y0, double x0, const double q[SIM_SHAPE_DIMS], v
     return at > 0 ? y0 * sim_table_eval(curve, per) / at : y0 * q[0] / x0;
 }
 
-/* sim_shape_eval_rule through the memo (GEMM tables: gemm_below, and a grouped GEMM's rows are
- * over its experts); a failed allocation only costs the memo */
+/* How a shape table is read: attention and scans as they are; GEMMs with gemm_below, a grouped
+ * GEMM's rows over its experts; a weight gradient's rows are its reduction, run in whole blocks
+ * of gemm_k_tile (sim_shape_rule.x0_tile) */
+enum { SHAPE_PLAIN, SHAPE_GEMM, SHAPE_GEMM_WGRAD };
+
+/* sim_shape_eval_rule through the memo; a failed allocation only costs the memo */
 static double shape_eval(const sim_cost *x, const sim_shape_table *t,
-                         const double q[SIM_SHAPE_DIMS], int gemm, int *outside) {
-    sim_shape_rule r = {gemm ? gemm_below : NULL, (void *)&x->c->gemm_efficiency, gemm};
+                         const double q[SIM_SHAPE_DIMS], int how, int *outside) {
+    sim_shape_rule r = {how != SHAPE_PLAIN ? gemm_below : NULL, (void *)&x->c->gemm_efficiency,
+                        how != SHAPE_PLAIN, how == SHAPE_GEMM_WGRAD ? x->c->gemm_k_tile : 0};
     return sim_shape_eval_rule(t, q, &r, outside);
 }
 
 static double shape_eff(sim_cost *x, const sim_shape_table *t, const double q[SIM_SHAPE_DIMS],
-                        int gemm, int *outside) {
+                        int how, int *outside) {
     *outside = 0;
     if (t->n == 0) return -1;
     if (2 * (x->memo_n + 1) > x->memo_cap) {
         long cap = x->memo_cap ? 2 * x->memo_cap : 256;
         sim_cost_memo *m = calloc((size_t)cap, sizeof *m);
-        if (!m) return shape_eval(x, t, q, gemm, outside);
+        if (!m) return shape_eval(x, t, q, how, outside);
         for (long i = 0; i < x->memo_cap; i++)
             if (x->memo[i].t) *memo_slot(m, cap, x->memo[i].t, x->memo[i].q) = x->memo[i];
         free(x->memo);
@@ -112,7 +117,7 @@ static double shape_eff(sim_cost *x, const sim_shape_table *t, const double q[SI
     if (!s->t) {
         s->t = t;
         memcpy(s->q, q, sizeof s->q);
-        s->y = shape_eval(x, t, q, gemm, &s->outside);
+        s->y = shape_eval(x, t, q, how, &s->outside);
         x->memo_n++;
     }
     *outside = s->outside;
@@ -129,8 +134,9 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
     case EP_OP_GROUPED_GEMM: {
         int grouped = op->kind == EP_OP_GROUPED_GEMM;
         const sim_shape_table *t = grouped ? &c->grouped_gemm_shapes[ph] : &c->gemm_shapes[ph];
-        sim_gemm_features(op->phase == EP_PHASE_BWD_DW, op->m, op->n, op->k, op->batch, q);
-        measured = shape_eff(x, t, q, 1, &outside);
+        int wgrad = op->phase == EP_PHASE_BWD_DW, how = wgrad ? SHAPE_GEMM_WGRAD : SHAPE_GEMM;
+        sim_gemm_features(wgrad, op->m, op->n, op->k, op->batch, q);
+        measured = shape_eff(x, t, q, how, &outside);
         /* without a table: experts run as one grouped kernel, each expert's GEMM sets the
          * achievable efficiency */
         double per = grouped ? op->flops / (op->batch > 0 ? op->batch : 1) : op->flops;
@@ -139,7 +145,7 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
             const sim_shape_table *t8 =
                 grouped ? &c->fp8_grouped_gemm_shapes[ph] : &c->fp8_gemm_shapes[ph];
             int outside8;
-            double m8 = shape_eff(x, t8, q, 1, &outside8);
+            double m8 = shape_eff(x, t8, q, how, &outside8);
             if (m8 > 0) outside = outside8;
             measured = m8 > 0 ? m8 : measured > 0 ? measured * c->fp8_gemm_factor : -1;
             eff *= c->fp8_gemm_factor;
@@ -152,14 +158,14 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
          * the rank's seq / CP queries against one peer's seq / CP keys: the kernel's shape */
         q[0] = op->flops / x->attn_cp, q[1] = x->attn_seq / x->attn_cp;
         q[2] = x->attn_dqk, q[3] = x->attn_dv;
-        measured = shape_eff(x, &c->attention_shapes[ph], q, 0, &outside);
+        measured = shape_eff(x, &c->attention_shapes[ph], q, SHAPE_PLAIN, &outside);
         eff = c->attention_efficiency;
         break;
     case EP_OP_SCAN:
         /* Mamba-2's mixer as Megatron runs it, where measured (sched_layer.c, ssm()) */
         if (op->m > 0 && op->label && strstr(op->label, "mamba_scan")) {
             q[0] = op->m, q[1] = op->n, q[2] = op->k, q[3] = op->batch;
-            measured = shape_eff(x, &c->mamba_scan_shapes[ph], q, 0, &outside);
+            measured = shape_eff(x, &c->mamba_scan_shapes[ph], q, SHAPE_PLAIN, &outside);
         }
         eff = c->scan_efficiency;
         break;

@@ -205,12 +205,23 @@ static int remove_records(json_t *a, record_test test, const void *arg) {
     return n;
 }
 
-/* Appends the records of from (after its meta) that pass to a; returns how many. */
-static int append_records(json_t *a, json_t *from, record_test test, const void *arg) {
+/* Appends the records of from (after its meta) that pass to a; returns how many. With gpu_only,
+ * copies without the host times (host_us, host_first_us): GPU times joining another machine's
+ * file, whose host costs are that machine's own. */
+static int append_records(json_t *a, json_t *from, record_test test, const void *arg,
+                          int gpu_only) {
     int n = 0;
     for (size_t i = 1; i < json_array_size(from); i++) {
         json_t *r = json_array_get(from, i);
-        if (test(r, arg)) json_array_append(a, r), n++;
+        if (!test(r, arg)) continue;
+        if (!gpu_only) {
+            json_array_append(a, r), n++;
+            continue;
+        }
+        json_t *c = json_deep_copy(r);
+        if (!c) return -1;
+        json_object_del(c, "host_us"), json_object_del(c, "host_first_us");
+        json_array_append_new(a, c), n++;
     }
     return n;
 }
@@ -254,17 +265,19 @@ static int same_type(json_t *more) {
     return file && !strcmp(file, "kernels.json") ? F_KERNELS : F_COMPUTE;
 }
 
-/* One --kind-from KIND[/DTYPE]:FILE: FILE's records of that kind replace those of the loaded file
- * of FILE's type; returns how many, or -1 (x->err says why). */
+/* One --kind-from [+]KIND[/DTYPE]:FILE: FILE's records of that kind replace those of the loaded
+ * file of FILE's type (with '+': join them without their host times, another part of the same
+ * grid timed in another call); returns how many, or -1 (x->err says why). */
 static int kind_from_one(fit *x, const char *kind_from) {
     kind_dtype kd = {.dtype = NULL};
-    const char *colon = strchr(kind_from, ':');
-    size_t k = colon ? (size_t)(colon - kind_from) : 0;
+    int join = kind_from[0] == '+';
+    const char *spec = kind_from + join, *colon = strchr(spec, ':');
+    size_t k = colon ? (size_t)(colon - spec) : 0;
     if (k == 0 || k >= sizeof kd.kind) {
-        snprintf(x->err, EP_ERRLEN, "--kind-from %s: expected KIND[/DTYPE]:FILE", kind_from);
+        snprintf(x->err, EP_ERRLEN, "--kind-from %s: expected [+]KIND[/DTYPE]:FILE", kind_from);
         return -1;
     }
-    memcpy(kd.kind, kind_from, k);
+    memcpy(kd.kind, spec, k);
     kd.kind[k] = 0;
     char *slash = strchr(kd.kind, '/');
     if (slash) *slash = 0, kd.dtype = slash + 1;
@@ -278,9 +291,13 @@ static int kind_from_one(fit *x, const char *kind_from) {
         json_decref(more);
         return -1;
     }
-    remove_records(into, is_kind_record, &kd);
-    int n = append_records(into, more, is_kind_record, &kd);
+    if (!join) remove_records(into, is_kind_record, &kd);
+    int n = append_records(into, more, is_kind_record, &kd, join);
     json_decref(more);
+    if (n < 0) {
+        snprintf(x->err, EP_ERRLEN, "--kind-from %s: out of memory", kind_from);
+        return -1;
+    }
     if (n == 0) {
         snprintf(x->err, EP_ERRLEN, "--kind-from %s: no %s%s%s records there", kind_from, kd.kind,
                  kd.dtype ? " " : "", kd.dtype ? kd.dtype : "");
@@ -313,7 +330,7 @@ static int choose_records(fit *x, const char *model_shapes, int grid_only, int *
     if (model_shapes && !grid_only) {
         json_t *more = load_compute(x, "--model-shapes", model_shapes);
         if (!more) return -1;
-        *nmodel = append_records(a, more, is_model_record, NULL);
+        *nmodel = append_records(a, more, is_model_record, NULL, 0);
         json_decref(more);
     }
     if (grid_only) *ndropped = remove_records(a, is_model_record, NULL);
@@ -1404,18 +1421,19 @@ static void default_out(const char *dir, const char *machine, char *out, size_t 
 
 #define FIT_USAGE                                                                                  \
     "epsim calibrate DIR ... [--topo T] [--out FILE] [--model-shapes FILE] "                       \
-    "[--kind-from KIND[/DTYPE]:FILE] [--grid-only] [--holdout FILE]"
+    "[--kind-from [+]KIND[/DTYPE]:FILE] [--grid-only] [--holdout FILE]"
 
 static int fit_help(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
     (void)row, (void)v, (void)ctx, (void)err;
     puts("usage: epsim calibrate DIR[:file,...] [DIR ...] [--topo T] [--out FILE]\n"
-         "       [--model-shapes FILE] [--kind-from KIND[/DTYPE]:FILE] [--grid-only] [--holdout "
+         "       [--model-shapes FILE] [--kind-from [+]KIND[/DTYPE]:FILE] [--grid-only] [--holdout "
          "FILE]\n"
          "Fits the calibration from epref bench calib's raw files (docs/calibration.md);\n"
          "each file from the first DIR that has it (DIR:a.json,b.json: only those).\n"
          "--model-shapes FILE adds the model records (source model:*) of another compute.json;\n"
          "--kind-from KIND[/DTYPE]:FILE takes the records of one op kind (of one element type)\n"
          "from another compute.json or kernels.json (FILE.xz: decompressed); repeatable;\n"
+         "with '+' they join the loaded ones instead (another part of the same grid);\n"
          "--grid-only leaves out the compute records of model shapes (source model:*);\n"
          "--holdout FILE predicts the model records of another compute.json and prints the error.");
     return 1;

@@ -189,6 +189,11 @@ static double along_series(const sim_shape_table *t, int s, const double q[SIM_S
     int i = a + 1;
     while (t->x[i][0] < q0)
         i++;
+    /* two points at most one tile apart: a query between them runs the upper one's tiles and
+     * takes its time (its efficiency x q0 / its feature 0) */
+    double unit = r->x0_per_x3 ? at[3] : 1;
+    if (r->x0_tile > 0 && t->x[i][0] - t->x[i - 1][0] <= r->x0_tile * unit * (1 + 1e-9))
+        return t->y[i] * q0 / t->x[i][0];
     double l0 = log(t->x[i - 1][0]), l1 = log(t->x[i][0]);
     double w = (log(q0) - l0) / (l1 - l0);
     return t->y[i - 1] + w * (t->y[i] - t->y[i - 1]);
@@ -277,7 +282,7 @@ static double across_series(const sim_shape_table *t, const double q[SIM_SHAPE_D
 
 double sim_shape_eval_rule(const sim_shape_table *t, const double q[SIM_SHAPE_DIMS],
                            const sim_shape_rule *rule, int *outside) {
-    static const sim_shape_rule defaults = {NULL, NULL, 0};
+    static const sim_shape_rule defaults = {NULL, NULL, 0, 0};
     const sim_shape_rule *r = rule ? rule : &defaults;
     int out = 0;
     double y = -1;

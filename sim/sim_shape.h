@@ -65,6 +65,10 @@ typedef struct {
     sim_shape_below_fn below; /* NULL: the latency-bound default, y0 x q0 / x0 */
     void *ctx;                /* below's */
     int x0_per_x3;            /* feature 0 counts x3 units (rows of x3 experts) */
+    /* > 0: feature 0 per unit comes in whole tiles of this (a GEMM's rows: a tile of 64 rows
+     * costs the same whether 1 or 64 of its rows are used); a query between two points of a
+     * series at most one tile apart takes the upper point's time, not a log interpolation */
+    double x0_tile;
 } sim_shape_rule;
 /* Interpolated efficiency at q (rule NULL: the defaults), or -1 for an empty table; *outside
  * (when not NULL) is set to whether q lies outside the table. */

@@ -104,11 +104,32 @@ static void test_shape_grid(void) {
         {400, 512, 512, 4, 0.1}, {1600, 512, 512, 4, 0.4}, /* the same per expert */
     };
     table_of(&g, grouped, 4, 0);
-    sim_shape_rule per_expert = {NULL, NULL, 1};
+    sim_shape_rule per_expert = {NULL, NULL, 1, 0};
     double qg[4] = {200, 512, 512, 2}; /* 100 rows per expert */
     CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&g, qg, &per_expert, NULL), 0.1, 1e-9);
     qg[0] = 400; /* 200 per expert: half way in log on both */
     CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&g, qg, &per_expert, NULL), 0.25, 1e-9);
+    /* whole tiles (x0_tile): between points at most one tile apart a query takes the upper
+     * point's time; farther apart, the log interpolation above */
+    sim_shape_table d = {0};
+    const double dense[][5] = {{512, 512, 512, 2, 0.4}, /* 256, 320, 1280 rows per expert */
+                               {640, 512, 512, 2, 0.45},
+                               {2560, 512, 512, 2, 0.8}};
+    table_of(&d, dense, 3, 0);
+    sim_shape_rule tiled = {NULL, NULL, 1, 64};
+    double qd[4] = {580, 512, 512, 2}; /* 290 per expert: 256 and 320 are 64 apart */
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&d, qd, &tiled, NULL), 0.45 * 580 / 640, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&d, qd, &per_expert, NULL),
+                           0.4 + 0.05 * log(580.0 / 512) / log(640.0 / 512), 1e-9);
+    qd[0] = 290; /* one expert of 290 rows: read at the same rows per expert */
+    qd[3] = 1;
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&d, qd, &tiled, NULL), 0.45 * 580 / 640, 1e-12);
+    qd[0] = 640; /* a point: read as it is */
+    qd[3] = 2;
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&d, qd, &tiled, NULL), 0.45, 1e-12);
+    qd[0] = 1280; /* 640 per expert: 320 .. 1280 are 960 apart, log interpolation */
+    CU_ASSERT_DOUBLE_EQUAL(sim_shape_eval_rule(&d, qd, &tiled, NULL), 0.45 + 0.35 * 0.5, 1e-9);
+    sim_shape_free(&d);
     /* a model's series beyond its measured rows: the grid's trend anchored to its nearest point
      * (grid 0.4 at 1000 rows, 0.8 at 10000; the model measured 0.3 at 1000: 0.6 at 10000) */
     sim_shape_table m = {0};
