@@ -7,7 +7,8 @@
  * (a GEMM's weight dimensions and expert count; attention's sequence and head dimensions).
  *
  * Along a series (points whose features 1..3 are equal):
- *  - inside the series' range: piecewise linear in log(feature 0);
+ *  - inside the series' range: piecewise linear in log(feature 0) (with sim_shape_rule.x0_tile,
+ *    between two points at most a tile apart: the upper point's time);
  *  - below it: the smallest point's efficiency scaled by the caller's size rule
  *    (sim_shape_rule.below; GEMMs: the GPU's efficiency-by-size curve), by default the time of
  *    the smallest point (small kernels are latency bound), i.e. scaled down with feature 0;
