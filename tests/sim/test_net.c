@@ -78,9 +78,10 @@ static void test_regrouped_a2a(void) {
     CU_ASSERT_EQUAL(platform_in_child("dgx16", uneven_a2a_regrouped), 0);
 }
 
-/* A ring all-reduce over the 16 GPUs of dgx16 as one task (f->split_hosts at least its 18
- * hosts) or split by zone (split_hosts 4): node 0's NVLink hops, node 1's, and rail 0's NIC hops
- * (7 -> 8 and 15 -> 0 are relayed to the GPU on rail 0 first). Fills bytes[src end][dst end]
+/* A ring all-reduce over the 16 GPUs of dgx16 as one task (f->split_hosts at least its 32
+ * hosts: the GPUs and every rail's NIC hosts, one ring per channel) or split by zone (split_hosts
+ * 4): node 0's NVLink hops, node 1's, and each rail's NIC hops (a channel leaving a node at one
+ * rail for the next node's GPU on another is relayed over NVLink to that rail first). Fills bytes[src end][dst end]
  * with the pieces' matrices added up; returns the number of pieces, or -1 when a flow has no
  * route, a host is in a piece twice or (split) a piece has flows of two zones. */
 static int ring16_pieces(const sim_platform *p, int split_hosts, double *bytes, int nends) {
@@ -127,8 +128,8 @@ static int ring_split_by_zone(const sim_platform *p) {
     double *one = calloc((size_t)(nends * nends), sizeof *one);
     double *split = calloc((size_t)(nends * nends), sizeof *split);
     if (!one || !split) return 80;
-    if (ring16_pieces(p, 18, one, nends) != 1) rc |= 1;
-    if (ring16_pieces(p, 4, split, nends) != 3) rc |= 2;
+    if (ring16_pieces(p, 32, one, nends) != 1) rc |= 1;   /* 16 GPUs + 16 NIC hosts */
+    if (ring16_pieces(p, 4, split, nends) != 10) rc |= 2; /* 2 nodes + 8 rails */
     for (int i = 0; i < nends * nends; i++)
         if (one[i] != split[i]) rc |= 4;
     free(one);
