@@ -104,11 +104,12 @@ static const int GRID_ATTN_DIMS[][2] = {{64, 64}, {128, 128}, {192, 128}}; /* MH
 static const int GRID_ATTN_BLOCKS[] = {1, 2, 4, 8, 16, 32, 64, 128};
 #define LEN(a) (int)(sizeof(a) / sizeof((a)[0]))
 
-/* Times ops gathered so far when the next shape could overflow the batch. */
+/* Times ops gathered so far, as records of `source`, when the next shape could overflow the
+ * batch. */
 static void grid_flush(bench *b, const ep_config *cfg, ep_op *ops, int *n, int room,
-                       calib_list *out) {
+                       const char *source, calib_list *out) {
     if (*n + room <= MAX_OPS) return;
-    time_compute(b, cfg, ops, *n, "grid", out);
+    time_compute(b, cfg, ops, *n, source, out);
     *n = 0;
 }
 
@@ -133,13 +134,14 @@ static void grid_compute(bench *b, calib_list *out, grid_part part) {
     ep_config cfg;
     ep_config_defaults(&cfg);
     ep_config_resolve(&cfg); /* built by hand: no validation */
+    const char *source = part == GRID_OFF ? "model:off-grid" : "grid";
     /* dense GEMMs: M x N x K over the grid, with their dgrad and wgrad */
     for (int in = 0; in < LEN(GRID_WIDTHS) && part == GRID_ALL; in++)
         for (int ik = 0; ik < LEN(GRID_WIDTHS); ik++)
             for (int im = 0; im < LEN(GRID_ROWS); im++) {
                 int m = GRID_ROWS[im], nn = GRID_WIDTHS[in], k = GRID_WIDTHS[ik];
                 if (ep_cost_gemm_flops(m, nn, k) > GRID_MAX_FLOPS) continue;
-                grid_flush(b, &cfg, ops, &n, 3, out);
+                grid_flush(b, &cfg, ops, &n, 3, source, out);
                 add_gemm3(ops, &n, EP_OP_GEMM, m, nn, k, 1);
             }
     /* grouped expert GEMMs: hidden x FFN x experts x rows per expert, both projections (up: n =
@@ -163,15 +165,10 @@ static void grid_compute(bench *b, calib_list *out, grid_part part) {
                             (double)e * nn * k * EP_BF16 > GRID_MAX_WEIGHTS ||
                             ep_cost_gemm_flops(rows, nn, k) > GRID_MAX_FLOPS)
                             continue;
-                        if (part != GRID_OFF)
-                            grid_flush(b, &cfg, ops, &n, 3, out);
-                        else if (n + 3 > MAX_OPS) {
-                            time_compute(b, &cfg, ops, n, "model:off-grid", out);
-                            n = 0;
-                        }
+                        grid_flush(b, &cfg, ops, &n, 3, source, out);
                         add_gemm3(ops, &n, EP_OP_GROUPED_GEMM, rows, nn, k, e);
                     }
-    if (n) time_compute(b, &cfg, ops, n, part == GRID_OFF ? "model:off-grid" : "grid", out);
+    if (n) time_compute(b, &cfg, ops, n, source, out);
 }
 
 /* memory-bound kernel: one kernel moves `bytes` for every memory-bound kind */
@@ -432,9 +429,9 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
     /* compute: the whole grid and the models; attention, memory: that part of the grid alone */
     if (strstr(parts, "compute") || strstr(parts, "attention")) grid_attention(b, &lists[0]);
     if (strstr(parts, "compute") || strstr(parts, "memory")) grid_memory(b, &lists[0]);
-    /* models: the --models files' ops alone, without the grid */
     if (strstr(parts, "grouped-steps")) grid_compute(b, &lists[0], GRID_STEPS);
     if (strstr(parts, "grouped-off-grid")) grid_compute(b, &lists[0], GRID_OFF);
+    /* models: the --models files' ops alone, without the grid */
     if (strstr(parts, "compute") || strstr(parts, "models")) {
         if (strstr(parts, "compute")) grid_compute(b, &lists[0], GRID_ALL);
         /* --models a,b: every file in turn */

@@ -12,10 +12,10 @@
 #include "sim_algo.h"
 
 /* The members of each node in group order: node k's are at[first[k] .. first[k + 1] - 1]
- * (indices into the group); returns the node count, or -1 when out of memory. */
-static int members_by_node(const sim_platform *p, const int *ranks, int n, int *at, int *first) {
-    int nn = 0, *node = malloc(sizeof *node * (size_t)n);
-    if (!node) return -1;
+ * (indices into the group; node, at: n entries, first: n + 1); returns the node count. */
+static int members_by_node(const sim_platform *p, const int *ranks, int n, int *node, int *at,
+                           int *first) {
+    int nn = 0;
     for (int i = 0; i < n; i++) {
         int k = 0;
         while (k < nn && node[k] != p->node[ranks[i]])
@@ -29,7 +29,6 @@ static int members_by_node(const sim_platform *p, const int *ranks, int n, int *
             if (p->node[ranks[i]] == node[k]) at[w++] = i;
     }
     first[nn] = w;
-    free(node);
     return nn;
 }
 
@@ -46,12 +45,12 @@ double sim_algo_ring(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
     if (n < 2) return 0;
     ep_xfer_size z = ep_xfer_size_of(op->kind, n, op->bytes);
     *fixed_s += (z.steps - 1) * (c->nccl_step_s + a->hop_latency_s);
-    int *at = malloc(sizeof *at * (size_t)(2 * n + 1)), *first = at + n;
-    int nn = at ? members_by_node(f->t->p, a->ranks, n, at, first) : -1;
+    int *node = malloc(sizeof *node * (size_t)(3 * n + 1)), *at = node + n, *first = at + n;
+    int nn = node ? members_by_node(f->t->p, a->ranks, n, node, at, first) : -1;
     if (nn < 2) { /* one node (or no memory for the channels): one ring in group order */
         for (int i = 0; i < n; i++)
             sim_flows_send(f, a->ranks[i], a->ranks[(i + 1) % n], z.link);
-        free(at);
+        free(node);
         return z.link * n;
     }
     int channels = n;
@@ -66,6 +65,6 @@ double sim_algo_ring(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
                 sim_flows_send(f, a->ranks[from], a->ranks[to], z.link / channels);
             }
         }
-    free(at);
+    free(node);
     return z.link * n;
 }
