@@ -8,6 +8,9 @@
  *                     to its end, so waiting for peers counts as idle, not as communication;
  *   exposed_total_s   the union of those, mean over ranks; compute_busy_s: some compute op runs;
  *   idle_s            neither compute nor a transfer; bubble_fraction = idle_s / iteration time;
+ *   host_wait_s       the part of idle_s during which a compute op waited for nothing but its
+ *                     launch (the host issuing it): an op reports that wait as [xfer, start)
+ *                     (epsim; epref measures no launch times, its compute ops have xfer == start);
  *   memory_peak       the largest ep_mem_rank_peak over ranks (schedule only, no timing).
  */
 #ifndef EP_METRICS_H
@@ -20,7 +23,7 @@
 typedef struct {
     double iteration_time_s, tokens_per_s, tokens_per_s_per_gpu, tflops_per_gpu, mfu;
     double exposed_s[EP_COMM_NUM]; /* mean over ranks, by ep_comm_class */
-    double exposed_total_s, compute_busy_s, idle_s, bubble_fraction;
+    double exposed_total_s, compute_busy_s, idle_s, host_wait_s, bubble_fraction;
     double a2a_bytes;         /* token all-to-all payload, all ranks */
     long host_syncs;          /* host_sync ops, all ranks */
     double model_state_bytes; /* weights, gradients and optimizer state of the fullest GPU */
@@ -30,8 +33,8 @@ typedef struct {
     int memory_peak_rank;
 } ep_step_metrics;
 
-/* Interval of op `op` of `rank`: start, the moment data began to move (== start for compute), end.
- */
+/* Interval of op `op` of `rank`: start, the moment data began to move (communication) or from
+ * which it waited only for its launch (compute; == start when it did not), end. */
 typedef void (*ep_op_interval_fn)(const void *ctx, int rank, int op, double *start, double *xfer,
                                   double *end);
 

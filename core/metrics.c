@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CLS_COMP EP_COMM_NUM /* sweep class of compute intervals */
+#define CLS_COMP EP_COMM_NUM       /* sweep class of compute intervals */
+#define CLS_HOST (EP_COMM_NUM + 1) /* a compute op waiting for nothing but its launch */
 
 typedef struct {
     double t;
@@ -26,7 +27,7 @@ static int is_compute(const ep_op *op) {
 /* Adds one rank's busy/exposed/idle time over [0, T) from its n sorted edges. */
 static void sweep_rank(edge_t *ev, int n, double T, ep_step_metrics *m) {
     qsort(ev, (size_t)n, sizeof *ev, edge_cmp);
-    int cnt[EP_COMM_NUM + 1] = {0};
+    int cnt[EP_COMM_NUM + 2] = {0};
     int xfer = 0;
     double prev = 0;
     for (int i = 0; i <= n; i++) {
@@ -38,16 +39,18 @@ static void sweep_rank(edge_t *ev, int n, double T, ep_step_metrics *m) {
             } else {
                 for (int c = 0; c < EP_COMM_NUM; c++)
                     if (cnt[c] > 0) m->exposed_s[c] += len;
-                if (xfer > 0)
+                if (xfer > 0) {
                     m->exposed_total_s += len;
-                else
+                } else {
                     m->idle_s += len;
+                    if (cnt[CLS_HOST] > 0) m->host_wait_s += len;
+                }
             }
         }
         prev = t;
         if (i < n) {
             cnt[ev[i].cls] += ev[i].delta;
-            if (ev[i].cls != CLS_COMP) xfer += ev[i].delta;
+            if (ev[i].cls < EP_COMM_NUM) xfer += ev[i].delta;
         }
     }
 }
@@ -65,7 +68,7 @@ int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_int
     int maxops = 0;
     for (int r = 0; r < s->world; r++)
         if (s->ranks[r].nops > maxops) maxops = s->ranks[r].nops;
-    edge_t *ev = malloc(sizeof *ev * (size_t)(2 * maxops + 2));
+    edge_t *ev = malloc(sizeof *ev * (size_t)(4 * maxops + 2));
     if (!ev) return -1;
     ep_mem_model mm;
     ep_mem_model_default(&mm);
@@ -98,6 +101,10 @@ int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_int
                 continue;
             double start, xfer, end;
             interval(ctx, r, i, &start, &xfer, &end);
+            if (cls == CLS_COMP && xfer < start) { /* ready but for its launch since xfer */
+                ev[n++] = (edge_t){xfer, +1, CLS_HOST};
+                ev[n++] = (edge_t){start, -1, CLS_HOST};
+            }
             double a = cls == CLS_COMP ? start : xfer;
             if (end <= a) continue;
             ev[n++] = (edge_t){a, +1, cls};
@@ -112,6 +119,7 @@ int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_int
     m->exposed_total_s /= W;
     m->compute_busy_s /= W;
     m->idle_s /= W;
+    m->host_wait_s /= W;
     m->bubble_fraction = T > 0 ? m->idle_s / T : 0;
     return 0;
 }
@@ -137,6 +145,7 @@ void ep_metrics_write_json(FILE *f, const ep_sched *s, const ep_step_metrics *m)
     fputc('}', f);
     num(f, "compute_busy_s", m->compute_busy_s, 1);
     num(f, "idle_s", m->idle_s, 1);
+    num(f, "host_wait_s", m->host_wait_s, 1);
     num(f, "pp_bubble_fraction", m->bubble_fraction, 1);
     fprintf(f, ",\"host_syncs\":%ld", m->host_syncs);
     num(f, "a2a_bytes", m->a2a_bytes, 1);

@@ -29,7 +29,7 @@ t_all0=$(date +%s.%N)
 while IFS=$'\t' read -r name args topo world metric pub prec groups src; do
   case "$name" in ''|'#'*) continue ;; esac
   if [ -n "${ONLY:-}" ] && ! [[ $name =~ $ONLY ]]; then continue; fi
-  t0=$(date +%s.%N)
+  t0=$(date +%s.%N) lwait=
   "$epsim" --topo "$topo" "${calib_flag[@]}" @"configs/published/$args" --world-size "$world" \
     > "$tmp/out" 2> "$tmp/err"
   rc=$?
@@ -48,9 +48,11 @@ while IFS=$'\t' read -r name args topo world metric pub prec groups src; do
     value=$(awk -v k="$key" 'index($0, k) == 3 {print $NF == "s" ? $(NF-1) : $NF; exit}' "$tmp/out")
     status=ok
     [ -n "$value" ] || { status=refused; value="no '$key' in epsim's output"; }
+    # the share of the step the GPUs wait for the host's launches (docs/epsim.md, "Metrics")
+    lwait=$(awk '$1 == "waiting" && $3 == "launches" {gsub(/[(%:]/, "", $6); print $6; exit}' "$tmp/out")
   fi
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$topo" "$world" "$metric" "$pub" \
-    "$prec" "$groups" "$src" "$status" "$value" "$wall" >> "$results"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$topo" "$world" "$metric" "$pub" \
+    "$prec" "$groups" "$src" "$status" "$value" "$wall" "${lwait:--}" >> "$results"
   echo "published.sh: $name $status $value (${wall} s)" >&2
 done < "$suite"
 t_all1=$(date +%s.%N)
@@ -71,7 +73,7 @@ function unit(metric) {
 }
 {
   n++; name[n] = $1; topo[n] = $2; world[n] = $3; metric[n] = $4; pub[n] = $5; prec[n] = $6
-  groups[n] = $7; src[n] = $8; status[n] = $9; val[n] = $10; wall[n] = $11
+  groups[n] = $7; src[n] = $8; status[n] = $9; val[n] = $10; wall[n] = $11; lwait[n] = $12
   if ($7 != "-") {
     k = split($7, g, ",")
     for (i = 1; i <= k; i++) { if (!(g[i] in gn)) { ng++; gname[ng] = g[i] } gm[g[i], ++gn[g[i]]] = n }
@@ -82,10 +84,12 @@ END {
   printf "Run %s on this project'"'"'s CPU container (%s cores shared with other work), epsim at %s;\n", date, ncpu, rev
   printf "calibration: %s (the dgx topologies default to `traces/calib/h100-megatron.json`). Whole run %s s wall.\n\n", calib, total
   print "Error is the signed step-time error, predicted step / published step - 1 (for a throughput"
-  print "metric, published / predicted - 1): positive means epsim predicts a slower step."
+  print "metric, published / predicted - 1): positive means epsim predicts a slower step. Launch wait:"
+  print "the share of the predicted step in which the GPUs wait for the host to issue their next kernel"
+  print "(a launch-bound step moves with the host cost per op, measured on one machine: docs/epsim.md)."
   print ""
-  print "| case | GPUs | topology | precision | metric | published | predicted | error | epsim wall s | source |"
-  print "|---|---|---|---|---|---|---|---|---|---|"
+  print "| case | GPUs | topology | precision | metric | published | predicted | error | launch wait | epsim wall s | source |"
+  print "|---|---|---|---|---|---|---|---|---|---|---|"
   for (i = 1; i <= n; i++) {
     if (status[i] == "ok") {
       e = steperr(metric[i], pub[i], val[i]); err[i] = e
@@ -93,8 +97,9 @@ END {
       if (ae > worst) { worst = ae; worstname = name[i]; worsterr = e }
       pred = fmt(val[i]); es = sprintf("%+.1f%%", 100 * e)
     } else { pred = "refused: " val[i]; es = "-"; refused++ }
-    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name[i], world[i], topo[i], prec[i], \
-      unit(metric[i]), pub[i], pred, es, wall[i], src[i]
+    lw = lwait[i] == "-" || lwait[i] == "" ? "-" : lwait[i] "%"
+    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name[i], world[i], topo[i], prec[i], \
+      unit(metric[i]), pub[i], pred, es, lw, wall[i], src[i]
   }
   print ""
   if (m > 0)

@@ -26,7 +26,8 @@ XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_engine, root, "epsim: schedule executor");
 
 enum { EV_LAUNCH, EV_END, EV_GO, EV_DONE, EV_FINISH, EV_SH_MOVE, EV_SH_END };
 /* ST_LAUNCHED: the host issued the op (launch_t known); ST_WAKE: also at the head of its stream
- * with deps done, an EV_LAUNCH pending at launch_t */
+ * with deps done, an EV_LAUNCH pending at launch_t, and t.end holds from when it waited for nothing
+ * but the host (the result's compute xfer, sim_engine.h) */
 enum { ST_PENDING, ST_LAUNCHED, ST_WAKE, ST_RUNNING, ST_DONE };
 #define NS          EP_NUM_STREAMS
 #define MAX_RUNNING 16
@@ -470,6 +471,8 @@ static void coll_begin(engine *e, long id, long last);
 
 static void start_op(engine *e, long o, int r) {
     const ep_op *op = op_of(e, o, r);
+    /* woken at its ready time: it may have waited for the host's launch since t.end */
+    double host_wait_from = e->rec[o].state == ST_WAKE ? e->rec[o].t.end : e->now;
     e->rec[o].state = ST_RUNNING;
     double launch_t = *launch_slot(e, o);
     e->rec[o].t.start = e->rec[o].t.xfer = e->now;
@@ -500,6 +503,7 @@ static void start_op(engine *e, long o, int r) {
         }
         return;
     }
+    if (host_wait_from < e->now) e->rec[o].t.xfer = host_wait_from;
     sim_work w;
     sim_op_work(&e->cost, op, e->p->peak_flops[r], e->p->hbm_bw[r], &w);
     double alone = sim_work_alone(&w);
@@ -543,8 +547,10 @@ static void try_start(engine *e, int r, int st) {
     if (rc->state == ST_PENDING) host_issue(e, r, o);
     if (rc->state != ST_LAUNCHED) return;
     double t = rc->t.start; /* ready time, until it starts */
+    double other = s->free > e->now ? s->free : e->now; /* ready but for the host from then */
     if (s->free > t) t = s->free;
     if (t > e->now) {
+        rc->t.end = other < t ? other : t;
         rc->state = ST_WAKE;
         push(e, t, EV_LAUNCH, o, 0, r);
         return;

@@ -23,7 +23,8 @@
 
 typedef struct {
     double start; /* the op reached the head of its stream with deps done (trace start) */
-    double xfer;  /* communication: all members arrived, transfer began (== start otherwise) */
+    double xfer;  /* communication: all members arrived, transfer began; compute: from when it
+                     waited for nothing but the host's launch (== start when it did not) */
     double end;
 } sim_op_time;
 

@@ -11,6 +11,9 @@
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_report, root, "epsim: metrics and outputs");
 
+/* Waiting for launches above this share of the step: the summary says the step is launch-bound */
+#define LAUNCH_BOUND 0.10
+
 static void op_interval(const void *ctx, int rank, int op, double *start, double *xfer,
                         double *end) {
     const sim_result *r = ctx;
@@ -166,8 +169,18 @@ void sim_print_summary(FILE *f, const char *model, const ep_sched *s, const sim_
     fprintf(f, "  tokens/s/GPU          %12.1f\n", m->step.tokens_per_s_per_gpu);
     fprintf(f, "  TFLOPS/GPU            %12.1f\n", m->step.tflops_per_gpu);
     fprintf(f, "  MFU                   %12.3f\n", m->step.mfu);
-    fprintf(f, "  PP bubble / idle      %12.6f s  (%.1f%% of the iteration)\n", m->step.idle_s,
-            100 * m->step.bubble_fraction);
+    /* idle split by what it waits for: a compute op ready but for the host's launch, or the
+     * rest (pipeline bubble, peers that have not arrived at a collective, a transfer's launch) */
+    double other = m->step.idle_s - m->step.host_wait_s;
+    fprintf(
+        f, "  idle                  %12.6f s  (%.1f%% of the iteration; no compute, no transfer)\n",
+        m->step.idle_s, 100 * m->step.bubble_fraction);
+    fprintf(f, "    waiting for launches%12.6f s  (%.1f%%: ready but for the host issuing it)\n",
+            m->step.host_wait_s, T > 0 ? 100 * m->step.host_wait_s / T : 0);
+    fprintf(f,
+            "    other waits         %12.6f s  (%.1f%%: pipeline bubble, late peers, transfer "
+            "launches)\n",
+            other > 0 ? other : 0, T > 0 && other > 0 ? 100 * other / T : 0);
     fprintf(f, "  exposed communication (mean per rank, compute idle while it moves data):\n");
     static const ep_comm_class order[] = {EP_COMM_DISPATCH, EP_COMM_COMBINE, EP_COMM_DP, EP_COMM_PP,
                                           EP_COMM_OTHER};
@@ -210,4 +223,9 @@ void sim_print_summary(FILE *f, const char *model, const ep_sched *s, const sim_
                 "beyond the timed grid, extrapolated)\n",
                 m->noutside, m->ncompute, 100 * m->outside_fraction);
     fprintf(f, "  ops simulated         %12ld  (%ld transfers)\n", m->step.nops, m->ntransfers);
+    if (T > 0 && m->step.host_wait_s > LAUNCH_BOUND * T) /* what such a figure rests on */
+        fprintf(f,
+                "  launch-bound: %.0f%% of the step waits for the host; it scales with the "
+                "calibration's host cost per op (one machine's CPU, docs/calibration.md)\n",
+                100 * m->step.host_wait_s / T);
 }

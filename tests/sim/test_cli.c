@@ -214,6 +214,33 @@ static void test_recompute(void) {
     remove_all(3, p);
 }
 
+/* Idle split by what it waits for: at the proxy's widths the GPUs hardly wait for the host; at toy
+ * widths (hidden 256, every op microseconds of GPU time beside Megatron's host cost per op; grouped
+ * expert GEMMs, one call each) most of the step is compute waiting for its launch, part of the idle
+ * time, and the summary says so. */
+static void test_launch_bound(void) {
+    const char *extra[] = {"", "--hidden-size 256 --ffn-hidden-size 512 --num-attention-heads 4 "
+                               "--kv-channels 64 --q-lora-rank 64 --kv-lora-rank 64 "
+                               "--moe-ffn-hidden-size 128 --padded-vocab-size 1024 "
+                               "--moe-grouped-gemm"};
+    char p[2][512];
+    CU_ASSERT_EQUAL_FATAL(run_summaries(2, "lb", extra, p), 0);
+    for (int i = 0; i < 2; i++) {
+        double idle = json_num(p[i], "idle_s"), host = json_num(p[i], "host_wait_s");
+        CU_ASSERT(host >= 0 && host <= idle + 1e-12);
+    }
+    CU_ASSERT(json_num(p[0], "host_wait_s") < 0.05 * json_num(p[0], "iteration_time_s"));
+    CU_ASSERT(json_num(p[1], "host_wait_s") > 0.3 * json_num(p[1], "iteration_time_s"));
+    char out[512], cmd[1400];
+    tmp_path(out, sizeof out, "lb.txt");
+    snprintf(cmd, sizeof cmd, SMALL " %s", extra[1]);
+    CU_ASSERT_EQUAL(epsim_exec(cmd, out, NULL), 0);
+    CU_ASSERT(file_has(out, "waiting for launches"));
+    CU_ASSERT(file_has(out, "launch-bound: "));
+    remove(out);
+    remove_all(2, p);
+}
+
 /* Uneven pipeline stages: with the output layer and the loss on the last stage, a 9/7 split of the
  * 16-layer proxy over PP 2 is faster than 8/8 (as Megatron users balance DeepSeek-V3). */
 static void test_uneven_pipeline(void) {
@@ -614,6 +641,7 @@ void ep_suite_cli(void) {
     CU_add_test(s, "model state that cannot fit GPU memory is flagged", test_memory_warning);
     CU_add_test(s, "same inputs give byte-identical outputs", test_deterministic);
     CU_add_test(s, "feature 1: EP overlap and delayed wgrad", test_feature_overlap);
+    CU_add_test(s, "idle split: waiting for launches, launch-bound summary", test_launch_bound);
     CU_add_test(s, "feature 2: permute fused into hybridep dispatch", test_feature_fused_permute);
     CU_add_test(s, "uneven first/last pipeline stages", test_uneven_pipeline);
     CU_add_test(s, "capacity factor drops tokens, padding removes syncs", test_capacity_factor);

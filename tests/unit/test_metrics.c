@@ -62,7 +62,48 @@ static void test_exposure_known_answer(void) {
     CU_ASSERT_DOUBLE_EQUAL(m.mfu, 500 * 1e9 / 1e12, 1e-12);
 }
 
+/* One rank: gemm A [0,1]; gemm B ready but for its launch from 0.5, running [2,3]; a dispatch
+ * arriving at 1.0, moving [1.2,1.5]. Idle: [1,1.2] and [1.5,2] while B waits for its launch (host),
+ * [3,4] waiting for nothing (other); B's wait beside A and beside the transfer is not idle. */
+static const double iv_host[3][3] = {{0, 0, 1}, {2, 0.5, 3}, {1.0, 1.2, 1.5}};
+
+static void interval_host(const void *ctx, int rank, int op, double *start, double *xfer,
+                          double *end) {
+    (void)ctx;
+    (void)rank;
+    *start = iv_host[op][0];
+    *xfer = iv_host[op][1];
+    *end = iv_host[op][2];
+}
+
+static void test_host_wait_known_answer(void) {
+    ep_op ops[3];
+    memset(ops, 0, sizeof ops);
+    ops[0].kind = ops[1].kind = EP_OP_GEMM;
+    ops[0].stream = ops[1].stream = EP_STREAM_COMP;
+    ops[2].kind = EP_OP_A2A_DISPATCH;
+    ops[2].stream = EP_STREAM_COMM;
+    ops[2].node = EP_NODE_DISPATCH;
+    ep_rank_sched ranks[1] = {{.nops = 3, .ops = ops}};
+    ep_sched s;
+    memset(&s, 0, sizeof s);
+    s.world = 1;
+    s.cfg.tensor_model_parallel_size = s.cfg.context_parallel_size = 1;
+    s.cfg.pipeline_model_parallel_size = s.cfg.virtual_pipeline_model_parallel_size = 1;
+    s.cfg.data_parallel_size = s.cfg.expert_model_parallel_size = 1;
+    s.cfg.expert_tensor_parallel_size = s.cfg.num_distributed_optimizer_instances = 1;
+    s.ranks = ranks;
+    ep_step_metrics m;
+    CU_ASSERT_EQUAL_FATAL(ep_metrics_compute(&s, 4.0, 1e12, interval_host, NULL, &m), 0);
+    CU_ASSERT_DOUBLE_EQUAL(m.compute_busy_s, 2, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.exposed_total_s, 0.3, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.idle_s, 0.2 + 0.5 + 1, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.host_wait_s, 0.2 + 0.5, 1e-12);
+}
+
 void ep_suite_metrics(void) {
     CU_pSuite s = CU_add_suite("metrics", NULL, NULL);
     CU_add_test(s, "exposure, busy and idle from known intervals", test_exposure_known_answer);
+    CU_add_test(s, "waiting for launches: the idle part of a compute op's wait for its host",
+                test_host_wait_known_answer);
 }
