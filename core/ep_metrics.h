@@ -8,9 +8,10 @@
  *                     to its end, so waiting for peers counts as idle, not as communication;
  *   exposed_total_s   the union of those, mean over ranks; compute_busy_s: some compute op runs;
  *   idle_s            neither compute nor a transfer; bubble_fraction = idle_s / iteration time;
- *   host_wait_s       the part of idle_s during which a compute op waited for nothing but its
- *                     launch (the host issuing it): an op reports that wait as [xfer, start)
- *                     (epsim; epref measures no launch times, its compute ops have xfer == start);
+ *   host_wait_s       the part of idle_s during which an op waited for nothing but its launch
+ *                     (the host issuing it): a compute op reports that wait as [xfer, start), a
+ *                     communication op in ep_launch_waits (epsim; epref measures no launch times:
+ *                     its compute ops have xfer == start, and it passes no waits);
  *   memory_peak       the largest ep_mem_rank_peak over ranks (schedule only, no timing).
  */
 #ifndef EP_METRICS_H
@@ -38,10 +39,19 @@ typedef struct {
 typedef void (*ep_op_interval_fn)(const void *ctx, int rank, int op, double *start, double *xfer,
                                   double *end);
 
-/* Computes m for an iteration of length iteration_time_s (> 0 for rates) with per-GPU peak_flops.
- * Returns 0, or -1 when out of memory. */
+/* Launch waits no op interval carries (epsim: communication ops, whose [start, end) is the
+ * transfer's): wait k of rank[k] is [t[2k], t[2k+1]), counted in host_wait_s where idle. */
+typedef struct {
+    long n;
+    const int *rank;
+    const double *t;
+} ep_launch_waits;
+
+/* Computes m for an iteration of length iteration_time_s (> 0 for rates) with per-GPU peak_flops;
+ * waits NULL when there are none. Returns 0, or -1 when out of memory. */
 int ep_metrics_compute(const ep_sched *s, double iteration_time_s, double peak_flops,
-                       ep_op_interval_fn interval, const void *ctx, ep_step_metrics *m);
+                       ep_op_interval_fn interval, const void *ctx, const ep_launch_waits *waits,
+                       ep_step_metrics *m);
 
 /* Writes the shared summary members, "iteration_time_s" ... "a2a_bytes", as JSON object members
  * without braces (the caller adds its own members and closes the object). */

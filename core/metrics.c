@@ -55,8 +55,27 @@ static void sweep_rank(edge_t *ev, int n, double T, ep_step_metrics *m) {
     }
 }
 
+/* The launch waits by rank: rank r's are idx[off[r] .. off[r+1]) (a counting sort). */
+static int waits_by_rank(const ep_launch_waits *w, int world, long **off, long **idx) {
+    *off = calloc((size_t)world + 1, sizeof **off);
+    *idx = malloc(sizeof **idx * (size_t)(w && w->n > 0 ? w->n : 1));
+    if (!*off || !*idx) return -1;
+    long n = w ? w->n : 0;
+    for (long k = 0; k < n; k++)
+        if (w->rank[k] >= 0 && w->rank[k] < world) (*off)[w->rank[k] + 1]++;
+    for (int r = 0; r < world; r++)
+        (*off)[r + 1] += (*off)[r];
+    long *fill = malloc(sizeof *fill * ((size_t)world + 1));
+    if (!fill) return -1;
+    memcpy(fill, *off, sizeof *fill * ((size_t)world + 1));
+    for (long k = 0; k < n; k++)
+        if (w->rank[k] >= 0 && w->rank[k] < world) (*idx)[fill[w->rank[k]]++] = k;
+    free(fill);
+    return 0;
+}
+
 int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_interval_fn interval,
-                       const void *ctx, ep_step_metrics *m) {
+                       const void *ctx, const ep_launch_waits *waits, ep_step_metrics *m) {
     memset(m, 0, sizeof *m);
     m->iteration_time_s = T;
     if (T > 0) {
@@ -65,11 +84,23 @@ int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_int
         m->tflops_per_gpu = s->model_flops_per_token * m->tokens_per_s_per_gpu / 1e12;
         m->mfu = peak_flops > 0 ? m->tflops_per_gpu * 1e12 / peak_flops : 0;
     }
-    int maxops = 0;
-    for (int r = 0; r < s->world; r++)
-        if (s->ranks[r].nops > maxops) maxops = s->ranks[r].nops;
-    edge_t *ev = malloc(sizeof *ev * (size_t)(4 * maxops + 2));
-    if (!ev) return -1;
+    long *woff = NULL, *widx = NULL;
+    if (waits_by_rank(waits, s->world, &woff, &widx) != 0) {
+        free(woff);
+        free(widx);
+        return -1;
+    }
+    long maxedges = 0;
+    for (int r = 0; r < s->world; r++) {
+        long e = 4L * s->ranks[r].nops + 2 * (woff[r + 1] - woff[r]);
+        if (e > maxedges) maxedges = e;
+    }
+    edge_t *ev = malloc(sizeof *ev * (size_t)(maxedges + 2));
+    if (!ev) {
+        free(woff);
+        free(widx);
+        return -1;
+    }
     ep_mem_model mm;
     ep_mem_model_default(&mm);
     for (int r = 0; r < s->world; r++) {
@@ -79,6 +110,8 @@ int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_int
         ep_mem_peak peak;
         if (ep_mem_rank_peak(s, r, &mm, &peak) != 0) {
             free(ev);
+            free(woff);
+            free(widx);
             return -1;
         }
         if (r == 0 || peak.total > m->memory_peak.total) {
@@ -110,9 +143,17 @@ int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_int
             ev[n++] = (edge_t){a, +1, cls};
             ev[n++] = (edge_t){end, -1, cls};
         }
+        for (long k = woff[r]; k < woff[r + 1]; k++) {
+            const double *t = &waits->t[2 * widx[k]];
+            if (t[1] <= t[0]) continue;
+            ev[n++] = (edge_t){t[0], +1, CLS_HOST};
+            ev[n++] = (edge_t){t[1], -1, CLS_HOST};
+        }
         sweep_rank(ev, n, T, m);
     }
     free(ev);
+    free(woff);
+    free(widx);
     double W = s->world;
     for (int c = 0; c < EP_COMM_NUM; c++)
         m->exposed_s[c] /= W;

@@ -70,7 +70,7 @@ int exec_metrics_compute(const ep_sched *s, exec_span *const *t, double peak_flo
     double *xfer = transfer_starts(s, t, &goff);
     if (!xfer) return -1;
     measured me = {t, s, xfer, goff};
-    int rc = ep_metrics_compute(s, T, peak_flops, op_interval, &me, m);
+    int rc = ep_metrics_compute(s, T, peak_flops, op_interval, &me, NULL, m);
     free(xfer);
     free(goff);
     return rc;

@@ -15,6 +15,9 @@ Output: a JSON array (first element {"meta": ...}), records
   {"what": "megatron_layer", "layer": a name of VARIANTS, "pass": "fwd"|"fwd_bwd", "time_us": median,
    "kernels": per call, "samples": [...], "calls_us": [every call's own time], "config": {epsim
    flags of the same layer}, "ranks": N, "launch": k}
+and the host's speed in the same rounds, {"what": "host_reference", "layer": "ref_linear_fwd",
+"pass": "grad"|"no_grad", ...}: one torch.nn.Linear forward whose host time is published for an
+H100 DGX (reference_calls below; epsim calibrate does not read it).
 With --append, FILE gains this run as launch k + 1 (its meta under meta.launches): the file
 epsim calibrate reads, which takes each layer's median over launches.
 Usage: python3 scripts/megatron_host.py --megatron DIR --out FILE [--append] [--repeat 5]
@@ -252,8 +255,11 @@ def time_layers(names, args, world):
             kernels[name] = {what: kernels_of(fn) for what, fn in layers[name].items()}
         except Exception:  # noqa: BLE001 - one layer failing keeps the others
             print(f"  {name}: failed\n{traceback.format_exc()}", flush=True)
+    ref = reference_calls()
+    layers.update(ref)
+    kernels.update({n: {w: 1 for w in fns} for n, fns in ref.items()})
     built = list(layers)
-    samples = {(n, w): [] for n in built for w in ("fwd", "fwd_bwd")}
+    samples = {(n, w): [] for n in built for w in layers[n]}
     calls = {k: [] for k in samples}
     for rnd in range(args.repeat):
         for n in built[rnd % len(built):] + built[:rnd % len(built)] if built else []:
@@ -264,6 +270,28 @@ def time_layers(names, args, world):
                 samples[(n, w)].append(mean)
                 calls[(n, w)].extend(each)
     return samples, calls, kernels
+
+
+# The host's speed, timed in every round beside the layers: one torch.nn.Linear(2048, 2048) forward
+# on 8192 bf16 tokens, the call whose host time Transformer Engine issue 2053 published for an H100
+# DGX (Xeon Platinum 8480C: 13.48 us per call, torch; GPU 100 us, so the host never waits for it),
+# with and without autograd recording. A launch's layer times over this figure compare hosts.
+REF_TOKENS, REF_WIDTH = 8192, 2048
+
+
+def reference_calls():
+    lin = torch.nn.Linear(REF_WIDTH, REF_WIDTH).cuda().to(torch.bfloat16)
+    x = torch.randn(REF_TOKENS, REF_WIDTH, device="cuda", dtype=torch.bfloat16)
+    xg = x.clone().requires_grad_(True)
+
+    def nograd():
+        with torch.no_grad():
+            lin(x)
+
+    for _ in range(5):
+        lin(xg)
+        nograd()
+    return {"ref_linear_fwd": {"grad": lambda: lin(xg), "no_grad": nograd}}
 
 
 def spawn(nproc):
@@ -323,11 +351,12 @@ def main():
             parallel_state.destroy_model_parallel()
     recs = []
     for (n, w), v in samples.items():
-        recs.append({"what": "megatron_layer", "layer": n, "pass": w,
-                     "time_us": round(statistics.median(v), 2), "kernels": kernels[n][w],
-                     "samples": [round(t, 2) for t in v],
-                     "calls_us": [round(t, 1) for t in calls[(n, w)]], "config": epsim_flags(n),
-                     "ranks": world})
+        ref = n.startswith("ref_")
+        recs.append({"what": "host_reference" if ref else "megatron_layer", "layer": n,
+                     "pass": w, "time_us": round(statistics.median(v), 2),
+                     "kernels": kernels[n][w], "samples": [round(t, 2) for t in v],
+                     "calls_us": [round(t, 1) for t in calls[(n, w)]],
+                     "config": "" if ref else epsim_flags(n), "ranks": world})
         if rank == 0:
             print(f"  {n:22s} {w:7s} {recs[-1]['time_us']:9.1f} us host (min {min(v):.1f}, "
                   f"max {max(v):.1f}), {kernels[n][w]} kernels", flush=True)
@@ -341,7 +370,7 @@ def main():
     if rank == 0:
         write_launch(args.out, meta, recs, args.append)
     torch.distributed.destroy_process_group()
-    return 0 if len(recs) == 2 * len(names) else 1
+    return 0 if len(recs) == 2 * len(names) + 2 else 1  # + the reference's two passes
 
 
 if __name__ == "__main__":

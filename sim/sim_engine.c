@@ -150,7 +150,8 @@ typedef struct {
     sim_share share;
     const ep_op **scratch_ops;
     int *scratch_ranks;
-    sim_result *res;
+    sim_result *res; /* its launch waits grow as they come (res->nwait, wait_cap) */
+    long wait_cap;
     double *anchor_r; /* [actcap] remaining ratios of act[] at anchor_t */
     double anchor_t;  /* observation time of anchor_r */
     int anchor_ok;    /* anchor_r valid: no change since, every transfer past its latency */
@@ -469,6 +470,28 @@ static void complete(engine *e, long o, int r) {
 
 static void coll_begin(engine *e, long id, long last);
 
+/* A communication op of rank r that waited for nothing but its launch since `from` (its times
+ * are the transfer's, so the wait is kept beside them: sim_result.wait_t). */
+static void launch_wait(engine *e, int r, double from) {
+    sim_result *res = e->res;
+    if (res->nwait == e->wait_cap) {
+        long cap = e->wait_cap ? 2 * e->wait_cap : 1024;
+        int *rank = realloc(res->wait_rank, sizeof *rank * (size_t)cap);
+        if (rank) res->wait_rank = rank;
+        double *t = realloc(res->wait_t, sizeof *t * 2 * (size_t)cap);
+        if (t) res->wait_t = t;
+        if (!rank || !t) {
+            fail(e, "out of memory for the launch waits");
+            return;
+        }
+        e->wait_cap = cap;
+    }
+    res->wait_rank[res->nwait] = r;
+    res->wait_t[2 * res->nwait] = from;
+    res->wait_t[2 * res->nwait + 1] = e->now;
+    res->nwait++;
+}
+
 static void start_op(engine *e, long o, int r) {
     const ep_op *op = op_of(e, o, r);
     /* woken at its ready time: it may have waited for the host's launch since t.end */
@@ -484,6 +507,7 @@ static void start_op(engine *e, long o, int r) {
         return;
     }
     if (ep_op_is_comm(op)) {
+        if (host_wait_from < e->now) launch_wait(e, r, host_wait_from);
         if (op->sms > 0) {
             e->gpu[r].comm_sms += op->sms;
             gpu_update(e, r);
@@ -1274,11 +1298,20 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     rc = 0;
 done:
     engine_free(&e);
+    if (rc != 0) { /* nothing of a failed run is handed out */
+        free(out->wait_rank);
+        free(out->wait_t);
+        out->wait_rank = NULL;
+        out->wait_t = NULL;
+        out->nwait = 0;
+    }
     return rc;
 }
 
 void sim_result_free(sim_result *r) {
     free(r->off);
     free(r->t);
+    free(r->wait_rank);
+    free(r->wait_t);
     memset(r, 0, sizeof *r);
 }

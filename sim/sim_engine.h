@@ -45,6 +45,11 @@ typedef struct {
      * (sim_shape.h: extrapolated), with their times alone */
     long ncompute, noutside;
     double compute_s, outside_s;
+    /* communication ops that were ready but for the host issuing them: wait k of rank
+     * wait_rank[k] is [wait_t[2k], wait_t[2k+1]) (a compute op's is in its times, sim_op_time) */
+    long nwait;
+    int *wait_rank;
+    double *wait_t;
 } sim_result;
 
 /* How the engine hands transfers to SimGrid (sim_engine_defaults). */

@@ -31,7 +31,8 @@ int sim_metrics_compute(const ep_sched *s, const sim_result *r, const sim_platfo
     m->ncompute = r->ncompute;
     m->noutside = r->noutside;
     m->outside_fraction = r->compute_s > 0 ? r->outside_s / r->compute_s : 0;
-    if (ep_metrics_compute(s, r->makespan, p->peak_flops[0], op_interval, r, &m->step) != 0)
+    ep_launch_waits w = {r->nwait, r->wait_rank, r->wait_t};
+    if (ep_metrics_compute(s, r->makespan, p->peak_flops[0], op_interval, r, &w, &m->step) != 0)
         return -1;
     for (int k = 0; k < s->world; k++)
         for (int i = 0; i < s->ranks[k].nops; i++) {
@@ -169,17 +170,16 @@ void sim_print_summary(FILE *f, const char *model, const ep_sched *s, const sim_
     fprintf(f, "  tokens/s/GPU          %12.1f\n", m->step.tokens_per_s_per_gpu);
     fprintf(f, "  TFLOPS/GPU            %12.1f\n", m->step.tflops_per_gpu);
     fprintf(f, "  MFU                   %12.3f\n", m->step.mfu);
-    /* idle split by what it waits for: a compute op ready but for the host's launch, or the
-     * rest (pipeline bubble, peers that have not arrived at a collective, a transfer's launch) */
+    /* idle split by what it waits for: an op ready but for the host's launch, or the rest
+     * (pipeline bubble, peers that have not arrived at a collective) */
     double other = m->step.idle_s - m->step.host_wait_s;
     fprintf(
         f, "  idle                  %12.6f s  (%.1f%% of the iteration; no compute, no transfer)\n",
         m->step.idle_s, 100 * m->step.bubble_fraction);
-    fprintf(f, "    waiting for launches%12.6f s  (%.1f%%: ready but for the host issuing it)\n",
-            m->step.host_wait_s, T > 0 ? 100 * m->step.host_wait_s / T : 0);
     fprintf(f,
-            "    other waits         %12.6f s  (%.1f%%: pipeline bubble, late peers, transfer "
-            "launches)\n",
+            "    waiting for launches%12.6f s  (%.1f%%: an op ready but for the host issuing it)\n",
+            m->step.host_wait_s, T > 0 ? 100 * m->step.host_wait_s / T : 0);
+    fprintf(f, "    other waits         %12.6f s  (%.1f%%: pipeline bubble, peers arriving late)\n",
             other > 0 ? other : 0, T > 0 && other > 0 ? 100 * other / T : 0);
     fprintf(f, "  exposed communication (mean per rank, compute idle while it moves data):\n");
     static const ep_comm_class order[] = {EP_COMM_DISPATCH, EP_COMM_COMBINE, EP_COMM_DP, EP_COMM_PP,

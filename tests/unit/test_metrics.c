@@ -46,7 +46,7 @@ static void test_exposure_known_answer(void) {
     s.tokens_per_iteration = 4000;
     s.model_flops_per_token = 1e9;
     ep_step_metrics m;
-    CU_ASSERT_EQUAL_FATAL(ep_metrics_compute(&s, 4.0, 1e12, interval, NULL, &m), 0);
+    CU_ASSERT_EQUAL_FATAL(ep_metrics_compute(&s, 4.0, 1e12, interval, NULL, NULL, &m), 0);
     /* rank 0: busy [0,1], dispatch exposed [1,2], idle [2,2.5], combine exposed [2.5,3], idle [3,4]
      * rank 1: busy [0,3], idle [3,4] */
     CU_ASSERT_DOUBLE_EQUAL(m.compute_busy_s, (1 + 3) / 2.0, 1e-12);
@@ -94,11 +94,19 @@ static void test_host_wait_known_answer(void) {
     s.cfg.expert_tensor_parallel_size = s.cfg.num_distributed_optimizer_instances = 1;
     s.ranks = ranks;
     ep_step_metrics m;
-    CU_ASSERT_EQUAL_FATAL(ep_metrics_compute(&s, 4.0, 1e12, interval_host, NULL, &m), 0);
+    CU_ASSERT_EQUAL_FATAL(ep_metrics_compute(&s, 4.0, 1e12, interval_host, NULL, NULL, &m), 0);
     CU_ASSERT_DOUBLE_EQUAL(m.compute_busy_s, 2, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(m.exposed_total_s, 0.3, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(m.idle_s, 0.2 + 0.5 + 1, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(m.host_wait_s, 0.2 + 0.5, 1e-12);
+    /* launch waits of ops whose interval is a transfer: beside gemm A nothing, within B's wait no
+     * second count, in the idle [3,4] what they cover; another rank's is not this one's */
+    const int wr[4] = {0, 0, 0, 1};
+    const double wt[8] = {0.2, 0.8, 1.5, 1.8, 3.2, 3.6, 3.0, 4.0};
+    ep_launch_waits w = {4, wr, wt};
+    CU_ASSERT_EQUAL_FATAL(ep_metrics_compute(&s, 4.0, 1e12, interval_host, NULL, &w, &m), 0);
+    CU_ASSERT_DOUBLE_EQUAL(m.idle_s, 0.2 + 0.5 + 1, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.host_wait_s, 0.2 + 0.5 + 0.4, 1e-12);
 }
 
 void ep_suite_metrics(void) {
