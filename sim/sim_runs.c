@@ -28,6 +28,7 @@ void sim_runs_read_result(sim_run_result *r, const char *json, const char *errfi
             r->state = json_number_value(json_object_get(o, "model_state_bytes_per_gpu"));
             r->gpu_mem = json_number_value(json_object_get(o, "gpu_memory_bytes"));
             r->mem_peak = json_number_value(json_object_get(o, "memory_peak_bytes"));
+            r->host_wait = json_number_value(json_object_get(o, "host_wait_s"));
             static const char *k[6] = {"dispatch", "combine", "dp", "pp", "other", "total"};
             for (int i = 0; i < 6; i++)
                 r->exp[i] = json_number_value(json_object_get(e, k[i]));

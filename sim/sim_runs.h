@@ -17,6 +17,7 @@ typedef struct {
     int ok;
     double tps_gpu, iter, tflops, mfu;
     double exp[6];             /* exposed dispatch, combine, dp, pp, other, total (s) */
+    double host_wait;          /* idle waiting for launches (s, ep_metrics.h host_wait_s) */
     double state, gpu_mem;     /* model state per GPU and GPU memory, bytes (0: not given) */
     double mem_peak;           /* peak memory of the fullest GPU, bytes */
     char status[256];          /* "ok", or the child's last stderr line, CSV-safe */

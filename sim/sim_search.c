@@ -1005,7 +1005,8 @@ int sim_search_main(int argc, char **argv) {
         fprintf(o.f, ",%s", ax[a].name);
     fputs(",iteration_time_s,tokens_per_s_per_gpu,tflops_per_gpu,mfu,exposed_dispatch_s,"
           "exposed_combine_s,exposed_dp_s,exposed_pp_s,exposed_other_s,exposed_total_s,"
-          "peak_memory_gib,peak_memory_of_gpu,est_peak_memory_gib,model_state_gib,lower_bound_s,"
+          "host_wait_s,peak_memory_gib,peak_memory_of_gpu,est_peak_memory_gib,model_state_gib,"
+          "lower_bound_s,"
           "flags,status\n",
           o.f);
     long nok = 0;
@@ -1023,10 +1024,10 @@ int sim_search_main(int argc, char **argv) {
             fprintf(o.f, ",%.9f,%.6f,%.3f,%.5f", r->iter, r->tps_gpu, r->tflops, r->mfu);
             for (int k = 0; k < 6; k++)
                 fprintf(o.f, ",%.9f", r->exp[k]);
-            fprintf(o.f, ",%.3f,", r->mem_peak / GIB);
+            fprintf(o.f, ",%.9f,%.3f,", r->host_wait, r->mem_peak / GIB);
             if (hbm > 0) fprintf(o.f, "%.4f", r->mem_peak / hbm);
         } else {
-            fputs(",,,,,,,,,,,,", o.f);
+            fputs(",,,,,,,,,,,,,", o.f);
         }
         fputc(',', o.f);
         if (x->mem > 0) fprintf(o.f, "%.3f", x->mem / GIB);
@@ -1054,8 +1055,8 @@ int sim_search_main(int argc, char **argv) {
            count[ST_BUDGET], so.budget, count[ST_ERROR]);
     printf("  simulated %ld (%ld fit, ranked by step time) -> %s\n", count[ST_SIM], nok, so.out);
     if (nok > 0)
-        printf("  %4s %10s %8s %8s %8s %8s %8s %8s  %s\n", "rank", "step s", "TFLOPS", "peak GiB",
-               "exp disp", "exp comb", "exp dp", "exp pp", "layout");
+        printf("  %4s %10s %8s %8s %8s %8s %8s %8s %8s  %s\n", "rank", "step s", "TFLOPS",
+               "peak GiB", "exp disp", "exp comb", "exp dp", "exp pp", "launch", "layout");
     for (long i = 0; i < nc && i < 10 && i < nok; i++) {
         const cand *x = &c[i];
         char lay[512];
@@ -1064,9 +1065,9 @@ int sim_search_main(int argc, char **argv) {
         for (int a = 0; a < NAXES; a++)
             k += (size_t)snprintf(lay + k, sizeof lay - k, "%s%s %s", a ? " " : "", ax[a].name,
                                   ax[a].v[x->vi[a]].label);
-        printf("  %4ld %10.6f %8.1f %8.1f %8.4f %8.4f %8.4f %8.4f  %s\n", i + 1, x->res.iter,
+        printf("  %4ld %10.6f %8.1f %8.1f %8.4f %8.4f %8.4f %8.4f %8.4f  %s\n", i + 1, x->res.iter,
                x->res.tflops, x->res.mem_peak / GIB, x->res.exp[0], x->res.exp[1], x->res.exp[2],
-               x->res.exp[3], lay);
+               x->res.exp[3], x->res.host_wait, lay);
     }
     rc = 0;
 out_c:
