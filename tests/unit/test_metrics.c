@@ -11,6 +11,18 @@ static const double iv[2][4][3] = {
     {{0, 0, 3}, {0.2, 0.5, 2}, {2, 2, 2}, {2.5, 2.5, 3}},
 };
 
+/* A schedule of `world` ranks over `ranks`, no model, and a layout of one in every parallel
+ * dimension (sizes as validation leaves them: readers no longer default a 0). */
+static void bare_sched(ep_sched *s, int world, ep_rank_sched *ranks) {
+    memset(s, 0, sizeof *s);
+    s->world = world;
+    s->cfg.tensor_model_parallel_size = s->cfg.context_parallel_size = 1;
+    s->cfg.pipeline_model_parallel_size = s->cfg.virtual_pipeline_model_parallel_size = 1;
+    s->cfg.data_parallel_size = s->cfg.expert_model_parallel_size = 1;
+    s->cfg.expert_tensor_parallel_size = s->cfg.num_distributed_optimizer_instances = 1;
+    s->ranks = ranks;
+}
+
 static void interval(const void *ctx, int rank, int op, double *start, double *xfer, double *end) {
     (void)ctx;
     *start = iv[rank][op][0];
@@ -34,15 +46,7 @@ static void test_exposure_known_answer(void) {
     ops[3].bytes = 500;
     ep_rank_sched ranks[2] = {{.nops = 4, .ops = ops}, {.nops = 4, .ops = ops}};
     ep_sched s;
-    memset(&s, 0, sizeof s);
-    s.world = 2;
-    /* no model, and a layout of one in every parallel dimension (sizes as validation leaves
-     * them: readers no longer default a 0) */
-    s.cfg.tensor_model_parallel_size = s.cfg.context_parallel_size = 1;
-    s.cfg.pipeline_model_parallel_size = s.cfg.virtual_pipeline_model_parallel_size = 1;
-    s.cfg.data_parallel_size = s.cfg.expert_model_parallel_size = 1;
-    s.cfg.expert_tensor_parallel_size = s.cfg.num_distributed_optimizer_instances = 1;
-    s.ranks = ranks;
+    bare_sched(&s, 2, ranks);
     s.tokens_per_iteration = 4000;
     s.model_flops_per_token = 1e9;
     ep_step_metrics m;
@@ -86,13 +90,7 @@ static void test_host_wait_known_answer(void) {
     ops[2].node = EP_NODE_DISPATCH;
     ep_rank_sched ranks[1] = {{.nops = 3, .ops = ops}};
     ep_sched s;
-    memset(&s, 0, sizeof s);
-    s.world = 1;
-    s.cfg.tensor_model_parallel_size = s.cfg.context_parallel_size = 1;
-    s.cfg.pipeline_model_parallel_size = s.cfg.virtual_pipeline_model_parallel_size = 1;
-    s.cfg.data_parallel_size = s.cfg.expert_model_parallel_size = 1;
-    s.cfg.expert_tensor_parallel_size = s.cfg.num_distributed_optimizer_instances = 1;
-    s.ranks = ranks;
+    bare_sched(&s, 1, ranks);
     ep_step_metrics m;
     CU_ASSERT_EQUAL_FATAL(ep_metrics_compute(&s, 4.0, 1e12, interval_host, NULL, NULL, &m), 0);
     CU_ASSERT_DOUBLE_EQUAL(m.compute_busy_s, 2, 1e-12);
