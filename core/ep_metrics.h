@@ -12,6 +12,11 @@
  *                     (the host issuing it): a compute op reports that wait as [xfer, start), a
  *                     communication op in ep_launch_waits (epsim; epref measures no launch times:
  *                     its compute ops have xfer == start, and it passes no waits);
+ *   peer_wait_s       the rest of idle_s during which a collective's member had arrived and
+ *                     waited for the others ([start, xfer) of a non-pipeline communication op:
+ *                     skew between ranks, load imbalance);
+ *   pipeline_wait_s   the rest during which a pipeline send or receive waited for the other
+ *                     stage (the pipeline bubble and stage imbalance);
  *   memory_peak       the largest ep_mem_rank_peak over ranks (schedule only, no timing).
  */
 #ifndef EP_METRICS_H
@@ -24,7 +29,8 @@
 typedef struct {
     double iteration_time_s, tokens_per_s, tokens_per_s_per_gpu, tflops_per_gpu, mfu;
     double exposed_s[EP_COMM_NUM]; /* mean over ranks, by ep_comm_class */
-    double exposed_total_s, compute_busy_s, idle_s, host_wait_s, bubble_fraction;
+    double exposed_total_s, compute_busy_s, idle_s, bubble_fraction;
+    double host_wait_s, peer_wait_s, pipeline_wait_s; /* parts of idle_s, by what it waits for */
     double a2a_bytes;         /* token all-to-all payload, all ranks */
     long host_syncs;          /* host_sync ops, all ranks */
     double model_state_bytes; /* weights, gradients and optimizer state of the fullest GPU */

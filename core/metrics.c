@@ -4,8 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CLS_COMP EP_COMM_NUM       /* sweep class of compute intervals */
-#define CLS_HOST (EP_COMM_NUM + 1) /* a compute op waiting for nothing but its launch */
+#define CLS_COMP  EP_COMM_NUM       /* sweep class of compute intervals */
+#define CLS_HOST  (EP_COMM_NUM + 1) /* an op waiting for nothing but its launch */
+#define CLS_PEER  (EP_COMM_NUM + 2) /* a collective's member arrived, the others not yet */
+#define CLS_STAGE (EP_COMM_NUM + 3) /* a pipeline send/receive waiting for the other stage */
+#define NCLS      (EP_COMM_NUM + 4)
 
 typedef struct {
     double t;
@@ -27,7 +30,7 @@ static int is_compute(const ep_op *op) {
 /* Adds one rank's busy/exposed/idle time over [0, T) from its n sorted edges. */
 static void sweep_rank(edge_t *ev, int n, double T, ep_step_metrics *m) {
     qsort(ev, (size_t)n, sizeof *ev, edge_cmp);
-    int cnt[EP_COMM_NUM + 2] = {0};
+    int cnt[NCLS] = {0};
     int xfer = 0;
     double prev = 0;
     for (int i = 0; i <= n; i++) {
@@ -41,9 +44,14 @@ static void sweep_rank(edge_t *ev, int n, double T, ep_step_metrics *m) {
                     if (cnt[c] > 0) m->exposed_s[c] += len;
                 if (xfer > 0) {
                     m->exposed_total_s += len;
-                } else {
+                } else { /* idle, by what it waits for (the first that applies) */
                     m->idle_s += len;
-                    if (cnt[CLS_HOST] > 0) m->host_wait_s += len;
+                    if (cnt[CLS_HOST] > 0)
+                        m->host_wait_s += len;
+                    else if (cnt[CLS_PEER] > 0)
+                        m->peer_wait_s += len;
+                    else if (cnt[CLS_STAGE] > 0)
+                        m->pipeline_wait_s += len;
                 }
             }
         }
@@ -138,6 +146,11 @@ int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_int
                 ev[n++] = (edge_t){xfer, +1, CLS_HOST};
                 ev[n++] = (edge_t){start, -1, CLS_HOST};
             }
+            if (cls != CLS_COMP && xfer > start) { /* arrived, waiting for the other side */
+                int w = cls == EP_COMM_PP ? CLS_STAGE : CLS_PEER;
+                ev[n++] = (edge_t){start, +1, w};
+                ev[n++] = (edge_t){xfer, -1, w};
+            }
             double a = cls == CLS_COMP ? start : xfer;
             if (end <= a) continue;
             ev[n++] = (edge_t){a, +1, cls};
@@ -161,6 +174,8 @@ int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_int
     m->compute_busy_s /= W;
     m->idle_s /= W;
     m->host_wait_s /= W;
+    m->peer_wait_s /= W;
+    m->pipeline_wait_s /= W;
     m->bubble_fraction = T > 0 ? m->idle_s / T : 0;
     return 0;
 }
@@ -187,6 +202,8 @@ void ep_metrics_write_json(FILE *f, const ep_sched *s, const ep_step_metrics *m)
     num(f, "compute_busy_s", m->compute_busy_s, 1);
     num(f, "idle_s", m->idle_s, 1);
     num(f, "host_wait_s", m->host_wait_s, 1);
+    num(f, "peer_wait_s", m->peer_wait_s, 1);
+    num(f, "pipeline_wait_s", m->pipeline_wait_s, 1);
     num(f, "pp_bubble_fraction", m->bubble_fraction, 1);
     fprintf(f, ",\"host_syncs\":%ld", m->host_syncs);
     num(f, "a2a_bytes", m->a2a_bytes, 1);

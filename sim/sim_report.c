@@ -170,17 +170,26 @@ void sim_print_summary(FILE *f, const char *model, const ep_sched *s, const sim_
     fprintf(f, "  tokens/s/GPU          %12.1f\n", m->step.tokens_per_s_per_gpu);
     fprintf(f, "  TFLOPS/GPU            %12.1f\n", m->step.tflops_per_gpu);
     fprintf(f, "  MFU                   %12.3f\n", m->step.mfu);
-    /* idle split by what it waits for: an op ready but for the host's launch, or the rest
-     * (pipeline bubble, peers that have not arrived at a collective) */
-    double other = m->step.idle_s - m->step.host_wait_s;
+    /* idle split by what it waits for (ep_metrics.h), one line each: a table of label, seconds
+     * and what the line means */
+    const ep_step_metrics *st = &m->step;
+    double other = st->idle_s - st->host_wait_s - st->peer_wait_s - st->pipeline_wait_s;
+    const struct {
+        const char *label;
+        double s;
+        const char *what;
+    } idle[] = {
+        {"waiting for launches", st->host_wait_s, "an op ready but for the host issuing it"},
+        {"waiting for peers", st->peer_wait_s, "at collectives: ranks arriving at different times"},
+        {"pipeline waits", st->pipeline_wait_s, "a stage waiting for another: bubble, imbalance"},
+        {"other waits", other > 0 ? other : 0, "dependencies"},
+    };
     fprintf(
         f, "  idle                  %12.6f s  (%.1f%% of the iteration; no compute, no transfer)\n",
-        m->step.idle_s, 100 * m->step.bubble_fraction);
-    fprintf(f,
-            "    waiting for launches%12.6f s  (%.1f%%: an op ready but for the host issuing it)\n",
-            m->step.host_wait_s, T > 0 ? 100 * m->step.host_wait_s / T : 0);
-    fprintf(f, "    other waits         %12.6f s  (%.1f%%: pipeline bubble, peers arriving late)\n",
-            other > 0 ? other : 0, T > 0 && other > 0 ? 100 * other / T : 0);
+        st->idle_s, 100 * st->bubble_fraction);
+    for (size_t i = 0; i < sizeof idle / sizeof idle[0]; i++)
+        fprintf(f, "    %-20s%12.6f s  (%.1f%%: %s)\n", idle[i].label, idle[i].s,
+                T > 0 ? 100 * idle[i].s / T : 0, idle[i].what);
     fprintf(f, "  exposed communication (mean per rank, compute idle while it moves data):\n");
     static const ep_comm_class order[] = {EP_COMM_DISPATCH, EP_COMM_COMBINE, EP_COMM_DP, EP_COMM_PP,
                                           EP_COMM_OTHER};

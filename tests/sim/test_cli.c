@@ -241,6 +241,26 @@ static void test_launch_bound(void) {
     remove_all(2, p);
 }
 
+/* Idle split, the other two causes: with the preset's skewed routing (Zipf 1.0) ranks reach the
+ * all-to-alls at different times and most of the idle time waits for peers; with uniform routing
+ * almost none does; with PP 2 a stage waits for the other (the bubble). */
+static void test_idle_peers_pipeline(void) {
+    const char *extra[] = {"", "--routing uniform",
+                           "--routing uniform --pipeline-model-parallel-size 2"};
+    char p[3][512];
+    CU_ASSERT_EQUAL_FATAL(run_summaries(3, "iw", extra, p), 0);
+    for (int i = 0; i < 3; i++) {
+        double parts = json_num(p[i], "host_wait_s") + json_num(p[i], "peer_wait_s") +
+                       json_num(p[i], "pipeline_wait_s");
+        CU_ASSERT(parts <= json_num(p[i], "idle_s") + 1e-12);
+    }
+    CU_ASSERT(json_num(p[0], "peer_wait_s") > 0.5 * json_num(p[0], "idle_s"));
+    CU_ASSERT(json_num(p[1], "peer_wait_s") < 0.1 * json_num(p[0], "peer_wait_s"));
+    CU_ASSERT_DOUBLE_EQUAL(json_num(p[1], "pipeline_wait_s"), 0, 1e-12);
+    CU_ASSERT(json_num(p[2], "pipeline_wait_s") > 0.5 * json_num(p[2], "idle_s"));
+    remove_all(3, p);
+}
+
 /* Uneven pipeline stages: with the output layer and the loss on the last stage, a 9/7 split of the
  * 16-layer proxy over PP 2 is faster than 8/8 (as Megatron users balance DeepSeek-V3). */
 static void test_uneven_pipeline(void) {
@@ -642,6 +662,7 @@ void ep_suite_cli(void) {
     CU_add_test(s, "same inputs give byte-identical outputs", test_deterministic);
     CU_add_test(s, "feature 1: EP overlap and delayed wgrad", test_feature_overlap);
     CU_add_test(s, "idle split: waiting for launches, launch-bound summary", test_launch_bound);
+    CU_add_test(s, "idle split: waiting for peers, pipeline waits", test_idle_peers_pipeline);
     CU_add_test(s, "feature 2: permute fused into hybridep dispatch", test_feature_fused_permute);
     CU_add_test(s, "uneven first/last pipeline stages", test_uneven_pipeline);
     CU_add_test(s, "capacity factor drops tokens, padding removes syncs", test_capacity_factor);

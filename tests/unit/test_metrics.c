@@ -107,9 +107,45 @@ static void test_host_wait_known_answer(void) {
     CU_ASSERT_DOUBLE_EQUAL(m.host_wait_s, 0.2 + 0.5 + 0.4, 1e-12);
 }
 
+/* One rank: a dispatch arriving at 0 that moves data over [1,1.5) (its peers late), a pipeline
+ * receive arriving at 2 whose transfer runs over [3,3.5): idle [0,1) waits for peers, [2,3) for
+ * the other stage, [1.5,2) and [3.5,4) for nothing named. */
+static const double iv_wait[2][3] = {{0, 1, 1.5}, {2, 3, 3.5}};
+
+static void interval_wait(const void *ctx, int rank, int op, double *start, double *xfer,
+                          double *end) {
+    (void)ctx;
+    (void)rank;
+    *start = iv_wait[op][0];
+    *xfer = iv_wait[op][1];
+    *end = iv_wait[op][2];
+}
+
+static void test_peer_and_pipeline_waits(void) {
+    ep_op ops[2];
+    memset(ops, 0, sizeof ops);
+    ops[0].kind = EP_OP_A2A_DISPATCH;
+    ops[0].stream = EP_STREAM_COMM;
+    ops[0].node = EP_NODE_DISPATCH;
+    ops[1].kind = EP_OP_RECV;
+    ops[1].stream = EP_STREAM_PP;
+    ep_rank_sched ranks[1] = {{.nops = 2, .ops = ops}};
+    ep_sched s;
+    bare_sched(&s, 1, ranks);
+    ep_step_metrics m;
+    CU_ASSERT_EQUAL_FATAL(ep_metrics_compute(&s, 4.0, 1e12, interval_wait, NULL, NULL, &m), 0);
+    CU_ASSERT_DOUBLE_EQUAL(m.exposed_total_s, 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.idle_s, 3.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.peer_wait_s, 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.pipeline_wait_s, 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.host_wait_s, 0, 1e-12);
+}
+
 void ep_suite_metrics(void) {
     CU_pSuite s = CU_add_suite("metrics", NULL, NULL);
     CU_add_test(s, "exposure, busy and idle from known intervals", test_exposure_known_answer);
     CU_add_test(s, "waiting for launches: the idle part of a compute op's wait for its host",
                 test_host_wait_known_answer);
+    CU_add_test(s, "waiting for peers and for another pipeline stage",
+                test_peer_and_pipeline_waits);
 }
