@@ -84,6 +84,12 @@ void exec_print_summary(FILE *f, const ep_sched *s, const exec_metrics *m,
     fprintf(f, "  TFLOPS/GPU            %12.1f\n", m->tflops_per_gpu);
     fprintf(f, "  MFU                   %12.3f\n", m->mfu);
     fprintf(f, "  idle                  %12.6f s\n", m->idle_s);
+    /* measured: the idle time a member waited for the rest of its collective, a pipeline transfer
+     * for the other stage (epref records no launch times: no "waiting for launches") */
+    fprintf(f, "    waiting for peers   %12.6f s  (%.1f%%)\n", m->peer_wait_s,
+            T > 0 ? 100 * m->peer_wait_s / T : 0);
+    fprintf(f, "    pipeline waits      %12.6f s  (%.1f%%)\n", m->pipeline_wait_s,
+            T > 0 ? 100 * m->pipeline_wait_s / T : 0);
     static const ep_comm_class order[] = {EP_COMM_DISPATCH, EP_COMM_COMBINE, EP_COMM_DP, EP_COMM_PP,
                                           EP_COMM_OTHER};
     fprintf(f, "  exposed communication (mean per rank):\n");
