@@ -73,6 +73,9 @@ int main(void) {
     near(m.exposed_s[EP_COMM_COMBINE], 0, "exposed combine");
     near(m.exposed_total_s, (0.8 + 0.5) / 2, "exposed total");
     near(m.idle_s, 0.2 / 2, "idle");
+    near(m.peer_wait_s, 0.2 / 2, "waiting for peers"); /* rank 0's idle waits for rank 1 */
+    near(m.pipeline_wait_s, 0, "pipeline waits");
+    near(m.host_wait_s, 0, "waiting for launches"); /* epref has no launch times */
     near(m.compute_busy_s, (1 + 1.5) / 2, "compute busy");
     near(m.a2a_bytes, 200, "a2a bytes");
     if (m.nops != 4 || m.host_syncs != 0) {
