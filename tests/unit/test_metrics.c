@@ -23,11 +23,19 @@ static void bare_sched(ep_sched *s, int world, ep_rank_sched *ranks) {
     s->ranks = ranks;
 }
 
+/* Intervals from a table: ctx is {start, xfer, end} per op, rank after rank (nops_per_rank each).
+ */
+typedef struct {
+    const double *iv;
+    int nops_per_rank;
+} table;
+
 static void interval(const void *ctx, int rank, int op, double *start, double *xfer, double *end) {
-    (void)ctx;
-    *start = iv[rank][op][0];
-    *xfer = iv[rank][op][1];
-    *end = iv[rank][op][2];
+    const table *t = ctx;
+    const double *v = &t->iv[3 * (rank * t->nops_per_rank + op)];
+    *start = v[0];
+    *xfer = v[1];
+    *end = v[2];
 }
 
 static void test_exposure_known_answer(void) {
@@ -50,7 +58,8 @@ static void test_exposure_known_answer(void) {
     s.tokens_per_iteration = 4000;
     s.model_flops_per_token = 1e9;
     ep_step_metrics m;
-    CU_ASSERT_EQUAL_FATAL(ep_metrics_compute(&s, 4.0, 1e12, interval, NULL, NULL, &m), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        ep_metrics_compute(&s, 4.0, 1e12, interval, &(table){&iv[0][0][0], 4}, NULL, &m), 0);
     /* rank 0: busy [0,1], dispatch exposed [1,2], idle [2,2.5], combine exposed [2.5,3], idle [3,4]
      * rank 1: busy [0,3], idle [3,4] */
     CU_ASSERT_DOUBLE_EQUAL(m.compute_busy_s, (1 + 3) / 2.0, 1e-12);
@@ -71,15 +80,6 @@ static void test_exposure_known_answer(void) {
  * [3,4] waiting for nothing (other); B's wait beside A and beside the transfer is not idle. */
 static const double iv_host[3][3] = {{0, 0, 1}, {2, 0.5, 3}, {1.0, 1.2, 1.5}};
 
-static void interval_host(const void *ctx, int rank, int op, double *start, double *xfer,
-                          double *end) {
-    (void)ctx;
-    (void)rank;
-    *start = iv_host[op][0];
-    *xfer = iv_host[op][1];
-    *end = iv_host[op][2];
-}
-
 static void test_host_wait_known_answer(void) {
     ep_op ops[3];
     memset(ops, 0, sizeof ops);
@@ -91,8 +91,9 @@ static void test_host_wait_known_answer(void) {
     ep_rank_sched ranks[1] = {{.nops = 3, .ops = ops}};
     ep_sched s;
     bare_sched(&s, 1, ranks);
+    const table host = {&iv_host[0][0], 3};
     ep_step_metrics m;
-    CU_ASSERT_EQUAL_FATAL(ep_metrics_compute(&s, 4.0, 1e12, interval_host, NULL, NULL, &m), 0);
+    CU_ASSERT_EQUAL_FATAL(ep_metrics_compute(&s, 4.0, 1e12, interval, &host, NULL, &m), 0);
     CU_ASSERT_DOUBLE_EQUAL(m.compute_busy_s, 2, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(m.exposed_total_s, 0.3, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(m.idle_s, 0.2 + 0.5 + 1, 1e-12);
@@ -102,7 +103,7 @@ static void test_host_wait_known_answer(void) {
     const int wr[4] = {0, 0, 0, 1};
     const double wt[8] = {0.2, 0.8, 1.5, 1.8, 3.2, 3.6, 3.0, 4.0};
     ep_launch_waits w = {4, wr, wt};
-    CU_ASSERT_EQUAL_FATAL(ep_metrics_compute(&s, 4.0, 1e12, interval_host, NULL, &w, &m), 0);
+    CU_ASSERT_EQUAL_FATAL(ep_metrics_compute(&s, 4.0, 1e12, interval, &host, &w, &m), 0);
     CU_ASSERT_DOUBLE_EQUAL(m.idle_s, 0.2 + 0.5 + 1, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(m.host_wait_s, 0.2 + 0.5 + 0.4, 1e-12);
 }
@@ -111,15 +112,6 @@ static void test_host_wait_known_answer(void) {
  * receive arriving at 2 whose transfer runs over [3,3.5): idle [0,1) waits for peers, [2,3) for
  * the other stage, [1.5,2) and [3.5,4) for nothing named. */
 static const double iv_wait[2][3] = {{0, 1, 1.5}, {2, 3, 3.5}};
-
-static void interval_wait(const void *ctx, int rank, int op, double *start, double *xfer,
-                          double *end) {
-    (void)ctx;
-    (void)rank;
-    *start = iv_wait[op][0];
-    *xfer = iv_wait[op][1];
-    *end = iv_wait[op][2];
-}
 
 static void test_peer_and_pipeline_waits(void) {
     ep_op ops[2];
@@ -133,7 +125,8 @@ static void test_peer_and_pipeline_waits(void) {
     ep_sched s;
     bare_sched(&s, 1, ranks);
     ep_step_metrics m;
-    CU_ASSERT_EQUAL_FATAL(ep_metrics_compute(&s, 4.0, 1e12, interval_wait, NULL, NULL, &m), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        ep_metrics_compute(&s, 4.0, 1e12, interval, &(table){&iv_wait[0][0], 2}, NULL, &m), 0);
     CU_ASSERT_DOUBLE_EQUAL(m.exposed_total_s, 1.0, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(m.idle_s, 3.0, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(m.peer_wait_s, 1.0, 1e-12);
