@@ -92,23 +92,17 @@ int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_int
         m->tflops_per_gpu = s->model_flops_per_token * m->tokens_per_s_per_gpu / 1e12;
         m->mfu = peak_flops > 0 ? m->tflops_per_gpu * 1e12 / peak_flops : 0;
     }
+    int rc = -1;
     long *woff = NULL, *widx = NULL;
-    if (waits_by_rank(waits, s->world, &woff, &widx) != 0) {
-        free(woff);
-        free(widx);
-        return -1;
-    }
+    edge_t *ev = NULL;
+    if (waits_by_rank(waits, s->world, &woff, &widx) != 0) goto out;
     long maxedges = 0;
     for (int r = 0; r < s->world; r++) {
         long e = 4L * s->ranks[r].nops + 2 * (woff[r + 1] - woff[r]);
         if (e > maxedges) maxedges = e;
     }
-    edge_t *ev = malloc(sizeof *ev * (size_t)(maxedges + 2));
-    if (!ev) {
-        free(woff);
-        free(widx);
-        return -1;
-    }
+    ev = malloc(sizeof *ev * (size_t)(maxedges + 2));
+    if (!ev) goto out;
     ep_mem_model mm;
     ep_mem_model_default(&mm);
     for (int r = 0; r < s->world; r++) {
@@ -116,12 +110,7 @@ int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_int
         if (rs->model_state_bytes > m->model_state_bytes)
             m->model_state_bytes = rs->model_state_bytes;
         ep_mem_peak peak;
-        if (ep_mem_rank_peak(s, r, &mm, &peak) != 0) {
-            free(ev);
-            free(woff);
-            free(widx);
-            return -1;
-        }
+        if (ep_mem_rank_peak(s, r, &mm, &peak) != 0) goto out;
         if (r == 0 || peak.total > m->memory_peak.total) {
             m->memory_peak = peak;
             m->memory_peak_rank = r;
@@ -164,9 +153,6 @@ int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_int
         }
         sweep_rank(ev, n, T, m);
     }
-    free(ev);
-    free(woff);
-    free(widx);
     double W = s->world;
     for (int c = 0; c < EP_COMM_NUM; c++)
         m->exposed_s[c] /= W;
@@ -177,7 +163,12 @@ int ep_metrics_compute(const ep_sched *s, double T, double peak_flops, ep_op_int
     m->peer_wait_s /= W;
     m->pipeline_wait_s /= W;
     m->bubble_fraction = T > 0 ? m->idle_s / T : 0;
-    return 0;
+    rc = 0;
+out:
+    free(ev);
+    free(woff);
+    free(widx);
+    return rc;
 }
 
 static void num(FILE *f, const char *key, double v, int comma) {

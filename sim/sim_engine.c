@@ -1298,13 +1298,7 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
     rc = 0;
 done:
     engine_free(&e);
-    if (rc != 0) { /* nothing of a failed run is handed out */
-        free(out->wait_rank);
-        free(out->wait_t);
-        out->wait_rank = NULL;
-        out->wait_t = NULL;
-        out->nwait = 0;
-    }
+    if (rc != 0) sim_result_free(out); /* nothing of a failed run is handed out */
     return rc;
 }
 
