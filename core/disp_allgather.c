@@ -1,27 +1,41 @@
 /* disp_allgather: Megatron-LM's MoEAllGatherTokenDispatcher - every rank gathers the group's
  * tokens (NCCL needs one size: the group's largest count), permutes the ones its experts take, and
- * the combine is a reduce-scatter (docs/schedule.md, "Layers"). */
+ * the combine is a reduce-scatter (docs/schedule.md, "Layers"). The group is TP x EP (Megatron's
+ * tp_ep_group): with ETP > 1 the expert-TP ranks gather each other's tokens in the same collective.
+ */
 #include "sched_gen.h"
 
+/* The gathering group and its size: the EP group, or TP x EP with ETP > 1 */
+static int group(const gen *g, int *size) {
+    int etp = g->rb->g_etp >= 0;
+    *size = etp ? g->rb->ep_size * g->rb->etp_size : g->rb->ep_size;
+    return etp ? g->rb->g_tpep : g->rb->g_ep;
+}
+
 static void dispatch(gen *g, const moe_rows *r) {
-    gen_coll(g, "dispatch", EP_OP_ALL_GATHER, g->rb->g_ep, r->tmax * g->R);
+    int n;
+    gen_coll(g, "dispatch", EP_OP_ALL_GATHER, group(g, &n), r->tmax * g->R);
 }
 
 static void permute(gen *g, const moe_rows *r) {
-    gen_mem(g, "permute", EP_OP_PERMUTE,
-            (g->rb->ep_size * r->tmax + gen_permuted_rows(g->cfg, r)) * g->R);
+    int n;
+    group(g, &n);
+    gen_mem(g, "permute", EP_OP_PERMUTE, (n * r->tmax + gen_permuted_rows(g->cfg, r)) * g->R);
 }
 
 static void unpermute(gen *g, const moe_rows *r) {
-    gen_mem(g, "unpermute", EP_OP_UNPERMUTE,
-            (gen_permuted_rows(g->cfg, r) + g->rb->ep_size * r->tmax) * g->R);
+    int n;
+    group(g, &n);
+    gen_mem(g, "unpermute", EP_OP_UNPERMUTE, (gen_permuted_rows(g->cfg, r) + n * r->tmax) * g->R);
 }
 
 static void combine(gen *g, const moe_rows *r) {
-    gen_coll(g, "combine", EP_OP_REDUCE_SCATTER, g->rb->g_ep, g->rb->ep_size * r->tmax * g->R);
+    int n, grp = group(g, &n);
+    gen_coll(g, "combine", EP_OP_REDUCE_SCATTER, grp, n * r->tmax * g->R);
 }
 
-const ep_dispatcher ep_disp_allgather = {.dispatch = dispatch,
-                                       .permute = permute,
-                                       .unpermute = unpermute,
-                                       .combine = combine};
+const ep_dispatcher ep_disp_allgather = {.tpep_gather = 1,
+                                         .dispatch = dispatch,
+                                         .permute = permute,
+                                         .unpermute = unpermute,
+                                         .combine = combine};

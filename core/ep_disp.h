@@ -16,6 +16,7 @@ typedef struct {
     int pair_rows;
     int node_bytes;  /* keeps per-node bytes: deduplicates across nodes (the RDMA path) */
     int thd_padded;  /* needs the largest packed length over TP x EP under THD */
+    int tpep_gather; /* with ETP > 1 gathers over TP x EP itself: no ETP all-gather after it */
     int (*kernel_sms)(const ep_config *c); /* SMs its kernels hold; NULL: NCCL moves its tokens */
     /* what it adds to the MoE layer's nodes (docs/schedule.md, "Layers"); a hook may be NULL */
     void (*preprocess)(gen *g, const moe_rows *r); /* pre_dispatch, after router, shared experts */

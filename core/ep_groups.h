@@ -16,14 +16,15 @@ typedef enum {
     EP_GROUP_CP,
     EP_GROUP_PP,
     EP_GROUP_EP,
-    EP_GROUP_TPEP,       /* TP x EP: where hybridep's THD all-reduce MAX runs */
-    EP_GROUP_DP,         /* dense data parallel (dp x cp) */
-    EP_GROUP_DP_INNER,   /* HSDP inner dense group */
-    EP_GROUP_DP_OUTER,   /* HSDP outer dense group */
-    EP_GROUP_EDP,        /* expert data parallel */
+    EP_GROUP_TPEP,     /* TP x EP: where hybridep's THD all-reduce MAX runs */
+    EP_GROUP_ETP,      /* expert TP: the ranks that split one EP rank's experts' FFN */
+    EP_GROUP_DP,       /* dense data parallel (dp x cp) */
+    EP_GROUP_DP_INNER, /* HSDP inner dense group */
+    EP_GROUP_DP_OUTER, /* HSDP outer dense group */
+    EP_GROUP_EDP,      /* expert data parallel */
     EP_GROUP_EDP_INNER,
     EP_GROUP_EDP_OUTER,
-    EP_GROUP_P2P,        /* a pipeline send/recv pair */
+    EP_GROUP_P2P, /* a pipeline send/recv pair */
     EP_GROUP_NUM_KINDS
 } ep_group_kind;
 

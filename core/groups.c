@@ -63,6 +63,8 @@ static int same_group(const layout *l, ep_group_kind kind, const ep_coords *a, c
         return a->etp == b->etp && a->edp == b->edp && a->pp == b->pp;
     case EP_GROUP_TPEP:
         return a->edp == b->edp && a->pp == b->pp;
+    case EP_GROUP_ETP:
+        return a->ep == b->ep && a->edp == b->edp && a->pp == b->pp;
     case EP_GROUP_DP:
         return a->tp == b->tp && a->pp == b->pp;
     case EP_GROUP_DP_INNER:
@@ -107,7 +109,7 @@ int ep_group_members(const ep_config *cfg, ep_group_kind kind, int rank, int *ou
 
 const char *ep_group_kind_name(ep_group_kind k) {
     static const char *const names[EP_GROUP_NUM_KINDS] = {
-        "world",    "tp",       "cp",  "pp",        "ep",        "tpep", "dp",
-        "dp_inner", "dp_outer", "edp", "edp_inner", "edp_outer", "p2p"};
+        "world", "tp",       "cp",       "pp",  "ep",        "tpep",      "etp",
+        "dp",    "dp_inner", "dp_outer", "edp", "edp_inner", "edp_outer", "p2p"};
     return k >= 0 && k < EP_GROUP_NUM_KINDS ? names[k] : "?";
 }

@@ -205,6 +205,37 @@ static int p2p_group(ep_rank_builder *rb, int src, int dst) {
     return ep_sched_group(rb->s, EP_GROUP_P2P, m, 2);
 }
 
+/* Expert TP: Megatron's alltoall dispatcher all-gathers the tokens of the ETP group after the EP
+ * all-to-all, so this rank's experts take the rows that every ETP member's EP group routed to
+ * this EP index (each member's own traffic instance). */
+static int etp_setup(ep_rank_builder *rb, int *buf) {
+    rb->g_etp = -1;
+    rb->etp_size = 1;
+    int n = ep_group_members(rb->cfg, EP_GROUP_ETP, rb->rank, buf);
+    if (n < 2) return 0;
+    int *members = malloc((size_t)n * sizeof *members);
+    rb->etp_ep_groups = malloc((size_t)n * sizeof *rb->etp_ep_groups);
+    if (!members || !rb->etp_ep_groups) {
+        free(members);
+        snprintf(rb->err, EP_ERRLEN, "out of memory registering a communicator");
+        return -1;
+    }
+    memcpy(members, buf, (size_t)n * sizeof *members);
+    int rc = 0;
+    rb->g_etp = ep_sched_group(rb->s, EP_GROUP_ETP, members, n);
+    rb->etp_size = n;
+    for (int i = 0; i < n && rc == 0 && rb->g_etp >= 0; i++) {
+        int m = ep_group_members(rb->cfg, EP_GROUP_EP, members[i], buf);
+        if ((rb->etp_ep_groups[i] = ep_sched_group(rb->s, EP_GROUP_EP, buf, m)) < 0) rc = -1;
+    }
+    free(members);
+    if (rc != 0 || rb->g_etp < 0) {
+        snprintf(rb->err, EP_ERRLEN, "out of memory registering a communicator");
+        return -1;
+    }
+    return 0;
+}
+
 static int setup_rank(ep_rank_builder *rb, int *buf) {
     const ep_config *cfg = rb->cfg;
     ep_rank_coords(cfg, rb->rank, &rb->dense, &rb->expert);
@@ -214,14 +245,15 @@ static int setup_rank(ep_rank_builder *rb, int *buf) {
     /* Collectives of one member are skipped (size 2 minimum) except EP, whose ops keep their
      * shape for any EP size; TP only matters when it is > 1. */
     if ((rb->g_tp = group_of(rb, EP_GROUP_TP, buf, 2)) == -2) return -1;
-    rb->g_ep = rb->g_tpep = -1;
-    rb->ep_size = 1;
+    rb->g_ep = rb->g_tpep = rb->g_etp = -1;
+    rb->ep_size = rb->etp_size = 1;
     if (cfg->num_experts > 0) {
         if ((rb->g_ep = group_of(rb, EP_GROUP_EP, buf, 1)) < 0) return -1;
         rb->ep_size = rb->s->groups[rb->g_ep].size;
         for (int i = 0; i < rb->ep_size; i++)
             if (rb->s->groups[rb->g_ep].ranks[i] == rb->rank) rb->ep_index = i;
         if ((rb->g_tpep = group_of(rb, EP_GROUP_TPEP, buf, 1)) < 0) return -1;
+        if (etp_setup(rb, buf) != 0) return -1;
     }
     if ((rb->g_dp = group_of(rb, EP_GROUP_DP, buf, 2)) == -2) return -1;
     rb->g_edp = rb->g_dp_in = rb->g_dp_out = rb->g_edp_in = rb->g_edp_out = -1;
@@ -327,6 +359,7 @@ static int build_rank(ep_sched *s, int rank, const ep_step *steps, int nsteps, i
     rc = 0;
 done:
     ep_dp_free(&rb);
+    free(rb.etp_ep_groups);
     free(rb.pending_recv);
     free(rb.chains);
     free(rb.layer_last_bwd);

@@ -85,6 +85,10 @@ typedef struct {
     int g_tp, g_ep, g_tpep, g_dp, g_edp, g_dp_in, g_dp_out, g_edp_in, g_edp_out;
     int ep_index; /* position in the EP group */
     int ep_size, tp_size, tpep_size;
+    /* expert TP (ETP > 1): its group, and the EP group of each of its members in ETP order
+     * (their token exchanges all feed this rank's experts: sched_layer.c) */
+    int g_etp, etp_size;
+    int *etp_ep_groups;
     int next_rank, prev_rank; /* pipeline neighbours (wrapping, as Megatron's p2p does) */
     int g_send_next, g_recv_prev, g_send_prev, g_recv_next; /* directed P2P groups */
     /* per-group sequence counters */

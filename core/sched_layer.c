@@ -278,14 +278,29 @@ static void ssm(gen *g, int gdn) {
 
 static int moe_rows_get(gen *g, moe_rows *r) {
     ep_rank_builder *rb = g->rb;
+    int me = r->me = rb->ep_index;
+    /* Expert TP: the rows of every ETP member's EP group for this EP index, gathered after the
+     * transfer (their draws first: a draw may move the traffic array) */
+    r->etp_recv = r->etp_erows = r->etp_prows = r->etp_recv_max = 0;
+    for (int i = 0; i < rb->etp_size && rb->g_etp >= 0; i++) {
+        int ti = ep_sched_traffic_get(rb->s, g->mb, g->layer, rb->etp_ep_groups[i]);
+        if (ti < 0) return -1;
+        const ep_traffic *t = &rb->s->traffic[ti];
+        double recv = (double)t->recv_rows[me];
+        r->etp_recv += recv;
+        r->etp_erows += (double)t->expert_rows[me];
+        r->etp_prows += (double)t->pad_rows[me];
+        if (recv > r->etp_recv_max) r->etp_recv_max = recv;
+    }
     r->ti = ep_sched_traffic_get(rb->s, g->mb, g->layer, rb->g_ep);
     if (r->ti < 0) return -1;
     r->tr = &rb->s->traffic[r->ti];
-    int me = r->me = rb->ep_index, n = r->tr->n;
+    int n = r->tr->n;
     r->send = (double)r->tr->send_rows[me];
     r->recv = (double)r->tr->recv_rows[me];
     r->erows = (double)r->tr->expert_rows[me];
     r->prows = (double)r->tr->pad_rows[me];
+    if (rb->g_etp >= 0) r->recv = r->etp_recv, r->erows = r->etp_erows, r->prows = r->etp_prows;
     r->gemm_rows = g->cfg->pad_mode == EP_PAD_NONE ? r->erows : r->prows;
     r->sent_bytes = r->recv_bytes = 0;
     r->tmax = 0;
@@ -298,6 +313,21 @@ static int moe_rows_get(gen *g, moe_rows *r) {
     return 0;
 }
 
+/* Expert TP (ETP > 1) around the experts, as Megatron's alltoall dispatcher does: after the
+ * transfer the ETP group all-gathers its members' received rows (gather_from_sequence_parallel_
+ * region, uneven splits: NCCL moves the largest), and before the combine it reduce-scatters the
+ * partial sums of fc2's row-parallel halves back (docs/schedule.md, "Expert TP"). The allgather
+ * dispatcher gathers over TP x EP itself (disp_allgather.c). */
+static void etp_gather(gen *g, const moe_rows *r) {
+    if (g->rb->g_etp < 0 || ep_disp_of(g->cfg)->tpep_gather) return;
+    gen_coll(g, "etp_ag", EP_OP_ALL_GATHER, g->rb->g_etp, r->etp_recv_max * g->R);
+}
+
+static void etp_scatter(gen *g, const moe_rows *r) {
+    if (g->rb->g_etp < 0 || ep_disp_of(g->cfg)->tpep_gather) return;
+    gen_coll(g, "etp_rs", EP_OP_REDUCE_SCATTER, g->rb->g_etp,
+             g->rb->etp_size * r->etp_recv_max * g->R);
+}
 
 static void experts(gen *g, const moe_rows *r) {
     const ep_config *c = g->cfg;
@@ -417,9 +447,11 @@ static int moe_node_specs(gen *g, ep_node node) {
         d->dispatch(g, &r);
         return 0;
     case EP_NODE_MLP:
+        etp_gather(g, &r);
         if (d->permute) d->permute(g, &r);
         experts(g, &r);
         if (d->unpermute) d->unpermute(g, &r);
+        etp_scatter(g, &r);
         return 0;
     case EP_NODE_COMBINE:
         d->combine(g, &r);

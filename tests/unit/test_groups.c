@@ -89,6 +89,9 @@ static void test_tp_cp_pp_order(void) {
     GROUP(&c, EP_GROUP_EP, 3, 1, 3, 5, 7);
     GROUP(&c, EP_GROUP_TPEP, 3, 0, 1, 2, 3, 4, 5, 6, 7);
     GROUP(&c, EP_GROUP_EDP, 3, 3);
+    /* expert TP: the two ranks that split the experts of EP index 1 */
+    GROUP(&c, EP_GROUP_ETP, 3, 2, 3);
+    GROUP(&c, EP_GROUP_ETP, 6, 6, 7);
     /* same with ETP 1: EP groups are consecutive ranks again */
     CU_ASSERT_EQUAL_FATAL(ep_test_config(&c,
                                          "--world-size 8 --tensor-model-parallel-size 2 "
@@ -99,6 +102,7 @@ static void test_tp_cp_pp_order(void) {
     GROUP(&c, EP_GROUP_EP, 5, 4, 5, 6, 7);
     GROUP(&c, EP_GROUP_EDP, 5, 1, 5);
     GROUP(&c, EP_GROUP_TPEP, 5, 4, 5, 6, 7);
+    GROUP(&c, EP_GROUP_ETP, 5, 5);
     GROUP(&c, EP_GROUP_DP, 5, 1, 3, 5, 7);
 
     /* PP outermost: stage 1 holds ranks 4..7 */

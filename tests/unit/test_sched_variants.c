@@ -943,9 +943,74 @@ static void test_threads_same_schedule(void) {
     free(keep);
 }
 
+/* Expert TP: Megatron's experts split each FFN over ETP ranks, and every one of them takes all the
+ * rows its EP index was sent by the ETP group's members. So the expert GEMM flops summed over the
+ * ranks equal those of ETP 1 whatever the routing (before, each rank took only its own EP group's
+ * rows: 1/ETP of the work). The alltoall and flex dispatchers gather the rows over the ETP group
+ * after the transfer and reduce-scatter the outputs before the combine; the allgather dispatcher
+ * gathers over TP x EP itself. */
+#define ETP_BASE                                                                                   \
+    SCHED_SMALL "--world-size 8 --tensor-model-parallel-size 2 --sequence-parallel "               \
+                "--expert-model-parallel-size 4 --global-batch-size 8 --routing-zipf-s 1.2 "
+
+static double expert_fc1_flops(const ep_sched *s) {
+    double f = 0;
+    for (int r = 0; r < s->world; r++)
+        for (int i = 0; i < s->ranks[r].nops; i++) {
+            const ep_op *op = &s->ranks[r].ops[i];
+            if (op->phase == EP_PHASE_FWD && !strcmp(op->label, "expert_fc1")) f += op->flops;
+        }
+    return f;
+}
+
+static void test_expert_tp(void) {
+    static const struct {
+        const char *dispatcher;
+        int etp_ops; /* etp_ag / etp_rs per MoE layer and microbatch */
+    } cases[] = {{"--moe-token-dispatcher-type alltoall ", 1},
+                 {DEEPEP, 1},
+                 {HYBRIDEP, 1},
+                 {"--moe-token-dispatcher-type allgather ", 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char one[1024], two[1024];
+        snprintf(one, sizeof one, ETP_BASE "%s--expert-tensor-parallel-size 1",
+                 cases[k].dispatcher);
+        snprintf(two, sizeof two, ETP_BASE "%s--expert-tensor-parallel-size 2",
+                 cases[k].dispatcher);
+        ep_sched a, b;
+        if (sched_build_flags(&a, one) != 0) return;
+        if (sched_build_flags(&b, two) != 0) {
+            ep_sched_free(&a);
+            return;
+        }
+        double fa = expert_fc1_flops(&a), fb = expert_fc1_flops(&b);
+        CU_ASSERT(fa > 0);
+        CU_ASSERT_DOUBLE_EQUAL(fb / fa, 1.0, 1e-9);
+        int moe = sched_moe_layers(&b), nmb = b.num_microbatches;
+        for (int r = 0; r < b.world; r++) {
+            CU_ASSERT_EQUAL(sched_count(&a, r, "etp_"), 0);
+            CU_ASSERT_EQUAL(sched_count(&b, r, "etp_ag.fwd"), cases[k].etp_ops * moe * nmb);
+            CU_ASSERT_EQUAL(sched_count(&b, r, "etp_rs.fwd"), cases[k].etp_ops * moe * nmb);
+        }
+        int i =
+            sched_find(&b, 3, cases[k].etp_ops ? "mb0.c0.L0.etp_ag.fwd" : "mb0.c0.L0.dispatch.fwd");
+        CU_ASSERT_FATAL(i >= 0);
+        const ep_group *g = &b.groups[b.ranks[3].ops[i].group];
+        /* rank 3: expert rank etp 1 of EP index 1; ETP peers {2, 3}, TP x EP the whole stage */
+        CU_ASSERT_EQUAL(g->kind, cases[k].etp_ops ? EP_GROUP_ETP : EP_GROUP_TPEP);
+        CU_ASSERT_EQUAL(g->size, cases[k].etp_ops ? 2 : 8);
+        if (cases[k].etp_ops) CU_ASSERT(g->ranks[0] == 2 && g->ranks[1] == 3);
+        char err[EP_ERRLEN];
+        CU_ASSERT_EQUAL(ep_sched_check(&b, err), 0);
+        ep_sched_free(&a);
+        ep_sched_free(&b);
+    }
+}
+
 void ep_suite_sched_variants(void) {
     CU_pSuite s = CU_add_suite("sched_variants", NULL, NULL);
     CU_add_test(s, "host syncs per dispatcher, padding mode and THD", test_host_syncs);
+    CU_add_test(s, "expert TP: each rank takes its ETP group's rows", test_expert_tp);
     CU_add_test(s, "THD with hybridep pads to the group max rounded to 64",
                 test_thd_hybridep_padding);
     CU_add_test(s, "fused permute removes permute/unpermute, adds SMs", test_fused_permute);
