@@ -66,4 +66,18 @@ void ep_write_meta_json(FILE *f, const char *program, const char *extra_members)
 const char *ep_version(void);
 const char *ep_git_revision(void);
 
+/* Input files that may be committed compressed (core/infile.c): a name ending in ".xz" is read
+ * through `xz -dc` (large measured files - traces, timings - are committed so). */
+typedef struct {
+    FILE *f;
+    int pipe; /* f is a pipe from xz */
+} ep_infile;
+/* Opens path for reading. Returns 0, or -1 with err naming the path. */
+int ep_infile_open(ep_infile *in, const char *path, char err[EP_ERRLEN]);
+/* Closes it. Returns 0, or -1 when the decompression failed (a truncated or corrupt .xz). */
+int ep_infile_close(ep_infile *in);
+/* The measured file `path` as committed: path itself when readable, else path.xz when that is.
+ * Writes the name found to out (len bytes) and returns 0; -1 when neither can be read. */
+int ep_infile_find(const char *path, char *out, size_t len);
+
 #endif

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The results table of measured epref runs (docs/performance.md, "epref: schedule runs"), from the
-# committed files only: RUNS_DIR/index.csv, <name>.summary.json and <name>.trace.json.
+# committed files only: RUNS_DIR/index.csv, <name>.summary.json and <name>.trace.json[.xz].
 #   scripts/runs_table.sh RUNS_DIR [NAME_REGEX]
 # Columns: median iteration time; min-max of the measured iterations; model TFLOPS/GPU; EP transfer
 # time (per dispatch/combine collective, from its last member's start to its last member's end,
@@ -13,13 +13,16 @@ only=${2:-.}
 command -v jq >/dev/null || { echo "runs_table.sh: needs jq" >&2; exit 2; }
 [ -f "$runs/index.csv" ] || { echo "runs_table.sh: no $runs/index.csv" >&2; exit 2; }
 
-# EP transfer seconds of one trace: mean over ranks of the summed instance spans
+# EP transfer seconds of one trace (committed plain or as .xz: xz -dcf reads both): mean over
+# ranks of the summed instance spans
 ep_transfer() {
-  jq -r '[(.traceEvents // .)[] | select(.ph == "X" and (.args.kind == "a2a_dispatch" or
+  local t=$1
+  [ -f "$t" ] || t=$t.xz
+  xz -dcf "$t" | jq -r '[(.traceEvents // .)[] | select(.ph == "X" and (.args.kind == "a2a_dispatch" or
           .args.kind == "a2a_combine"))]
          | group_by(.name)
          | map({span: ((map(.ts + .dur) | max) - (map(.ts) | max)), n: length})
-         | (map(.span * .n) | add // 0) / ([.[].n] | max // 1) / 1e6' "$1"
+         | (map(.span * .n) | add // 0) / ([.[].n] | max // 1) / 1e6'
 }
 
 printf '| run | iteration s | range s | TFLOPS/GPU | EP transfer ms | exposed d+c ms | exposed / transfer | exposed dp ms | exposed pp ms | host syncs |\n'

@@ -97,11 +97,17 @@ if [ -n "$png" ] && [ -f "$runs/$trun.args" ]; then
   ptrace=$(mktemp --suffix=.json)
   trap 'rm -f "$csv" "$ptrace"' EXIT
   machine=$(basename "$(dirname "$runs")")
-  world=$(grep -o '"num_gpus":[0-9]*' "$runs/$trun.trace.json" | head -1 | cut -d: -f2)
+  mtrace=$runs/$trun.trace.json
+  if [ ! -f "$mtrace" ]; then # committed as .xz: epplot reads plain JSON
+    mtrace=$(mktemp --suffix=.json)
+    trap 'rm -f "$csv" "$ptrace" "$mtrace"' EXIT
+    xz -dc "$runs/$trun.trace.json.xz" >"$mtrace"
+  fi
+  world=$(grep -o -m1 '"num_gpus":[0-9]*' "$mtrace" | head -1 | cut -d: -f2)
   mapfile -t words < <(sed 's/#.*//' "$runs/$trun.args" | tr -s ' \t' '\n' | grep -v '^$')
   "$epsim" --topo "$machine" "${calib[@]}" --no-preset --world-size "${world:-2}" "${words[@]}" \
     --trace "$ptrace" >/dev/null
-  "$build/plots/epplot" timeline --predicted "$ptrace" --measured "$runs/$trun.trace.json" \
+  "$build/plots/epplot" timeline --predicted "$ptrace" --measured "$mtrace" \
     --from-us "${TIMELINE_FROM:-20000}" --to-us "${TIMELINE_TO:-24000}" \
     --title "$trun: epsim (top) and epref (bottom)" -o "${png%scatter.png}timeline.png"
 fi

@@ -12,6 +12,7 @@
 #include "ep_io.h"
 #include "ep_opts.h"
 #include "sim_cli.h"
+#include "sim_json.h"
 #include "sim_platform.h"
 
 #define MAX_KINDS 64
@@ -65,7 +66,7 @@ static void trace_free(cmp_trace *t) {
 static int trace_load(cmp_trace *t, const char *path, char err[EP_ERRLEN]) {
     memset(t, 0, sizeof *t);
     json_error_t je;
-    t->root = json_load_file(path, 0, &je);
+    t->root = sim_json_load(path, 0, &je);
     if (!t->root) {
         snprintf(err, EP_ERRLEN, "%s: %s (line %d)", path, je.text, je.line);
         return -1;
@@ -428,8 +429,8 @@ static int write_json(const char *path, const cmp_result *r, char err[EP_ERRLEN]
 static int compare_help(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
     (void)row, (void)v, (void)ctx, (void)err;
     puts("usage: epsim compare RUN [--topo T] [--calib FILE] [--json OUT]\n"
-         "  RUN is the path prefix of a measured run: RUN.args, RUN.trace.json and\n"
-         "  optionally RUN.summary.json (docs/epsim.md, \"Compare\")");
+         "  RUN is the path prefix of a measured run: RUN.args, RUN.trace.json (or\n"
+         "  RUN.trace.json.xz) and optionally RUN.summary.json (docs/epsim.md, \"Compare\")");
     return 1;
 }
 
@@ -460,9 +461,12 @@ int sim_compare_main(int argc, char **argv) {
     int prc = ep_opts_parse(&p, argc - 1, argv + 1, err);
     if (prc != 0) return prc > 0 ? 0 : fail2(err);
     if (!run) return fail2("usage: epsim compare RUN [--topo T] [--calib FILE] [--json OUT]");
-    char args[4200], mtrace[4200], msum[4200];
+    char args[4200], mtrace[4300], msum[4200];
     snprintf(args, sizeof args, "%s.args", run);
-    snprintf(mtrace, sizeof mtrace, "%s.trace.json", run);
+    char tr[4200];
+    snprintf(tr, sizeof tr, "%s.trace.json", run);
+    if (ep_infile_find(tr, mtrace, sizeof mtrace) != 0) /* committed as .trace.json.xz */
+        snprintf(mtrace, sizeof mtrace, "%s", tr);
     snprintf(msum, sizeof msum, "%s.summary.json", run);
     if (!file_readable(args)) {
         snprintf(err, EP_ERRLEN, "cannot read %s", args);

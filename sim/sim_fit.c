@@ -18,6 +18,7 @@
 #include "ep_cost.h"
 #include "ep_io.h"
 #include "ep_opts.h"
+#include "sim_json.h"
 #include "ep_stats.h"
 #include "ep_sched.h"
 #include "sim_calib.h"
@@ -226,30 +227,10 @@ static int append_records(json_t *a, json_t *from, record_test test, const void 
     return n;
 }
 
-/* A JSON file, or one compressed with xz (path ending in ".xz": large raw files are committed so,
- * and xz decompresses them through a pipe); NULL with je set. */
-static json_t *load_json_maybe_xz(const char *path, json_error_t *je) {
-    size_t n = strlen(path);
-    if (n < 3 || strcmp(path + n - 3, ".xz") != 0) return json_load_file(path, 0, je);
-    snprintf(je->text, sizeof je->text, "cannot read it");
-    if (strchr(path, '\'') || access(path, R_OK) != 0) return NULL;
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "xz -dc -- '%s' 2>/dev/null", path);
-    FILE *f = popen(cmd, "r");
-    if (!f) return NULL;
-    json_t *r = json_loadf(f, 0, je);
-    if (pclose(f) != 0) {
-        json_decref(r);
-        snprintf(je->text, sizeof je->text, "xz -dc failed");
-        return NULL;
-    }
-    return r;
-}
-
 /* Another compute.json named by option opt, as its array; NULL with x->err set. */
 static json_t *load_compute(fit *x, const char *opt, const char *path) {
     json_error_t je;
-    json_t *r = load_json_maybe_xz(path, &je);
+    json_t *r = sim_json_load(path, 0, &je);
     if (r && json_is_array(r)) return r;
     snprintf(x->err, EP_ERRLEN, "%s %s: not a compute.json (%s)", opt, path,
              r ? "expected an array" : je.text);

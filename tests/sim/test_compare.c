@@ -91,6 +91,16 @@ static void test_self_zero_error(void) {
     CU_ASSERT(json_num(js, "iteration.predicted_s") > 0);
     CU_ASSERT(fabs(json_num(js, "ops.median_rel_error")) < 1e-9);
     CU_ASSERT(fabs(json_num(js, "ops.p90_rel_error")) < 1e-9);
+    /* committed as RUN.trace.json.xz: read through xz, the same comparison */
+    char cmd[1400], xz[700];
+    snprintf(cmd, sizeof cmd, "xz -f %s", tr);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    CU_ASSERT(!file_exists(tr));
+    CU_ASSERT_EQUAL(compare(run, js, NULL), 0);
+    CU_ASSERT_EQUAL(json_num(js, "ops.matched"), (double)n);
+    CU_ASSERT(fabs(json_num(js, "iteration.error_pct")) < 1e-6);
+    snprintf(xz, sizeof xz, "%s.xz", tr);
+    remove(xz);
     remove(js);
     remove_run(run);
 }

@@ -235,6 +235,47 @@ static void test_escape(void) {
                            "caf\xc3\xa9 \\xff");
 }
 
+/* Input files: plain, or .xz read through xz; the committed name found with or without .xz; a
+ * corrupt .xz fails at close (xz-utils is installed with the test dependencies). */
+static void test_infile(void) {
+    char plain[600], xz[600], bad[700], found[700], err[EP_ERRLEN], cmd[1400];
+    snprintf(plain, sizeof plain, "%s/in.json", g_dir);
+    snprintf(xz, sizeof xz, "%s/packed.json", g_dir);
+    CU_ASSERT_EQUAL_FATAL(write_text(plain, "{\"a\": 1}\n", err), 0);
+    CU_ASSERT_EQUAL_FATAL(write_text(xz, "{\"b\": 2}\n", err), 0);
+    snprintf(cmd, sizeof cmd, "xz -f %s", xz);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0); /* leaves packed.json.xz only */
+    static const struct {
+        const char *asked, *found, *text;
+    } cases[] = {{"in.json", "in.json", "{\"a\": 1}\n"},
+                 {"packed.json", "packed.json.xz", "{\"b\": 2}\n"}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char asked[700], want[700], text[64] = {0};
+        snprintf(asked, sizeof asked, "%s/%s", g_dir, cases[k].asked);
+        snprintf(want, sizeof want, "%s/%s", g_dir, cases[k].found);
+        CU_ASSERT_EQUAL(ep_infile_find(asked, found, sizeof found), 0);
+        CU_ASSERT_STRING_EQUAL(found, want);
+        ep_infile in;
+        CU_ASSERT_EQUAL_FATAL(ep_infile_open(&in, found, err), 0);
+        size_t n = fread(text, 1, sizeof text - 1, in.f);
+        CU_ASSERT_EQUAL(n, strlen(cases[k].text));
+        CU_ASSERT_STRING_EQUAL(text, cases[k].text);
+        CU_ASSERT_EQUAL(ep_infile_close(&in), 0);
+    }
+    snprintf(found, sizeof found, "%s/none.json", g_dir);
+    CU_ASSERT_EQUAL(ep_infile_find(found, bad, sizeof bad), -1);
+    ep_infile in;
+    CU_ASSERT_EQUAL(ep_infile_open(&in, found, err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "none.json"));
+    snprintf(bad, sizeof bad, "%s/corrupt.json.xz", g_dir);
+    CU_ASSERT_EQUAL_FATAL(write_text(bad, "not xz at all\n", err), 0);
+    CU_ASSERT_EQUAL_FATAL(ep_infile_open(&in, bad, err), 0);
+    char sink[64];
+    while (fread(sink, 1, sizeof sink, in.f) > 0) {
+    }
+    CU_ASSERT_EQUAL(ep_infile_close(&in), -1);
+}
+
 void ep_suite_io(void) {
     CU_pSuite s = CU_add_suite("output files", setup, teardown);
     CU_add_test(s, "a regular file is replaced whole, mode kept", test_regular_replaced);
@@ -246,4 +287,5 @@ void ep_suite_io(void) {
     CU_add_test(s, "a write error (file-size limit) leaves nothing", test_write_error_cleans_up);
     CU_add_test(s, "SIGTERM and SIGINT remove the temporary", test_signal_cleans_up);
     CU_add_test(s, "echoed text is escaped", test_escape);
+    CU_add_test(s, "input files: plain or .xz, found either way", test_infile);
 }

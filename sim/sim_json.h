@@ -1,0 +1,11 @@
+/* sim_json: the JSON files epsim reads (measured traces, calibration records), plain or committed
+ * compressed with xz (ep_infile, core/infile.c). */
+#ifndef SIM_JSON_H
+#define SIM_JSON_H
+
+#include <jansson.h>
+
+/* json_loadf of path (a name ending in ".xz" decompressed); NULL with je set. */
+json_t *sim_json_load(const char *path, size_t flags, json_error_t *je);
+
+#endif
