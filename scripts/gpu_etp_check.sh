@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# gpu_etp_check.sh: expert TP measured (one device call on a 2-GPU kind, ~2 min): the DeepSeek-V3
-# proxy cut to 3 layers with TP 2, as EP 2 x ETP 1 and as EP 1 x ETP 2 (each expert's FFN split
-# over both GPUs: the etp_ag / etp_rs collectives around the experts), alltoall and deepep,
-# LAUNCHES separate launches each (docs/validation.md, "Expert TP").
-#   OUT=dir [BIN=.devbin/epref_probe] [LAUNCHES=3] bash scripts/gpu_etp_check.sh
+# gpu_etp_check.sh: expert TP measured (one device call on a 2- or 4-GPU kind, ~2 min): the
+# DeepSeek-V3 proxy cut to 3 layers with TP 2, as EP x ETP 1 and EP x ETP 2 (each expert's FFN
+# split over two GPUs: the etp_ag / etp_rs collectives around the experts), alltoall, deepep and
+# allgather, LAUNCHES separate launches each (docs/validation.md, "Expert TP").
+#   OUT=dir [BIN=.devbin/epref_probe] [LAUNCHES=3] [NPROC=2|4] bash scripts/gpu_etp_check.sh
+# NPROC=4: EP 4 x ETP 1 against EP 2 x ETP 2 (two ETP groups whose EP groups draw their own routing).
 # Writes OUT/etp.tgz: <name>_<i>/ (run.args, trace.json, summary.json, log) and machine.txt.
 set -u -o pipefail
 export NCCL_NVLS_ENABLE=0
@@ -17,6 +18,7 @@ head -1 "$OUT/machine.txt"
 BASE='@configs/deepseek-v3-proxy16.args --num-layers 3 --moe-layer-freq ([0]*1+[1]*2)
  --seq-length 2048 --micro-batch-size 1 --global-batch-size 8 --tensor-model-parallel-size 2
  --sequence-parallel'
+NPROC=${NPROC:-2}
 RUNS=(
   "tp2_ep2_etp1_alltoall|$BASE --expert-model-parallel-size 2 --expert-tensor-parallel-size 1"
   "tp2_ep1_etp2_alltoall|$BASE --expert-model-parallel-size 1 --expert-tensor-parallel-size 2"
@@ -25,6 +27,17 @@ RUNS=(
   "tp2_ep1_etp2_allgather|$BASE --expert-model-parallel-size 1 --expert-tensor-parallel-size 2
    --moe-token-dispatcher-type allgather"
 )
+if [ "$NPROC" = 4 ]; then
+  BASE="$BASE --global-batch-size 16"
+  RUNS=(
+    "x4_tp2_ep4_etp1_alltoall|$BASE --expert-model-parallel-size 4 --expert-tensor-parallel-size 1"
+    "x4_tp2_ep2_etp2_alltoall|$BASE --expert-model-parallel-size 2 --expert-tensor-parallel-size 2"
+    "x4_tp2_ep2_etp2_deepep|$BASE --expert-model-parallel-size 2 --expert-tensor-parallel-size 2
+     --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep"
+    "x4_tp2_ep2_etp2_allgather|$BASE --expert-model-parallel-size 2 --expert-tensor-parallel-size 2
+     --moe-token-dispatcher-type allgather"
+  )
+fi
 for i in $(seq 1 "${LAUNCHES:-3}"); do
   for entry in "${RUNS[@]}"; do
     name=${entry%%|*}
@@ -33,7 +46,7 @@ for i in $(seq 1 "${LAUNCHES:-3}"); do
     mkdir -p "$d"
     echo "$args" > "$d/run.args"
     # shellcheck disable=SC2086
-    timeout -k 5 120 "$BIN" --nproc 2 run $args --iters 3 --warmup 1 \
+    timeout -k 5 120 "$BIN" --nproc "$NPROC" run $args --iters 3 --warmup 1 \
         --trace "$d/trace.json" --summary-json "$d/summary.json" > "$d/log" 2>&1
     echo "$name launch $i rc=$? $(grep -m1 'iteration time' "$d/log")"
   done
