@@ -11,3 +11,22 @@ epref_binary() {
             > "$1/build.log" 2>&1 || { tail -40 "$1/build.log"; exit 1; }
     fi
 }
+
+# require_gpu SCRIPT NAME: exit 3 at once (nothing run) unless the first GPU's name contains NAME
+# (empty NAME: any GPU). The 4 x H100 scripts use it: the H100 kinds may come with H200s.
+require_gpu() {
+    local gpu
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+    if [ -n "$2" ] && [[ "$gpu" != *"$2"* ]]; then
+        echo "$1: this machine has $gpu, not $2: nothing run"
+        exit 3
+    fi
+}
+
+# gpu_count [MAX]: the GPUs present, at most MAX (default 4).
+gpu_count() {
+    local n
+    n=$(nvidia-smi -L | wc -l)
+    [ "$n" -gt "${1:-4}" ] && n=${1:-4}
+    echo "$n"
+}

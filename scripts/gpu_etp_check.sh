@@ -19,25 +19,24 @@ BASE='@configs/deepseek-v3-proxy16.args --num-layers 3 --moe-layer-freq ([0]*1+[
  --seq-length 2048 --micro-batch-size 1 --global-batch-size 8 --tensor-model-parallel-size 2
  --sequence-parallel'
 NPROC=${NPROC:-2}
-RUNS=(
-  "tp2_ep2_etp1_alltoall|$BASE --expert-model-parallel-size 2 --expert-tensor-parallel-size 1"
-  "tp2_ep1_etp2_alltoall|$BASE --expert-model-parallel-size 1 --expert-tensor-parallel-size 2"
-  "tp2_ep2_etp1_deepep|$BASE --expert-model-parallel-size 2 --expert-tensor-parallel-size 1
-   --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep"
-  "tp2_ep1_etp2_allgather|$BASE --expert-model-parallel-size 1 --expert-tensor-parallel-size 2
-   --moe-token-dispatcher-type allgather"
-)
+# EP:ETP:dispatcher of each run; 4 GPUs: prefix x4_ and 16 sequences (DP 2)
+LAYOUTS="2:1:alltoall 1:2:alltoall 2:1:deepep 1:2:allgather"
+PREFIX=
 if [ "$NPROC" = 4 ]; then
+  LAYOUTS="4:1:alltoall 2:2:alltoall 2:2:deepep 2:2:allgather"
+  PREFIX=x4_
   BASE="$BASE --global-batch-size 16"
-  RUNS=(
-    "x4_tp2_ep4_etp1_alltoall|$BASE --expert-model-parallel-size 4 --expert-tensor-parallel-size 1"
-    "x4_tp2_ep2_etp2_alltoall|$BASE --expert-model-parallel-size 2 --expert-tensor-parallel-size 2"
-    "x4_tp2_ep2_etp2_deepep|$BASE --expert-model-parallel-size 2 --expert-tensor-parallel-size 2
-     --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep"
-    "x4_tp2_ep2_etp2_allgather|$BASE --expert-model-parallel-size 2 --expert-tensor-parallel-size 2
-     --moe-token-dispatcher-type allgather"
-  )
 fi
+RUNS=()
+for l in $LAYOUTS; do
+  IFS=: read -r ep etp disp <<<"$l"
+  flags="--expert-model-parallel-size $ep --expert-tensor-parallel-size $etp"
+  case $disp in
+    deepep) flags="$flags --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep" ;;
+    allgather) flags="$flags --moe-token-dispatcher-type allgather" ;;
+  esac
+  RUNS+=("${PREFIX}tp2_ep${ep}_etp${etp}_$disp|$BASE $flags")
+done
 for i in $(seq 1 "${LAUNCHES:-3}"); do
   for entry in "${RUNS[@]}"; do
     name=${entry%%|*}

@@ -27,13 +27,8 @@ el() { echo $(($(date +%s) - t0)); }
 pack() { (cd "$W" && tar czf "$OUT/h100x4.tgz" .); }
 . scripts/gpu_epref.sh
 epref_binary "$W"
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-if [ -n "${REQUIRE_GPU:-}" ] && [[ "$gpu" != *"$REQUIRE_GPU"* ]]; then
-    echo "gpu_h100x4.sh: this machine has $gpu, not $REQUIRE_GPU: nothing run"
-    exit 3
-fi
-NPROC=$(nvidia-smi -L | wc -l)
-[ "$NPROC" -gt 4 ] && NPROC=4
+require_gpu gpu_h100x4.sh "${REQUIRE_GPU:-}"
+NPROC=$(gpu_count 4)
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv
   nvidia-smi topo -m; python3 -c 'import torch; print("torch", torch.__version__, "cuda",
   torch.version.cuda, "cudnn", torch.backends.cudnn.version())'; } > "$W/calib/machine.txt" 2>&1

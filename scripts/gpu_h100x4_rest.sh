@@ -19,13 +19,9 @@ mkdir -p "$W/bench" "$W/ce" "$OUT"
 t0=$(date +%s)
 el() { echo $(($(date +%s) - t0)); }
 pack() { (cd "$W" && tar czf "$OUT/h100x4_rest.tgz" .); }
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-if [ -n "${REQUIRE_GPU:-H100}" ] && [[ "$gpu" != *"${REQUIRE_GPU:-H100}"* ]]; then
-    echo "gpu_h100x4_rest.sh: this machine has $gpu, not ${REQUIRE_GPU:-H100}: nothing run"
-    exit 3
-fi
-NPROC=$(nvidia-smi -L | wc -l)
-[ "$NPROC" -gt 4 ] && NPROC=4
+. scripts/gpu_epref.sh
+require_gpu gpu_h100x4_rest.sh "${REQUIRE_GPU-H100}"
+NPROC=$(gpu_count 4)
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv
   nvidia-smi topo -m; } > "$W/machine.txt" 2>&1
 head -3 "$W/machine.txt"
