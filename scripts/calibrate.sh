@@ -38,14 +38,16 @@ mkdir -p "$out"
 "$epsim" calibrate traces/h200/torch:kernels.json traces/h200/calib traces/h200x4/torch:host_torch.json \
   traces/h100/torch:host_megatron.json traces/h200x2/calib traces/h200x2/bench --topo h200x2 \
   --out "$out"/h200-megatron.json
-# 4 x H200: its own NCCL, host and interference files, the same GPU's compute: the shape grid of
+# 4 x H200: its own NCCL (over all four GPUs, and over two of them for groups of two:
+# traces/h200x4/comm-pairs), host and interference files, the same GPU's compute: the shape grid of
 # the 2 x H200 machine with the model shapes timed on one H200 (and grid only)
-"$epsim" calibrate traces/h200x4/calib traces/h200x2/grid traces/h200/calib:corun.json,host.json \
-  traces/h200x4/bench --kind-from attention:traces/h200/grid-attention/compute.json \
+"$epsim" calibrate traces/h200x4/calib traces/h200x4/comm-pairs traces/h200x2/grid \
+  traces/h200/calib:corun.json,host.json traces/h200x4/bench --kind-from attention:traces/h200/grid-attention/compute.json \
   --kind-from +grouped_gemm:traces/h200/grid-grouped-steps/compute.json.xz \
   --model-shapes traces/h200/calib/compute.json --topo h200x4 --out "$out"/h200x4.json
-"$epsim" calibrate traces/h200x4/calib traces/h200x2/grid traces/h200/calib:corun.json,host.json \
-  traces/h200x4/bench --kind-from attention:traces/h200/grid-attention/compute.json --grid-only \
+"$epsim" calibrate traces/h200x4/calib traces/h200x4/comm-pairs traces/h200x2/grid \
+  traces/h200/calib:corun.json,host.json traces/h200x4/bench \
+  --kind-from attention:traces/h200/grid-attention/compute.json --grid-only \
   --kind-from +grouped_gemm:traces/h200/grid-grouped-steps/compute.json.xz \
   --topo h200x4 --out "$out"/h200x4-grid.json
 # 2 x H100 (the nvidia-h100-x2 kind, 2026-11-27): its own NCCL, host and interference files, the
@@ -54,8 +56,10 @@ mkdir -p "$out"
 "$epsim" calibrate traces/h100x2/calib traces/h100/grid traces/h100/calib \
   --kind-from attention:traces/h100/grid-attention/compute.json \
   --model-shapes traces/h100/calib/compute.json --topo h100x2 --out "$out"/h100x2.json
-# 4 x H100 (the nvidia-h100-x4 kind, 2026-11-27): the same with its own NCCL, host and interference
-"$epsim" calibrate traces/h100x4/calib traces/h100/grid traces/h100/calib \
+# 4 x H100 (the nvidia-h100-x4 kind, 2026-11-27): the same with its own NCCL, host and interference;
+# groups of two take the 2 x H100 machine's NCCL curves (two ranks of a 4 x H200 machine time as the
+# 2 x H200 machine does, within 2%: docs/calibration.md, "NCCL curves by group size")
+"$epsim" calibrate traces/h100x4/calib traces/h100x2/calib:comm.json traces/h100/grid traces/h100/calib \
   --kind-from attention:traces/h100/grid-attention/compute.json \
   --model-shapes traces/h100/calib/compute.json --topo h100x4 --out "$out"/h100x4.json
 # DGX H100 topologies: one H100's compute and host costs; NCCL over NVLink (curves), the NVLink
@@ -63,8 +67,10 @@ mkdir -p "$out"
 # most ranks of H100 measured: a DGX's all-to-alls span 8 or more); the interference records no
 # H100 machine has - compute beside an NCCL all-to-all that waits for a late peer, and beside
 # copy-engine peer copies (TE userbuffers' all-gather) - from 2 x H200 (same Hopper SMs, NCCL and
-# copy engines; epsim calibrate completes a file with the aggressors it lacks)
-h100_comm="traces/h100x4/calib:comm.json,interference.json,host.json traces/h200x2/calib:interference.json"
+# copy engines; epsim calibrate completes a file with the aggressors it lacks); groups of two take
+# the 2 x H100 machine's NCCL curves
+h100_comm="traces/h100x4/calib:comm.json,interference.json,host.json traces/h100x2/calib:comm.json
+  traces/h200x2/calib:interference.json"
 "$epsim" calibrate traces/h100/grid traces/h100/calib $h100_comm \
   --kind-from attention:traces/h100/grid-attention/compute.json \
   --model-shapes traces/h100/calib/compute.json --topo dgx8 --out "$out"/h100.json

@@ -11,8 +11,8 @@ static const sim_algo_fn k_algos[EP_ALGO_NUM] = {
     [EP_ALGO_P2P] = sim_algo_p2p,
 };
 
-double sim_algo_base_s(const sim_calib *c, const ep_op *op) {
-    const sim_coll_curve *curve = sim_calib_nccl_curve(c, op->kind);
+double sim_algo_base_s(const sim_calib *c, const ep_op *op, int members) {
+    const sim_coll_curve *curve = sim_calib_nccl_curve(c, op->kind, members);
     switch ((ep_algo)op->algo) {
     case EP_ALGO_RING:
     case EP_ALGO_DIRECT:

@@ -39,7 +39,7 @@ double sim_algo_p2p(sim_flows *f, const sim_algo_args *a, double *fixed_s);    /
 /* The fixed cost of an instance of the op's algorithm (its first member's op), before any extra
  * ring steps: the measured curve's base where the calibration has one, else the scalar default
  * of whoever moves the bytes (NCCL, a send/recv pair, the deepep/hybridep kernels). */
-double sim_algo_base_s(const sim_calib *c, const ep_op *op);
+double sim_algo_base_s(const sim_calib *c, const ep_op *op, int members);
 
 /* The function of an algorithm; NULL for EP_ALGO_NONE (and out of range). */
 sim_algo_fn sim_algo_of(int algo);

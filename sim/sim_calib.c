@@ -123,9 +123,10 @@ const char *sim_coll_name(sim_coll k) {
     return k >= 0 && k < SIM_COLL_NUM ? names[k] : "?";
 }
 
-const sim_coll_curve *sim_calib_nccl_curve(const sim_calib *c, ep_op_kind k) {
+const sim_coll_curve *sim_calib_nccl_curve(const sim_calib *c, ep_op_kind k, int members) {
     sim_coll i = sim_coll_of(k);
     if (i == SIM_COLL_NUM) return NULL;
+    if (members == 2 && c->nccl_nvlink_pair[i].efficiency.n > 0) return &c->nccl_nvlink_pair[i];
     return c->nccl_nvlink[i].efficiency.n > 0 ? &c->nccl_nvlink[i] : NULL;
 }
 
@@ -254,6 +255,7 @@ static const field FIELDS[] = {
     T(ep_rdma_combine_nodes),
     T(ep_rdma_sm_bytes_s),
     {"nccl_nvlink", offsetof(sim_calib, nccl_nvlink), K_NCCL, SH_GEMM, 0},
+    {"nccl_nvlink_pair", offsetof(sim_calib, nccl_nvlink_pair), K_NCCL, SH_GEMM, 0},
     {"ep_nvlink", offsetof(sim_calib, ep_nvlink), K_CURVE, SH_GEMM, 0},
 };
 #undef F
@@ -485,6 +487,12 @@ void sim_calib_write_json(const sim_calib *c, FILE *f, int points) {
         const char *p = (const char *)c + FIELDS[i].off;
         if (FIELDS[i].type == K_CURVE && ((const sim_coll_curve *)p)->efficiency.n == 0)
             continue; /* not measured: the scalars apply */
+        if (FIELDS[i].type == K_NCCL) {
+            int any = 0;
+            for (int k = 0; k < SIM_COLL_NUM; k++)
+                any |= ((const sim_coll_curve *)p)[k].efficiency.n > 0;
+            if (!any) continue; /* none measured: the main curves, or the scalars */
+        }
         if (FIELDS[i].optional && FIELDS[i].type == K_TABLE) {
             if (((const sim_table *)p)->n == 0) continue;
         } else if (FIELDS[i].optional) {

@@ -141,13 +141,18 @@ typedef struct {
                                         the leg runs at most --moe-hybridep-num-sms x this
                                         (empty: no SM bound) */
     sim_coll_curve nccl_nvlink[SIM_COLL_NUM]; /* measured NCCL curves over NVLink */
+    /* ... over two ranks of a machine of more GPUs, for groups of two (a TP 2 or EP 2 group runs
+     * NCCL at its own rate, not at that of a ring over all the GPUs); none where the main curves
+     * are two-rank ones */
+    sim_coll_curve nccl_nvlink_pair[SIM_COLL_NUM];
     sim_coll_curve ep_nvlink; /* measured deepep/hybridep transport over NVLink, bytes per peer */
     char source[512];         /* "built-in defaults" or the file the values came from */
 } sim_calib;
 
-/* The measured NCCL curve that times an op kind on this calibration (sim_coll_of), NULL where
- * none was measured (the scalar efficiencies apply). */
-const sim_coll_curve *sim_calib_nccl_curve(const sim_calib *c, ep_op_kind k);
+/* The measured NCCL curve that times an op kind over a group of `members` ranks on this
+ * calibration (sim_coll_of): the two-rank curve for a group of two where there is one, else the
+ * main one; NULL where none was measured (the scalar efficiencies apply). */
+const sim_coll_curve *sim_calib_nccl_curve(const sim_calib *c, ep_op_kind k, int members);
 
 /* The documented defaults (docs/epsim.md lists each with its source). */
 void sim_calib_default(sim_calib *c);

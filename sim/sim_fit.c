@@ -99,15 +99,21 @@ static const char *str(json_t *o, const char *key) {
  * first DIR's file. host.json: a one-GPU machine measures no NCCL launch, the two-GPU files of the
  * same GPU add it. interference.json: a machine measured without an aggressor (the waiting NCCL
  * all-to-all was measured on 2 x H200 only) takes that aggressor's records from a machine of the
- * same SMs and NCCL. */
+ * same SMs and NCCL. comm.json: the operations timed over two ranks (a pair of a bigger machine,
+ * or a two-GPU machine of the same GPU and NVLink) join those over all of the first machine's
+ * GPUs: the curves of groups of two (docs/calibration.md, "NCCL curves by group size"). */
 static const char *const MERGE_KEYS[F_NUM][2] = {
     [F_HOST] = {"what", NULL},
     [F_INTERFERENCE] = {"victim", "aggressor"},
+    [F_COMM] = {"op", "ranks"}, /* a two-rank group's curves beside those over every GPU */
 };
 
 static int same_key(int which, json_t *a, json_t *b) {
-    for (int k = 0; k < 2 && MERGE_KEYS[which][k]; k++)
-        if (strcmp(str(a, MERGE_KEYS[which][k]), str(b, MERGE_KEYS[which][k]))) return 0;
+    for (int k = 0; k < 2 && MERGE_KEYS[which][k]; k++) {
+        json_t *x = json_object_get(a, MERGE_KEYS[which][k]),
+               *y = json_object_get(b, MERGE_KEYS[which][k]);
+        if (!(x ? y && json_equal(x, y) : !y)) return 0; /* strings and numbers alike */
+    }
     return 1;
 }
 
@@ -871,10 +877,10 @@ static int fit_curve(fit *x, sim_coll k, int n, comm_pt *p, int np, sim_coll_cur
     return 0;
 }
 
-/* comm.json points of one operation over NVLink (ascending bytes); returns the count, *ranks. */
+/* comm.json points of one operation over NVLink (ascending bytes) timed over *ranks ranks (0: the
+ * first record's); returns the count, *ranks. */
 static int comm_points(fit *x, const char *name, comm_pt *p, int *ranks) {
     int np = 0;
-    *ranks = 0;
     json_t *r;
     FOR_RECORDS(x, F_COMM, i, r) {
         if (strcmp(str(r, "op"), name) != 0 || strcmp(str(r, "link"), "nvlink") != 0 ||
@@ -898,20 +904,26 @@ static int fit_comm(fit *x) {
     /* NCCL's small-message latency hardly grows with the ring (2 and 4 H200: 11-13 us either
      * way): a measured base carries it, and only the route latency is added per extra step */
     if (x->root[F_COMM]) x->c.nccl_step_s = 0;
+    int main_ranks = 0; /* the first file's: every GPU of its machine */
     for (int k = 0; k < SIM_COLL_NUM; k++) {
-        comm_pt p[SIM_CALIB_MAX_POINTS];
-        int ranks, np = comm_points(x, sim_coll_name((sim_coll)k), p, &ranks);
+        comm_pt p[SIM_CALIB_MAX_POINTS], q[SIM_CALIB_MAX_POINTS];
+        const char *name = sim_coll_name((sim_coll)k);
+        int ranks = 0, np = comm_points(x, name, p, &ranks);
         if (np == 0) continue;
-        if (fit_curve(x, (sim_coll)k, ranks, p, np, &x->c.nccl_nvlink[k]) != 0) {
+        if (!main_ranks) main_ranks = ranks;
+        int pair = 2, nq = ranks != 2 ? comm_points(x, name, q, &pair) : 0;
+        if (fit_curve(x, (sim_coll)k, ranks, p, np, &x->c.nccl_nvlink[k]) != 0 ||
+            (nq && fit_curve(x, (sim_coll)k, 2, q, nq, &x->c.nccl_nvlink_pair[k]) != 0)) {
             snprintf(x->err, EP_ERRLEN,
                      "%s: %s records faster than the route latency of the topology",
-                     x->path[F_COMM], sim_coll_name((sim_coll)k));
+                     x->path[F_COMM], name);
             return -1;
         }
     }
-    /* the deepep/hybridep transport of epref run: an all-to-all's shape, its own curve */
+    /* the deepep/hybridep transport of epref run: an all-to-all's shape, its own curve, over the
+     * main curves' ranks (not a pair's: it has no curve by group size) */
     comm_pt p[SIM_CALIB_MAX_POINTS];
-    int ranks, np = comm_points(x, "nvl_a2a", p, &ranks);
+    int ranks = main_ranks, np = comm_points(x, "nvl_a2a", p, &ranks);
     if (np && fit_curve(x, SIM_COLL_ALLTOALL, ranks, p, np, &x->c.ep_nvlink) != 0) {
         snprintf(x->err, EP_ERRLEN, "%s: nvl_a2a records faster than the route latency",
                  x->path[F_COMM]);

@@ -449,7 +449,7 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
                  * the transfer; send/recv pairs are left out: a batched send and receive may
                  * share one) */
                 double base = gsize >= 2 && op->kind != EP_OP_SEND && op->kind != EP_OP_RECV
-                                  ? sim_algo_base_s(calib, op)
+                                  ? sim_algo_base_s(calib, op, gsize)
                                   : 0;
                 stream[op->stream] += k * (base + coll_bound_s(pi, &s, op, nodes_of, scratch) +
                                            a2a_bound_s(pi, &s, op, r));

@@ -7,10 +7,10 @@
 double sim_algo_direct(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
     const sim_calib *c = a->c;
     const ep_op *op = a->ops[0];
-    const sim_coll_curve *curve = sim_calib_nccl_curve(c, op->kind);
+    const sim_coll_curve *curve = sim_calib_nccl_curve(c, op->kind, a->n);
     sim_flows_begin(f, c->nccl_nvlink_efficiency, c->nccl_ib_efficiency,
                     curve ? &curve->efficiency : NULL);
-    *fixed_s = sim_algo_base_s(c, op);
+    *fixed_s = sim_algo_base_s(c, op, a->n);
     int n = a->n;
     double payload = 0;
     if (op->kind == EP_OP_ALLTOALL) {

@@ -57,7 +57,7 @@ double sim_algo_kernel(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
         if (cap < rdma) rdma = cap;
     }
     sim_flows_begin(f, c->ep_nvlink_efficiency, rdma, ep ? &ep->efficiency : NULL);
-    *fixed_s = sim_algo_base_s(c, op);
+    *fixed_s = sim_algo_base_s(c, op, a->n);
     if (!t) return 0;
     f->reverse = op->transpose != 0;
     int n = t->n;
