@@ -6,15 +6,9 @@
 #   OUT=dir [BIN=.devbin/epref_probe] [LAUNCHES=2] bash scripts/gpu_comm_pairs.sh
 # Writes OUT/pairs.tgz: machine.txt, pair_<i>/comm.json and calib.log.
 set -u -o pipefail
-export NCCL_NVLS_ENABLE=0
-DEST=${OUT:-$PWD/out}
-BIN=${BIN:-.devbin/epref_probe}
+. scripts/gpu_epref.sh
 W=/tmp/pairs
-rm -rf "$W"
-mkdir -p "$W" "$DEST"
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvidia-smi topo -m; } \
-    > "$W/machine.txt" 2>&1
-head -3 "$W/machine.txt"
+gpu_scratch "$W"
 for i in $(seq 1 "${LAUNCHES:-2}"); do
     mkdir -p "$W/pair_$i"
     timeout 200 "$BIN" --nproc 2 bench calib --parts comm --iters 10 --warmup 3 \

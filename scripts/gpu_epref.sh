@@ -30,3 +30,17 @@ gpu_count() {
     [ "$n" -gt "${1:-4}" ] && n=${1:-4}
     echo "$n"
 }
+
+# gpu_scratch DIR: the start of a device script that packs its results: DEST (where they go:
+# $OUT, else ./out), BIN (the carried epref, default .devbin/epref_probe), NCCL without NVLink
+# SHARP, and an empty DIR holding machine.txt (the GPUs, their NVLink topology), first lines printed.
+gpu_scratch() {
+    DEST=${OUT:-$PWD/out}
+    BIN=${BIN:-.devbin/epref_probe}
+    export NCCL_NVLS_ENABLE=0
+    rm -rf "$1"
+    mkdir -p "$1" "$DEST"
+    { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvidia-smi topo -m; } \
+        > "$1/machine.txt" 2>&1
+    head -3 "$1/machine.txt"
+}

@@ -7,14 +7,9 @@
 # NPROC=4: EP 4 x ETP 1 against EP 2 x ETP 2 (two ETP groups whose EP groups draw their own routing).
 # Writes OUT/etp.tgz: <name>_<i>/ (run.args, trace.json, summary.json, log) and machine.txt.
 set -u -o pipefail
-export NCCL_NVLS_ENABLE=0
-DEST=${OUT:-$PWD/out}
-BIN=${BIN:-.devbin/epref_probe}
+. scripts/gpu_epref.sh
+gpu_scratch /tmp/etp
 OUT=/tmp/etp
-rm -rf "$OUT"
-mkdir -p "$OUT" "$DEST"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/machine.txt" 2>&1
-head -1 "$OUT/machine.txt"
 BASE='@configs/deepseek-v3-proxy16.args --num-layers 3 --moe-layer-freq ([0]*1+[1]*2)
  --seq-length 2048 --micro-batch-size 1 --global-batch-size 8 --tensor-model-parallel-size 2
  --sequence-parallel'

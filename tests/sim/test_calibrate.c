@@ -219,64 +219,6 @@ static double one_alltoall(const sim_calib *c, double bytes) {
     return res.end[0][0] - res.xfer[0][0];
 }
 
-/* NCCL curves by group size: the 4 x H200 machine's all-to-alls over all four GPUs and over two
- * of them (traces/h200x4/comm-pairs) each come back for a group of their own size (a pair of a
- * bigger machine moves at its own rate: docs/calibration.md, "NCCL curves by group size"). */
-static double alltoall_over(const sim_calib *c, int n, double bytes) {
-    hand_sched h;
-    hand_init(&h, n);
-    int g = hand_group(&h, n);
-    hand_collective(&h, n, EP_OP_ALLTOALL, EP_STREAM_COMM, g, bytes);
-    hand_result res;
-    hand_run(&h, "h200x4", c, &res);
-    CU_ASSERT_EQUAL(res.rc, 0);
-    return res.end[0][0] - res.xfer[0][0];
-}
-
-static void test_fit_pair_curves(void) {
-    char out[512], args[1600], err[EP_ERRLEN];
-    tmp_path(out, sizeof out, "pairs.json");
-    snprintf(args, sizeof args,
-             "calibrate %s/traces/h200x4/calib %s/traces/h200x4/comm-pairs --topo h200x4 --out %s",
-             EP_SOURCE_DIR, EP_SOURCE_DIR, out);
-    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
-    sim_calib c;
-    sim_calib_default(&c);
-    CU_ASSERT_EQUAL_FATAL(sim_calib_load(&c, out, err), 0);
-    CU_ASSERT(c.nccl_nvlink_pair[SIM_COLL_ALL_GATHER].efficiency.n >= 8);
-    CU_ASSERT(c.nccl_nvlink_pair[SIM_COLL_SEND].efficiency.n == 0); /* sends are pairs anyway */
-    CU_ASSERT(c.ep_nvlink.efficiency.n == 0); /* the pairs' nvl_a2a is no transport curve */
-    CU_ASSERT_PTR_EQUAL(sim_calib_nccl_curve(&c, EP_OP_ALLTOALL, 2),
-                        &c.nccl_nvlink_pair[SIM_COLL_ALLTOALL]);
-    CU_ASSERT_PTR_EQUAL(sim_calib_nccl_curve(&c, EP_OP_ALLTOALL, 4),
-                        &c.nccl_nvlink[SIM_COLL_ALLTOALL]);
-    static const struct {
-        const char *file;
-        int ranks;
-    } files[] = {{"traces/h200x4/calib/comm.json", 4}, {"traces/h200x4/comm-pairs/comm.json", 2}};
-    int checked = 0;
-    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
-        char path[600];
-        snprintf(path, sizeof path, "%s/%s", EP_SOURCE_DIR, files[f].file);
-        json_error_t je;
-        json_t *comm = json_load_file(path, 0, &je);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(comm);
-        for (size_t i = 1; i < json_array_size(comm); i++) {
-            json_t *r = json_array_get(comm, i);
-            const char *op = json_string_value(json_object_get(r, "op"));
-            double b = json_number_value(json_object_get(r, "bytes"));
-            double t = json_number_value(json_object_get(r, "time_us")) * 1e-6;
-            if (!op || strcmp(op, "alltoall") != 0 || (b != 1048576 && b != 67108864)) continue;
-            CU_ASSERT(near(alltoall_over(&c, files[f].ranks, b), t, 0.01));
-            checked++;
-        }
-        json_decref(comm);
-    }
-    CU_ASSERT_EQUAL(checked, 4);
-    sim_calib_free(&c);
-    remove(out);
-}
-
 static void test_fit_reproduces_records(void) {
     char out[512], log[512], err[EP_ERRLEN];
     tmp_path(out, sizeof out, "fit.json");
@@ -583,12 +525,16 @@ static void write_raw_file(const char *dir, const char *name, const char *text, 
 }
 
 /* `epsim calibrate DIRS --topo dgx8 --out OUT` must succeed; *c is the calibration it wrote. */
-static void calibrate_into(const char *dirs, const char *out, sim_calib *c) {
+static void calibrate_topo(const char *dirs, const char *topo, const char *out, sim_calib *c) {
     char args[1800], err[EP_ERRLEN];
-    snprintf(args, sizeof args, "calibrate %s --topo dgx8 --out %s", dirs, out);
+    snprintf(args, sizeof args, "calibrate %s --topo %s --out %s", dirs, topo, out);
     CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
     sim_calib_default(c);
     CU_ASSERT_EQUAL_FATAL(sim_calib_load(c, out, err), 0);
+}
+
+static void calibrate_into(const char *dirs, const char *out, sim_calib *c) {
+    calibrate_topo(dirs, "dgx8", out, c);
 }
 
 /* One raw file `name` holding `text`, alone in a directory of its own, calibrated into *c; the
@@ -602,6 +548,60 @@ static void calibrate_one_file(const char *name, const char *text, sim_calib *c)
     remove(out);
     remove(path);
     rmdir(dir);
+}
+
+/* NCCL curves by group size: the 4 x H200 machine's all-to-alls over all four GPUs and over two
+ * of them (traces/h200x4/comm-pairs) each come back for a group of their own size (a pair of a
+ * bigger machine moves at its own rate: docs/calibration.md, "NCCL curves by group size"). */
+static double alltoall_over(const sim_calib *c, int n, double bytes) {
+    hand_sched h;
+    hand_init(&h, n);
+    int g = hand_group(&h, n);
+    hand_collective(&h, n, EP_OP_ALLTOALL, EP_STREAM_COMM, g, bytes);
+    hand_result res;
+    hand_run(&h, "h200x4", c, &res);
+    CU_ASSERT_EQUAL(res.rc, 0);
+    return res.end[0][0] - res.xfer[0][0];
+}
+
+static void test_fit_pair_curves(void) {
+    char out[512];
+    tmp_path(out, sizeof out, "pairs.json");
+    sim_calib c;
+    calibrate_topo(EP_SOURCE_DIR "/traces/h200x4/calib " EP_SOURCE_DIR "/traces/h200x4/comm-pairs",
+                   "h200x4", out, &c);
+    CU_ASSERT(c.nccl_nvlink_pair[SIM_COLL_ALL_GATHER].efficiency.n >= 8);
+    CU_ASSERT(c.nccl_nvlink_pair[SIM_COLL_SEND].efficiency.n == 0); /* sends are pairs anyway */
+    CU_ASSERT(c.ep_nvlink.efficiency.n == 0); /* the pairs' nvl_a2a is no transport curve */
+    CU_ASSERT_PTR_EQUAL(sim_calib_nccl_curve(&c, EP_OP_ALLTOALL, 2),
+                        &c.nccl_nvlink_pair[SIM_COLL_ALLTOALL]);
+    CU_ASSERT_PTR_EQUAL(sim_calib_nccl_curve(&c, EP_OP_ALLTOALL, 4),
+                        &c.nccl_nvlink[SIM_COLL_ALLTOALL]);
+    static const struct {
+        const char *file;
+        int ranks;
+    } files[] = {{"traces/h200x4/calib/comm.json", 4}, {"traces/h200x4/comm-pairs/comm.json", 2}};
+    int checked = 0;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", EP_SOURCE_DIR, files[f].file);
+        json_error_t je;
+        json_t *comm = json_load_file(path, 0, &je);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(comm);
+        for (size_t i = 1; i < json_array_size(comm); i++) {
+            json_t *r = json_array_get(comm, i);
+            const char *op = json_string_value(json_object_get(r, "op"));
+            double b = json_number_value(json_object_get(r, "bytes"));
+            double t = json_number_value(json_object_get(r, "time_us")) * 1e-6;
+            if (!op || strcmp(op, "alltoall") != 0 || (b != 1048576 && b != 67108864)) continue;
+            CU_ASSERT(near(alltoall_over(&c, files[f].ranks, b), t, 0.01));
+            checked++;
+        }
+        json_decref(comm);
+    }
+    CU_ASSERT_EQUAL(checked, 4);
+    sim_calib_free(&c);
+    remove(out);
 }
 
 #define TOY_LAYER                                                                                  \
