@@ -5,33 +5,32 @@
  */
 #include "sched_gen.h"
 
-/* The gathering group and its size: the EP group, or TP x EP with ETP > 1 */
-static int group(const gen *g, int *size) {
-    int etp = g->rb->g_etp >= 0;
-    *size = etp ? g->rb->ep_size * g->rb->etp_size : g->rb->ep_size;
-    return etp ? g->rb->g_tpep : g->rb->g_ep;
+/* The gathering group: the EP group, or TP x EP with ETP > 1 */
+static int group(const gen *g) {
+    return g->rb->g_etp >= 0 ? g->rb->g_tpep : g->rb->g_ep;
+}
+
+/* ... and its members (etp_size is 1 without expert TP) */
+static int members(const gen *g) {
+    return g->rb->ep_size * g->rb->etp_size;
 }
 
 static void dispatch(gen *g, const moe_rows *r) {
-    int n;
-    gen_coll(g, "dispatch", EP_OP_ALL_GATHER, group(g, &n), r->tmax * g->R);
+    gen_coll(g, "dispatch", EP_OP_ALL_GATHER, group(g), r->tmax * g->R);
 }
 
 static void permute(gen *g, const moe_rows *r) {
-    int n;
-    group(g, &n);
-    gen_mem(g, "permute", EP_OP_PERMUTE, (n * r->tmax + gen_permuted_rows(g->cfg, r)) * g->R);
+    gen_mem(g, "permute", EP_OP_PERMUTE,
+            (members(g) * r->tmax + gen_permuted_rows(g->cfg, r)) * g->R);
 }
 
 static void unpermute(gen *g, const moe_rows *r) {
-    int n;
-    group(g, &n);
-    gen_mem(g, "unpermute", EP_OP_UNPERMUTE, (gen_permuted_rows(g->cfg, r) + n * r->tmax) * g->R);
+    gen_mem(g, "unpermute", EP_OP_UNPERMUTE,
+            (gen_permuted_rows(g->cfg, r) + members(g) * r->tmax) * g->R);
 }
 
 static void combine(gen *g, const moe_rows *r) {
-    int n, grp = group(g, &n);
-    gen_coll(g, "combine", EP_OP_REDUCE_SCATTER, grp, n * r->tmax * g->R);
+    gen_coll(g, "combine", EP_OP_REDUCE_SCATTER, group(g), members(g) * r->tmax * g->R);
 }
 
 const ep_dispatcher ep_disp_allgather = {.tpep_gather = 1,

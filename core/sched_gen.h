@@ -50,9 +50,9 @@ typedef struct moe_rows {
     int ti, me;
     double send, recv, erows, prows, gemm_rows, sent_bytes, recv_bytes;
     double tmax; /* largest token count in the group */
-    /* ETP > 1: the ETP group's rows for this EP index (recv, erows, prows hold them too) and the
-     * largest one member received */
-    double etp_recv, etp_erows, etp_prows, etp_recv_max;
+    /* ETP > 1: recv, erows and prows are the ETP group's rows for this EP index; this is the
+     * largest count one member received */
+    double etp_recv_max;
 } moe_rows;
 
 /* Add a forward op spec to the node (NULL and g->failed set past EP_MAX_NODE_OPS). */

@@ -281,26 +281,25 @@ static int moe_rows_get(gen *g, moe_rows *r) {
     int me = r->me = rb->ep_index;
     /* Expert TP: the rows of every ETP member's EP group for this EP index, gathered after the
      * transfer (their draws first: a draw may move the traffic array) */
-    r->etp_recv = r->etp_erows = r->etp_prows = r->etp_recv_max = 0;
+    double recv = 0, erows = 0, prows = 0;
+    r->etp_recv_max = 0;
     for (int i = 0; i < rb->etp_size && rb->g_etp >= 0; i++) {
         int ti = ep_sched_traffic_get(rb->s, g->mb, g->layer, rb->etp_ep_groups[i]);
         if (ti < 0) return -1;
         const ep_traffic *t = &rb->s->traffic[ti];
-        double recv = (double)t->recv_rows[me];
-        r->etp_recv += recv;
-        r->etp_erows += (double)t->expert_rows[me];
-        r->etp_prows += (double)t->pad_rows[me];
-        if (recv > r->etp_recv_max) r->etp_recv_max = recv;
+        recv += (double)t->recv_rows[me];
+        erows += (double)t->expert_rows[me];
+        prows += (double)t->pad_rows[me];
+        if (t->recv_rows[me] > r->etp_recv_max) r->etp_recv_max = (double)t->recv_rows[me];
     }
     r->ti = ep_sched_traffic_get(rb->s, g->mb, g->layer, rb->g_ep);
     if (r->ti < 0) return -1;
     r->tr = &rb->s->traffic[r->ti];
-    int n = r->tr->n;
+    int n = r->tr->n, etp = rb->g_etp >= 0;
     r->send = (double)r->tr->send_rows[me];
-    r->recv = (double)r->tr->recv_rows[me];
-    r->erows = (double)r->tr->expert_rows[me];
-    r->prows = (double)r->tr->pad_rows[me];
-    if (rb->g_etp >= 0) r->recv = r->etp_recv, r->erows = r->etp_erows, r->prows = r->etp_prows;
+    r->recv = etp ? recv : (double)r->tr->recv_rows[me];
+    r->erows = etp ? erows : (double)r->tr->expert_rows[me];
+    r->prows = etp ? prows : (double)r->tr->pad_rows[me];
     r->gemm_rows = g->cfg->pad_mode == EP_PAD_NONE ? r->erows : r->prows;
     r->sent_bytes = r->recv_bytes = 0;
     r->tmax = 0;

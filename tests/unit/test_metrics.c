@@ -39,19 +39,18 @@ static void interval(const void *ctx, int rank, int op, double *start, double *x
 }
 
 static void test_exposure_known_answer(void) {
-    ep_op ops[4];
-    memset(ops, 0, sizeof ops);
-    ops[0].kind = EP_OP_GEMM;
-    ops[0].stream = EP_STREAM_COMP;
-    ops[1].kind = EP_OP_A2A_DISPATCH;
-    ops[1].stream = EP_STREAM_COMM;
-    ops[1].node = EP_NODE_DISPATCH;
-    ops[1].bytes = 1000;
-    ops[2].kind = EP_OP_HOST_SYNC;
-    ops[3].kind = EP_OP_A2A_COMBINE;
-    ops[3].stream = EP_STREAM_COMM;
-    ops[3].node = EP_NODE_COMBINE;
-    ops[3].bytes = 500;
+    ep_op ops[4] = {
+        {.kind = EP_OP_GEMM, .stream = EP_STREAM_COMP},
+        {.kind = EP_OP_A2A_DISPATCH,
+         .stream = EP_STREAM_COMM,
+         .node = EP_NODE_DISPATCH,
+         .bytes = 1000},
+        {.kind = EP_OP_HOST_SYNC},
+        {.kind = EP_OP_A2A_COMBINE,
+         .stream = EP_STREAM_COMM,
+         .node = EP_NODE_COMBINE,
+         .bytes = 500},
+    };
     ep_rank_sched ranks[2] = {{.nops = 4, .ops = ops}, {.nops = 4, .ops = ops}};
     ep_sched s;
     bare_sched(&s, 2, ranks);
@@ -81,13 +80,11 @@ static void test_exposure_known_answer(void) {
 static const double iv_host[3][3] = {{0, 0, 1}, {2, 0.5, 3}, {1.0, 1.2, 1.5}};
 
 static void test_host_wait_known_answer(void) {
-    ep_op ops[3];
-    memset(ops, 0, sizeof ops);
-    ops[0].kind = ops[1].kind = EP_OP_GEMM;
-    ops[0].stream = ops[1].stream = EP_STREAM_COMP;
-    ops[2].kind = EP_OP_A2A_DISPATCH;
-    ops[2].stream = EP_STREAM_COMM;
-    ops[2].node = EP_NODE_DISPATCH;
+    ep_op ops[3] = {
+        {.kind = EP_OP_GEMM, .stream = EP_STREAM_COMP},
+        {.kind = EP_OP_GEMM, .stream = EP_STREAM_COMP},
+        {.kind = EP_OP_A2A_DISPATCH, .stream = EP_STREAM_COMM, .node = EP_NODE_DISPATCH},
+    };
     ep_rank_sched ranks[1] = {{.nops = 3, .ops = ops}};
     ep_sched s;
     bare_sched(&s, 1, ranks);
@@ -114,13 +111,10 @@ static void test_host_wait_known_answer(void) {
 static const double iv_wait[2][3] = {{0, 1, 1.5}, {2, 3, 3.5}};
 
 static void test_peer_and_pipeline_waits(void) {
-    ep_op ops[2];
-    memset(ops, 0, sizeof ops);
-    ops[0].kind = EP_OP_A2A_DISPATCH;
-    ops[0].stream = EP_STREAM_COMM;
-    ops[0].node = EP_NODE_DISPATCH;
-    ops[1].kind = EP_OP_RECV;
-    ops[1].stream = EP_STREAM_PP;
+    ep_op ops[2] = {
+        {.kind = EP_OP_A2A_DISPATCH, .stream = EP_STREAM_COMM, .node = EP_NODE_DISPATCH},
+        {.kind = EP_OP_RECV, .stream = EP_STREAM_PP},
+    };
     ep_rank_sched ranks[1] = {{.nops = 2, .ops = ops}};
     ep_sched s;
     bare_sched(&s, 1, ranks);
