@@ -161,9 +161,11 @@ ep_bf16 *ep_nvl_stage(ep_nvl *c);
 size_t ep_nvl_stage_bytes(const ep_nvl *c);
 /* Combine: expert outputs (perm order) -> out [ntok][H], weighted sum of the k outputs
  * (unweighted: the backward of dispatch). Three steps: the pre-reduce (ep_nvl_combine_prereduce,
- * whole GPU), the NVLink send of one pre-reduced row per (token, expert rank) on num_sms blocks,
- * and the owner-side sum over ranks: fused: in extra blocks of the send kernel; otherwise
- * ep_combine_reduce follows on all SMs. */
+ * whole GPU), the NVLink send of one pre-reduced row per (token, expert rank), and the owner-side
+ * sum over ranks. Fused: one kernel on every SM; the pre-reducers store each summed row straight
+ * into its owner's combine buffer (no send blocks), reduce_blocks more blocks and then the
+ * pre-reducers sum the chunks as they arrive. Otherwise: the pre-reduce and num_sms send blocks
+ * in one kernel, then ep_combine_reduce on all SMs. */
 cudaError_t ep_nvl_combine(ep_nvl *c, const ep_bf16 *expout, ep_bf16 *out, int fused, int weighted,
                            cudaStream_t st);
 /* Combine step 1, an HBM-bound kernel on all SMs: for every token with rows here, the (weighted)

@@ -14,6 +14,9 @@
 // pre-reduce writes them straight into the own combine buffer; their chunk flags are released
 // with no data. Combine sends pre-reduced rows: a whole-GPU kernel first sums each token's local
 // expert rows (HBM-bound), so the senders stream one contiguous row range per chunk, like dispatch.
+// The fused combine has no senders: its pre-reducers store each summed row straight into the
+// owner's combine buffer, and the slice that completes a chunk releases the chunk's flag there, so
+// the HBM-bound sum and the NVLink stores overlap with no round trip through psend.
 // NOTES: flags carry the op sequence number, so they never need resetting. Before writing into a
 // peer, a block waits for the peer's ready[op] >= seq: the peer has started this op, so whatever
 // read the buffers in the previous op (stream-ordered before it) has finished.
@@ -45,6 +48,9 @@ struct Args {
     // tokens' local expert rows, count finished tokens per (owner, chunk) in pcnt, then join the
     // owner-side sum; 0: the rows are already in psend (separate pre-reduce kernel)
     int pre, weighted;
+    // fused combine: the pre-reducers store each peer's rows straight into its combine buffer and
+    // release its chunk flags (no senders, no psend round trip through HBM)
+    int direct;
     int *pcnt;
     int *scnt; // finished slices per (dispatch | combine, destination, chunk) of a sender item
     const ep_bf16 *expout;
@@ -279,30 +285,73 @@ __device__ __forceinline__ bool pre_item(const ep_layout &L, size_t w, int &s, i
     return false;
 }
 
+// The rows this rank returns to owner s for the owner's chunk c: slots [r0, r1) of its
+// pre-reduced rows, one contiguous range at both ends (roff here, coff at the owner).
+__device__ __forceinline__ void chunk_rows(const ep_layout &L, int s, int c, int &r0, int &r1) {
+    const int32_t *hd = L.hist_d + (size_t)s * L.nchunks * L.ep + L.me;
+    r0 = hd[(size_t)c * L.ep];
+    r1 = c + 1 < L.nchunks ? hd[(size_t)(c + 1) * L.ep] : L.cnt[s * L.ep + L.me];
+}
+__device__ __forceinline__ uint32_t *cchunk_flag(const Args &a, int owner, int c) {
+    return flags_of(a, owner) + a.fl_cchunk + a.me * a.L.nchunks + c;
+}
+
 // Combine step 1 for the items wid, wid + nw, ... of one warp: the (weighted) sum over the
 // token's local experts -> psend (peers' tokens, staging order) or the own combine buffer (own
 // tokens), each token in pre_slices column slices. pcnt non-NULL: lane 0 counts each finished
-// slice in its token's (owner, chunk) counter.
+// slice in its token's (owner, chunk) counter. d non-NULL (the direct fused combine): a peer's
+// rows go straight into its combine buffer, and the slice that completes an (owner, chunk)
+// resets the counter and releases the owner's chunk flag.
 __device__ __forceinline__ void prereduce_warp(const ep_layout &L, const ep_bf16 *expout,
                                                int4 *psend, int4 *cself, int n16, bool weighted,
-                                               size_t wid, size_t nw, int lane, int *pcnt) {
+                                               size_t wid, size_t nw, int lane, int *pcnt,
+                                               const Args *d = nullptr) {
     const int S = pre_slices(L, nw, n16);
     int s, t;
     for (size_t w = wid; pre_item(L, S == 1 ? w : w / S, s, t); w += nw) {
         const int di = L.didx[((size_t)s * L.max_tokens + t) * L.ep + L.me];
         if (di < 0) continue;
-        int4 *dst = s == L.me ? cself + (size_t)(L.coff[L.me * L.ep + L.me] + di) * n16
-                              : psend + (size_t)(L.roff[s * L.ep + L.me] + di) * n16;
+        int4 *dst =
+            s == L.me ? cself + (size_t)(L.coff[L.me * L.ep + L.me] + di) * n16
+            : d       ? rows_of(*d, s, d->off_cstage) + (size_t)(L.coff[s * L.ep + L.me] + di) * n16
+                      : psend + (size_t)(L.roff[s * L.ep + L.me] + di) * n16;
         int c0, c1;
         slice_cols(n16, S == 1 ? 0 : (int)(w % S), S, c0, c1);
         combine_token(L, s, t, expout, dst, n16, lane, weighted, c0, c1);
         if (pcnt) {
             __syncwarp(); // the row's stores of every lane before lane 0's fence
             if (lane == 0) {
-                __threadfence();
-                atomicAdd(pcnt + s * L.nchunks + t / EP_CHUNK, 1);
+                const int c = t / EP_CHUNK;
+                int *pc = pcnt + s * L.nchunks + c;
+                if (!d) {
+                    __threadfence();
+                    atomicAdd(pc, 1);
+                } else {
+                    __threadfence_system();
+                    int r0, r1;
+                    chunk_rows(L, s, c, r0, r1);
+                    if (atomicAdd(pc, 1) == (r1 - r0) * S - 1) { // the chunk's last slice
+                        *pc = 0;
+                        __threadfence_system();
+                        st_release_sys(cchunk_flag(*d, s, c), d->seq);
+                    }
+                }
             }
         }
+    }
+}
+
+// The direct fused combine's chunks with no rows for their owner: the flag alone (items wid,
+// wid + nw, ... over (owner, chunk)).
+__device__ void publish_empty_chunks(const Args &a, size_t wid, size_t nw) {
+    const ep_layout &L = a.L;
+    const int nch = max_chunks(L);
+    for (size_t i = wid; i < (size_t)L.ep * nch; i += nw) {
+        const int s = (int)(i / nch), c = (int)(i % nch);
+        int r0, r1;
+        if (c * EP_CHUNK >= L.ntok[s]) continue;
+        chunk_rows(L, s, c, r0, r1);
+        if (r1 == r0) st_release_sys(cchunk_flag(a, s, c), a.seq);
     }
 }
 
@@ -348,9 +397,14 @@ __global__ void __launch_bounds__(THREADS, 1) combine_kernel(Args a, ep_bf16 *ou
     const int nsum = a.helpers > 0 ? a.helpers + a.pre : a.helpers;
     if (b < a.pre) {
         // Writes only local memory (psend, the own rows of the own combine buffer), so no wait
-        // for the peers.
-        prereduce_warp(L, a.expout, const_cast<int4 *>(a.psend), cself, a.n16, a.weighted != 0,
-                       (size_t)b * WARPS + warp, (size_t)a.pre * WARPS, lane, a.pcnt);
+        // for the peers; the direct fused combine writes into them, once they entered the op.
+        const size_t wid = (size_t)b * WARPS + warp, nw = (size_t)a.pre * WARPS;
+        if (a.direct) {
+            if (!enter_wait(a, OP_COMBINE)) return;
+            if (lane == 0) publish_empty_chunks(a, wid, nw);
+        }
+        prereduce_warp(L, a.expout, const_cast<int4 *>(a.psend), cself, a.n16, a.weighted != 0, wid,
+                       nw, lane, a.pcnt, a.direct ? &a : nullptr);
         if (a.helpers > 0) owner_sum(a, out, a.helpers + b, nsum);
         return;
     }
@@ -368,9 +422,8 @@ __global__ void __launch_bounds__(THREADS, 1) combine_kernel(Args a, ep_bf16 *ou
             int c, s;
             sender_item(a, i / S, c, s);
             if (c * EP_CHUNK >= L.ntok[s]) continue;
-            const int32_t *hd = L.hist_d + (size_t)s * L.nchunks * L.ep + a.me;
-            const int r0 = hd[(size_t)c * L.ep];
-            const int r1 = c + 1 < L.nchunks ? hd[(size_t)(c + 1) * L.ep] : L.cnt[s * L.ep + a.me];
+            int r0, r1;
+            chunk_rows(L, s, c, r0, r1);
             int *pc = a.pcnt ? a.pcnt + s * L.nchunks + c : nullptr;
             if (pc && r1 > r0) { // the chunk's rows are all pre-reduced
                 if (threadIdx.x == 0) {
@@ -394,8 +447,8 @@ __global__ void __launch_bounds__(THREADS, 1) combine_kernel(Args a, ep_bf16 *ou
                     warp_copy_row_coherent(dst + (size_t)r * a.n16, src + (size_t)r * a.n16, a.n16,
                                            lane);
             }
-            publish_item(a, flags_of(a, s) + a.fl_cchunk + a.me * L.nchunks + c,
-                         a.scnt + (size_t)(L.ep + s) * L.nchunks + c, S, pc);
+            publish_item(a, cchunk_flag(a, s, c), a.scnt + (size_t)(L.ep + s) * L.nchunks + c, S,
+                         pc);
         }
         return;
     }
@@ -740,14 +793,18 @@ extern "C" cudaError_t ep_nvl_combine_prereduce(ep_nvl *c, const ep_bf16 *expout
 }
 
 // pre > 0: the pre-reduce runs in the first `pre` blocks of the same kernel.
+// direct: no senders, the pre-reducers store the peers' rows themselves (the fused combine).
 static cudaError_t launch_combine(ep_nvl *c, const ep_bf16 *expout, int weighted, ep_bf16 *out,
-                                  int pre, int helpers, uint32_t *fl_cchunk, cudaStream_t st) {
+                                  int pre, int helpers, int direct, uint32_t *fl_cchunk,
+                                  cudaStream_t st) {
     Args a = make_args(c, helpers);
     a.pre = pre;
     a.weighted = weighted;
     a.expout = expout;
     a.pcnt = pre > 0 ? c->pcnt : nullptr;
-    combine_kernel<<<pre + c->num_sms + helpers, THREADS, RESERVE_SMEM, st>>>(a, out);
+    a.direct = direct;
+    if (direct) a.senders = 0;
+    combine_kernel<<<pre + a.senders + helpers, THREADS, RESERVE_SMEM, st>>>(a, out);
     KLAUNCHED();
     *fl_cchunk = (uint32_t)a.fl_cchunk;
     return cudaSuccess;
@@ -755,21 +812,24 @@ static cudaError_t launch_combine(ep_nvl *c, const ep_bf16 *expout, int weighted
 
 extern "C" cudaError_t ep_nvl_combine_send(ep_nvl *c, cudaStream_t st) {
     uint32_t fl;
-    return launch_combine(c, nullptr, 0, nullptr, 0, 0, &fl, st);
+    return launch_combine(c, nullptr, 0, nullptr, 0, 0, 0, &fl, st);
 }
 
 extern "C" cudaError_t ep_nvl_combine(ep_nvl *c, const ep_bf16 *expout, ep_bf16 *out, int fused,
                                       int weighted, cudaStream_t st) {
     uint32_t flo;
     const int helpers = fused ? (c->reduce_blocks > 0 ? c->reduce_blocks : 1) : 0;
-    // The pre-reduce in the same kernel on every SM left (one block per SM), overlapped with the
-    // send; on a GPU too small for that, a separate pre-reduce kernel first.
-    const int pre = c->gpu_sms - c->num_sms - helpers;
+    // Fused: the pre-reduce on every SM but the sum helpers', each peer's rows stored straight
+    // into its combine buffer. Unfused: the pre-reduce in the same kernel as the senders on every
+    // SM left (one block per SM), overlapped with the send. On a GPU too small for either, a
+    // separate pre-reduce kernel first.
+    const int direct = fused && c->gpu_sms - helpers >= 1;
+    const int pre = direct ? c->gpu_sms - helpers : c->gpu_sms - c->num_sms - helpers;
     if (pre >= 1) {
-        KCHECK(launch_combine(c, expout, weighted, out, pre, helpers, &flo, st));
+        KCHECK(launch_combine(c, expout, weighted, out, pre, helpers, direct, &flo, st));
     } else {
         KCHECK(ep_nvl_combine_prereduce(c, expout, weighted, st));
-        KCHECK(launch_combine(c, nullptr, 0, out, 0, helpers, &flo, st));
+        KCHECK(launch_combine(c, nullptr, 0, out, 0, helpers, 0, &flo, st));
     }
     if (fused) return cudaSuccess;
     const uint32_t *fl =

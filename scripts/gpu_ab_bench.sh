@@ -5,7 +5,7 @@
 # launch's table, tagged base/new and round), <bench>_new_<round>.json.
 #   BIN_DIR   the candidate's epref and test_gpu_* (built elsewhere, same toolchain)
 #   BASE      the baseline epref
-#   BENCHES   dispatch and/or combine (default combine); NPROC (default 2); ROUNDS (default 3)
+#   BENCHES   dispatch and/or combine (default combine; empty: none); NPROC (default 2); ROUNDS (default 3)
 #   SANITIZERS  default none; e.g. "memcheck racecheck" 
 #   TOKENS    --tokens list (default 128,512,4096,16384); TESTS=0 skips the GPU tests
 set -u -o pipefail
@@ -14,14 +14,14 @@ OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 B=${BIN_DIR:?BIN_DIR}
 BASE=${BASE:?BASE}
-BENCHES=${BENCHES:-combine}
+BENCHES=${BENCHES-combine}
 NPROC=${NPROC:-2}
 ROUNDS=${ROUNDS:-3}
 TOKENS=${TOKENS:-128,512,4096,16384}
 MODEL="--hidden-size 7168 --num-experts 256 --moe-router-topk 8 --expert-model-parallel-size $NPROC --moe-ffn-hidden-size 2048"
 FLAGS="--num-sms 16 --permute-blocks 32 --reduce-blocks 8 --iters 30 --warmup 5 --tokens $TOKENS"
 LOG=$OUT/check.log
-{ nvidia-smi -L; } > "$LOG" 2>&1
+{ nvidia-smi -L; } >> "$LOG" 2>&1
 if [ "${TESTS:-1}" = 1 ]; then
     for t in test_gpu_kernels test_gpu_ep test_gpu_graph test_gpu_overlap; do
         timeout 150 "$B/$t" >> "$LOG" 2>&1
