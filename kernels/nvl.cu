@@ -146,12 +146,13 @@ __device__ __forceinline__ void sender_item(const Args &a, int i, int &c, int &d
     d = (a.me + 1 + i % a.ep + c / per) % a.ep;
 }
 
-__device__ bool block_wait(const Args &a, const uint32_t *flag, int peer, const char *what,
-                           int idx) {
-    __shared__ int ok;
-    __syncthreads(); // everyone has read the previous wait's result
-    if (threadIdx.x == 0) ok = wait_flag(flag, a.seq, a.timeout_ns, a.me, peer, what, idx, a.err);
-    __syncthreads();
+// Lane 0 waits for a peer's flag; __syncwarp orders the lanes' later loads after its acquire.
+__device__ bool warp_wait(const Args &a, const uint32_t *flag, int peer, const char *what, int idx,
+                          int lane) {
+    int ok = 0;
+    if (lane == 0) ok = wait_flag(flag, a.seq, a.timeout_ns, a.me, peer, what, idx, a.err);
+    ok = __shfl_sync(0xffffffffu, ok, 0);
+    __syncwarp();
     return ok;
 }
 
@@ -212,22 +213,23 @@ __global__ void __launch_bounds__(THREADS, 1)
     zero_gaps(L, perm, a.n16, h * WARPS + warp, a.helpers * WARPS, lane);
     const ep_bf16 *stage = reinterpret_cast<const ep_bf16 *>(a.region[a.me] + a.off_stage);
     const uint32_t *fl = flags_of(a, a.me) + FL_DCHUNK;
-    // items (chunk, source), each in S token slices when there are fewer items than helpers:
-    // this rank's own chunks first (their rows are read from x, there from the start: no wait),
-    // so the helpers permute them while the peers' rows are still on the link; then the peers'
-    // chunk by chunk, as they arrive
+    // Items (chunk, source) token by token, one warp each, with no block barrier: this rank's own
+    // chunks first (their rows are read from x, there from the start: no wait), so the helpers
+    // permute them while the peers' rows are still on the link; then the peers' chunk by chunk,
+    // as they arrive. A chunk's tokens go to warps of different blocks (SMs), so the chunks that
+    // arrive last, the kernel's tail, are permuted by the whole GPU: with a block per chunk (a
+    // warp's row is latency-bound) that tail was tens of us, 1.4x the transfer at 4096 tokens.
     const int nch = max_chunks(L);
-    const int S = slices((size_t)a.helpers, (size_t)nch * a.ep, MAX_ROW_SLICES);
-    for (int i = h; i < nch * a.ep * S; i += a.helpers) {
-        const int item = i / S, sl = i % S, peer = item - nch;
+    const int hw = warp * a.helpers + h, nhw = a.helpers * WARPS;
+    for (int i = hw; i < nch * a.ep * EP_CHUNK; i += nhw) {
+        const int item = i / EP_CHUNK, peer = item - nch;
         const int c = peer < 0 ? item : peer / (a.ep - 1);
-        const int s = peer < 0 ? a.me : (a.me + 1 + peer % (a.ep - 1)) % a.ep, nt = L.ntok[s];
-        if (c * EP_CHUNK >= nt) continue;
-        if (s != a.me && !block_wait(a, fl + s * L.nchunks + c, s, "dispatch chunk", c)) return;
-        const int t1 = min(c * EP_CHUNK + (sl + 1) * EP_CHUNK / S, nt);
-        for (int t = c * EP_CHUNK + sl * EP_CHUNK / S + warp; t < t1; t += WARPS)
-            permute_token(L, s, t, stage, perm, a.n16, lane, scale != 0, x);
-        __syncthreads();
+        const int s = peer < 0 ? a.me : (a.me + 1 + peer % (a.ep - 1)) % a.ep;
+        const int t = c * EP_CHUNK + i % EP_CHUNK;
+        if (t >= L.ntok[s]) continue;
+        if (s != a.me && !warp_wait(a, fl + s * L.nchunks + c, s, "dispatch chunk", c, lane))
+            return;
+        permute_token(L, s, t, stage, perm, a.n16, lane, scale != 0, x);
     }
 }
 
@@ -355,25 +357,24 @@ __device__ void publish_empty_chunks(const Args &a, size_t wid, size_t nw) {
     }
 }
 
-// The owner's sum over ranks, chunk by chunk as the partials arrive: items h, h + nh, ... of
-// this rank's (chunk, column slice) items (sum block h of nh; with fewer chunks than blocks each
-// chunk's rows are split in column slices, so that few tokens still use every block).
+// The owner's sum over ranks, chunk by chunk as the partials arrive: sum block h of nh, warp by
+// warp, items (token, column slice) with a token's items on warps of different blocks (SMs), so
+// the chunks that arrive last are summed by the whole GPU; with fewer tokens than warps a token's
+// row is split in column slices.
 __device__ void owner_sum(const Args &a, ep_bf16 *out, int h, int nh) {
     const ep_layout &L = a.L;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nt = L.ntok[a.me];
     const ep_bf16 *recv = reinterpret_cast<const ep_bf16 *>(rows_of(a, a.me, a.off_cstage));
     const uint32_t *fl = flags_of(a, a.me) + a.fl_cchunk;
-    const int nc = (nt + EP_CHUNK - 1) / EP_CHUNK;
-    const int S = slices((size_t)nh, (size_t)nc, (a.n16 + 63) / 64);
-    for (int it = h; it < nc * S; it += nh) {
-        const int c = it / S;
+    const size_t nw = (size_t)nh * WARPS;
+    const int S = slices(nw, (size_t)nt, (a.n16 + 63) / 64);
+    for (size_t i = (size_t)warp * nh + h; i < (size_t)nt * S; i += nw) {
+        const int t = (int)(i / S), c = t / EP_CHUNK;
         int c0, c1;
-        slice_cols(a.n16, it % S, S, c0, c1);
+        slice_cols(a.n16, (int)(i % S), S, c0, c1);
         for (int d = 0; d < a.ep; d++)
-            if (!block_wait(a, fl + d * L.nchunks + c, d, "combine chunk", c)) return;
-        for (int t = c * EP_CHUNK + warp; t < nt && t < (c + 1) * EP_CHUNK; t += WARPS)
-            reduce_token(L, t, recv, out, a.n16, lane, c0, c1);
-        __syncthreads();
+            if (!warp_wait(a, fl + d * L.nchunks + c, d, "combine chunk", c, lane)) return;
+        reduce_token(L, t, recv, out, a.n16, lane, c0, c1);
     }
 }
 

@@ -8,6 +8,7 @@
 #   BENCHES   dispatch and/or combine (default combine; empty: none); NPROC (default 2); ROUNDS (default 3)
 #   SANITIZERS  default none; e.g. "memcheck racecheck" 
 #   TOKENS    --tokens list (default 128,512,4096,16384); TESTS=0 skips the GPU tests
+#   PERMUTE_BLOCKS  --permute-blocks (default 32; 116 with 16 senders: every SM of an H100/H200)
 set -u -o pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-$PWD/out}
@@ -19,7 +20,7 @@ NPROC=${NPROC:-2}
 ROUNDS=${ROUNDS:-3}
 TOKENS=${TOKENS:-128,512,4096,16384}
 MODEL="--hidden-size 7168 --num-experts 256 --moe-router-topk 8 --expert-model-parallel-size $NPROC --moe-ffn-hidden-size 2048"
-FLAGS="--num-sms 16 --permute-blocks 32 --reduce-blocks 8 --iters 30 --warmup 5 --tokens $TOKENS"
+FLAGS="--num-sms 16 --permute-blocks ${PERMUTE_BLOCKS:-32} --reduce-blocks 8 --iters 30 --warmup 5 --tokens $TOKENS"
 LOG=$OUT/check.log
 { nvidia-smi -L; } >> "$LOG" 2>&1
 if [ "${TESTS:-1}" = 1 ]; then
