@@ -4,8 +4,9 @@
 # (--permute-blocks), one launch per pair, the issue-25 model (hidden 7168, top-8 of 256, bf16).
 #   OUT=dir EPREF=path [NPROC=2] [SENDERS="16 24 32"] [PERMUTE="32 64 ALL"] [TOKENS=4096,16384]
 #   bash scripts/gpu_dispatch_sms.sh
-# ALL: every SM the senders leave (SMS - senders; SMS default 132, an H100 SXM's or H200's). Writes $OUT/dispatch_sms.txt
-# (every launch's table, headed by its pair) and $OUT/s<senders>_p<blocks>.json.
+# ALL: every SM the senders leave (SMS - senders; SMS default 132, an H100 SXM's or H200's).
+# Writes $OUT/dispatch_sms.txt (every launch's table, headed by its pair) and
+# $OUT/s<senders>_p<blocks>.json.
 set -u -o pipefail
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:?OUT}

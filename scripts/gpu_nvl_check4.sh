@@ -5,7 +5,8 @@
 # memcheck and racecheck on test_gpu_ep.
 #   OUT=dir BIN_DIR=dir (epref, test_gpu_*) BASE=baseline epref [BENCHES="dispatch combine"]
 #   [EPS="2 4"] [PERMUTE_BLOCKS="32"] [ROUNDS=2] [TOKENS=128,4096,16384] bash scripts/gpu_nvl_check4.sh
-# Results: $OUT/check.log, $OUT/ep<N>_p<blocks>/ab_<bench>.txt, $OUT/flex_grid.log.
+# Results: $OUT/check.log, $OUT/flex_grid.log and $OUT/ab.tgz (ep<N>_p<blocks>/ab_<bench>.txt and
+# the candidate's bench JSON: the device returns only a few files per call).
 set -u -o pipefail
 OUT=${OUT:?OUT}
 export NCCL_NVLS_ENABLE=0
@@ -18,6 +19,7 @@ for ep in ${EPS:-2 4}; do
     tests=0
   done
 done
+(cd "$OUT" && tar czf ab.tgz ep*_p* && rm -rf ep*_p*)
 timeout 240 bash tests/gpu/flex_grid.sh "$BIN_DIR/epref" small > "$OUT/flex_grid.log" 2>&1
 echo "flex grid rc=$?" | tee -a "$OUT/check.log"
 TESTS=0 BENCHES= SANITIZERS="memcheck racecheck" bash scripts/gpu_ab_bench.sh
