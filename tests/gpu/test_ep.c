@@ -71,8 +71,11 @@ typedef struct {
     float *dprob;
 } routing;
 
+/* home: rank 0's tokens [64, 128) choose rank 0's own experts only, so its second chunk sends
+ * nothing to the other ranks and their combine has no rows of it: the chunk flags released with
+ * no data, in both directions. */
 static void make_routing(ref_ctx *c, routing *r, int E, int k, int H, ep_route_dist dist,
-                         const int *ntok, int mb) {
+                         const int *ntok, int mb, int home) {
     memset(r, 0, sizeof *r);
     r->ep = c->w.size;
     r->me = c->w.rank;
@@ -104,7 +107,8 @@ static void make_routing(ref_ctx *c, routing *r, int E, int k, int H, ep_route_d
         for (int t = 0; t < ntok[s]; t++)
             for (int j = 0; j < k; j++) {
                 size_t g = ((size_t)s * r->maxt + t) * k + j;
-                r->idx[g] = rt.choices[s][(size_t)t * k + j];
+                const int Ep = E / r->ep, stay = home && s == 0 && t >= 64 && t < 128 && k <= Ep;
+                r->idx[g] = stay ? (t + j) % Ep : rt.choices[s][(size_t)t * k + j];
                 r->prob[g] = pval(s, t, j);
             }
     ep_routing_free(&rt);
@@ -127,10 +131,10 @@ static float expert_scale(int e) {
 }
 
 static void test_dispatch_combine(ref_ctx *c, ref_disp_kind kind, ep_route_dist dist, int pad,
-                                  const int *ntok, int mb, int k, int H) {
+                                  const int *ntok, int mb, int k, int H, int home) {
     const int E = 16;
     routing r;
-    make_routing(c, &r, E, k, H, dist, ntok, mb);
+    make_routing(c, &r, E, k, H, dist, ntok, mb, home);
     int me = r.me, ep = r.ep, T = ntok[me], Ep = E / ep;
     const char *name = ref_disp_kind_name(kind);
     ref_disp d;
@@ -227,7 +231,7 @@ static void test_dispatch_combine(ref_ctx *c, ref_disp_kind kind, ep_route_dist 
 static void test_layer(ref_ctx *c, ref_disp_kind kind, const int *ntok) {
     const int E = 8, k = 2, H = 64, F = 32, pad = 16;
     routing r;
-    make_routing(c, &r, E, k, H, EP_ROUTE_UNIFORM, ntok, 99);
+    make_routing(c, &r, E, k, H, EP_ROUTE_UNIFORM, ntok, 99, 0);
     int me = r.me, ep = r.ep, T = ntok[me], Ep = E / ep;
     const char *name = ref_disp_kind_name(kind);
     size_t w1 = (size_t)H * 2 * F, w2 = (size_t)F * H;
@@ -342,12 +346,15 @@ int main(int argc, char **argv) {
     ref_disp_kind kinds[] = {REF_DISP_ALLTOALL, REF_DISP_NVL, REF_DISP_NVL_FUSED};
     int mb = 0;
     for (int ki = 0; ki < 3; ki++) {
-        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_UNIFORM, 1, even, mb++, 4, 256);
-        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_ZIPF, 16, even, mb++, 4, 256);
-        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_UNIFORM, 128, thd, mb++, 4, 256);
-        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_ZIPF, 1, thd, mb++, 4, 256);
+        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_UNIFORM, 1, even, mb++, 4, 256, 0);
+        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_ZIPF, 16, even, mb++, 4, 256, 0);
+        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_UNIFORM, 128, thd, mb++, 4, 256, 0);
+        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_ZIPF, 1, thd, mb++, 4, 256, 0);
         /* up to 8 local experts per token (two groups of 4 in the pre-reduce), 81 columns */
-        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_UNIFORM, 1, small, mb++, 8, 648);
+        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_UNIFORM, 1, small, mb++, 8, 648, 0);
+        /* a chunk with no rows for the other rank, with and without a separate pre-reduce */
+        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_UNIFORM, 1, even, mb++, 4, 256, 1);
+        test_dispatch_combine(&c, kinds[ki], EP_ROUTE_ZIPF, 16, thd, mb++, 4, 256, 1);
         test_layer(&c, kinds[ki], small);
     }
     int all[EP_MAX_RANKS];
