@@ -104,8 +104,9 @@ __device__ __forceinline__ uint64_t globaltimer() {
     return t;
 }
 
-// Waits until *flag >= target (wrap-safe). On timeout prints who waited for whom and what it saw,
-// raises *err and returns false; also gives up once another block raised *err.
+// Waits until *flag >= target (wrap-safe). On timeout raises *err and returns false, and the first
+// waiter to time out prints who waited for whom and what it saw (the NVLink kernels wait warp by
+// warp: thousands of waiters time out together); also gives up once another waiter raised *err.
 __device__ __forceinline__ bool wait_flag(const uint32_t *flag, uint32_t target,
                                           uint64_t timeout_ns, int rank, int peer, const char *what,
                                           int index, int *err) {
@@ -118,9 +119,10 @@ __device__ __forceinline__ bool wait_flag(const uint32_t *flag, uint32_t target,
             if (t0 == 0) t0 = now;
             if (*(volatile int *)err) return false;
             if (now - t0 > timeout_ns) {
-                printf("epref: rank %d: timeout waiting for peer %d: %s[%d] = %u, expected %u\n",
-                       rank, peer, what, index, v, target);
-                atomicExch(err, 1);
+                if (atomicExch(err, 1) == 0)
+                    printf(
+                        "epref: rank %d: timeout waiting for peer %d: %s[%d] = %u, expected %u\n",
+                        rank, peer, what, index, v, target);
                 return false;
             }
         }
