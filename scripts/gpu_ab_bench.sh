@@ -19,7 +19,8 @@ BENCHES=${BENCHES-combine}
 NPROC=${NPROC:-2}
 ROUNDS=${ROUNDS:-3}
 TOKENS=${TOKENS:-128,512,4096,16384}
-MODEL="--hidden-size 7168 --num-experts 256 --moe-router-topk 8 --expert-model-parallel-size $NPROC --moe-ffn-hidden-size 2048"
+. scripts/gpu_epref.sh
+MODEL=$(bench_model "$NPROC")
 FLAGS="--num-sms 16 --permute-blocks ${PERMUTE_BLOCKS:-32} --reduce-blocks 8 --iters 30 --warmup 5 --tokens $TOKENS"
 LOG=$OUT/check.log
 { nvidia-smi -L; } >> "$LOG" 2>&1

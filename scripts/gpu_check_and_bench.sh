@@ -13,7 +13,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 LOG="$OUT/check.log"
-MODEL="--hidden-size 7168 --num-experts 256 --moe-router-topk 8 --expert-model-parallel-size 2 --moe-ffn-hidden-size 2048"
+. scripts/gpu_epref.sh
+MODEL=$(bench_model 2)
 BENCH_FLAGS=${BENCH_FLAGS:-"--num-sms 16 --permute-blocks 32 --reduce-blocks 8 --iters 30 --warmup 5"}
 BENCHES=${BENCHES:-"dispatch combine gemm"}
 SANITIZERS=${SANITIZERS:-"memcheck racecheck"}

@@ -8,6 +8,7 @@
 # Writes $OUT/dispatch_sms.txt (every launch's table, headed by its pair) and
 # $OUT/s<senders>_p<blocks>.json.
 set -u -o pipefail
+. scripts/gpu_epref.sh
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:?OUT}
 EPREF=${EPREF:?EPREF}
@@ -18,8 +19,7 @@ for s in ${SENDERS:-16 24 32}; do
   for p in ${PERMUTE:-32 64 ALL}; do
     [ "$p" = ALL ] && p=$((sms - s))
     echo "== senders $s permute $p" >> "$OUT/dispatch_sms.txt"
-    timeout 120 "$EPREF" --nproc "$NPROC" bench dispatch --hidden-size 7168 --num-experts 256 \
-      --moe-router-topk 8 --expert-model-parallel-size "$NPROC" --moe-ffn-hidden-size 2048 \
+    timeout 120 "$EPREF" --nproc "$NPROC" bench dispatch $(bench_model "$NPROC") \
       --num-sms "$s" --permute-blocks "$p" --iters 30 --warmup 5 --tokens "${TOKENS:-4096,16384}" \
       --json "$OUT/s${s}_p${p}.json" >> "$OUT/dispatch_sms.txt" 2>&1
     echo "senders $s permute $p rc=$?"

@@ -12,6 +12,12 @@ epref_binary() {
     fi
 }
 
+# bench_model EP: the model flags of issue 25's `epref bench dispatch|combine` (docs/performance.md):
+# hidden 7168, top-8 of 256 experts of FFN 2048, over EP ranks.
+bench_model() {
+    echo "--hidden-size 7168 --num-experts 256 --moe-router-topk 8 --expert-model-parallel-size $1 --moe-ffn-hidden-size 2048"
+}
+
 # require_gpu SCRIPT NAME: exit 3 at once (nothing run) unless the first GPU's name contains NAME
 # (empty NAME: any GPU). The 4 x H100 scripts use it: the H100 kinds may come with H200s.
 require_gpu() {

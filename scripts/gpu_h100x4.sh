@@ -47,7 +47,7 @@ echo "calib rc=$? at +$(el) s"
 grep -E "host:|alltoall .*(1048576|67108864|1073741824) B|all_reduce .*(67108864|1073741824) B|nvl_a2a .*268435456|alone|corun" "$W/calib/calib.log"
 pack
 
-MODEL="--hidden-size 7168 --num-experts 256 --moe-router-topk 8 --expert-model-parallel-size $NPROC --moe-ffn-hidden-size 2048"
+MODEL=$(bench_model "$NPROC")
 for b in dispatch combine; do
     [ "$NPROC" -ge 2 ] || break
     timeout 60 "$EPREF" --nproc "$NPROC" bench $b $MODEL --num-sms 16 --permute-blocks 32 \

@@ -35,10 +35,9 @@ for i in $(seq 1 "${LAUNCHES:-3}"); do
     pack
 done
 
-MODEL="--hidden-size 7168 --num-experts 256 --moe-router-topk 8 --moe-ffn-hidden-size 2048"
 for ep in $( [ "$NPROC" -gt 2 ] && echo "$NPROC") 2; do
     for b in dispatch combine; do
-        timeout 60 "$BIN" --nproc "$ep" bench $b $MODEL --expert-model-parallel-size "$ep" \
+        timeout 60 "$BIN" --nproc "$ep" bench $b $(bench_model "$ep") \
             --num-sms 16 --permute-blocks 32 --reduce-blocks 8 --iters 30 --warmup 5 \
             --json "$W/bench/${b}_ep$ep.json" > "$W/bench/bench_${b}_ep$ep.txt" 2>&1
         echo "bench $b EP $ep rc=$? at +$(el) s"

@@ -20,7 +20,7 @@ cat "$W/calib/machine.txt"
 timeout 200 "$EPREF" --nproc 4 bench calib --out "$W/calib" --parts host,comm,interference \
     --iters 10 --warmup 3 > "$W/calib/calib.log" 2>&1
 echo "calib rc=$? at +$(($(date +%s) - t0)) s"; tail -4 "$W/calib/calib.log"
-MODEL="--hidden-size 7168 --num-experts 256 --moe-router-topk 8 --expert-model-parallel-size 4 --moe-ffn-hidden-size 2048"
+MODEL=$(bench_model 4)
 for b in dispatch combine; do
     timeout 120 "$EPREF" --nproc 4 bench $b $MODEL --num-sms 16 --permute-blocks 32 --reduce-blocks 8 \
         --iters 30 --warmup 5 --json "$W/bench/$b.json" > "$W/bench/bench_$b.txt" 2>&1
