@@ -103,14 +103,16 @@ static void make_routing(ref_ctx *c, routing *r, int E, int k, int H, ep_route_d
     r->prob = malloc(n * sizeof *r->prob);
     for (size_t i = 0; i < n; i++)
         r->idx[i] = -1, r->prob[i] = 0;
+    const int Ep = E / r->ep;
     for (int s = 0; s < r->ep; s++)
-        for (int t = 0; t < ntok[s]; t++)
+        for (int t = 0; t < ntok[s]; t++) {
+            const int stay = home && s == 0 && t >= 64 && t < 128 && k <= Ep;
             for (int j = 0; j < k; j++) {
                 size_t g = ((size_t)s * r->maxt + t) * k + j;
-                const int Ep = E / r->ep, stay = home && s == 0 && t >= 64 && t < 128 && k <= Ep;
                 r->idx[g] = stay ? (t + j) % Ep : rt.choices[s][(size_t)t * k + j];
                 r->prob[g] = pval(s, t, j);
             }
+        }
     ep_routing_free(&rt);
     r->dtopk = dalloc((size_t)r->maxt * k * 4);
     r->dprob = dalloc((size_t)r->maxt * k * 4);
