@@ -58,6 +58,7 @@ typedef struct {
     int32_t *ntok;     /* [ep] */
     int owns_map;
     /* derived (device) */
+    /* hist_d, hist_e: set for the chunks that hold tokens of their source (c*64 < ntok[s]) */
     int32_t *hist_d;     /* [ep][nchunks][ep] -> exclusive base of a chunk in a (src,dst) list */
     int32_t *hist_e;     /* [ep][nchunks][experts_per_rank] -> base inside the expert */
     int32_t *didx;       /* [ep][max_tokens][ep] slot of token in the (src,dst) list, or -1 */
@@ -69,6 +70,7 @@ typedef struct {
     int32_t *exp_padded; /* [experts_per_rank] padded rows */
     int32_t *exp_off;    /* [experts_per_rank+1] padded offsets */
     int32_t *totals;     /* [0] staging rows, [1] permuted rows (padded), [2] overflow flag */
+    int32_t *sync;       /* the layout kernel's stage counters, zero between launches */
 } ep_layout;
 
 /* Allocates the layout; map pointers may be NULL (then owned) or point at caller memory.

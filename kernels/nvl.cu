@@ -21,6 +21,7 @@
 // peer, a block waits for the peer's ready[op] >= seq: the peer has started this op, so whatever
 // read the buffers in the previous op (stream-ordered before it) has finished.
 #include <cstring>
+#include "layout_stages.cuh"
 #include "rows.cuh"
 
 using namespace epk;
@@ -29,7 +30,7 @@ namespace {
 
 constexpr int THREADS = 512;
 constexpr int WARPS = THREADS / 32;
-constexpr int MAPB = 8;                     // blocks per peer writing the routing map
+constexpr int MAPB = 32; // blocks per peer writing the routing map (LAYOUT_THREADS threads each)
 constexpr size_t RESERVE_SMEM = 116 * 1024; // > half an SM's shared memory: one block per SM
 enum { OP_MAP, OP_DISPATCH, OP_COMBINE, OP_BARRIER, NOPS };
 constexpr int FL_READY = 0;
@@ -156,27 +157,45 @@ __device__ bool warp_wait(const Args &a, const uint32_t *flag, int peer, const c
     return ok;
 }
 
-__global__ void map_kernel(Args a, const int32_t *topk, const float *prob, int ntok) {
-    if (!enter(a, OP_MAP)) return;
-    const int d = blockIdx.x / MAPB, b = blockIdx.x % MAPB;
-    const ep_layout &L = a.L;
-    const size_t n = (size_t)ntok * L.topk, base = (size_t)a.me * L.max_tokens * L.topk;
-    int32_t *dt = reinterpret_cast<int32_t *>(a.region[d] + a.off_topk) + base;
-    float *dp = reinterpret_cast<float *>(a.region[d] + a.off_prob) + base;
-    for (size_t i = (size_t)b * blockDim.x + threadIdx.x; i < n; i += (size_t)MAPB * blockDim.x) {
-        dt[i] = topk[i];
-        dp[i] = prob[i];
+// The layout kernel's pre stage: the routing map (topk ids, probs, token count) written into every
+// rank's region, MAPB blocks per destination, each releasing its flag there; a count block of
+// source s waits for s's MAPB flags. Ticket 0 announces the op; every map block waits until each
+// peer entered it (the peer's previous readers of its map have finished).
+struct MapStage {
+    Args a;
+    const int32_t *topk;
+    const float *prob;
+    int ntok;
+    __host__ __device__ int blocks() const {
+        return a.ep * MAPB;
     }
-    if (b == 0 && threadIdx.x == 0)
-        reinterpret_cast<int32_t *>(a.region[d] + a.off_ntok)[a.me] = ntok;
-    publish(a, flags_of(a, d) + FL_MAP + a.me * MAPB + b);
-    if (blockIdx.x == 0 && threadIdx.x == 0) // the kernel ends once every map has arrived
-        for (int s = 0; s < a.ep; s++)
-            for (int k = 0; k < MAPB; k++)
-                if (!wait_flag(flags_of(a, a.me) + FL_MAP + s * MAPB + k, a.seq, a.timeout_ns, a.me,
-                               s, "map", k, a.err))
-                    return;
-}
+    __device__ void run(int b) const {
+        if (b == 0 && (int)threadIdx.x < a.ep)
+            st_release_sys(flags_of(a, threadIdx.x) + FL_READY + OP_MAP * EP_MAX_RANKS + a.me,
+                           a.seq);
+        if (!enter_wait(a, OP_MAP)) return;
+        const int d = b / MAPB, k = b % MAPB;
+        const ep_layout &L = a.L;
+        const size_t n = (size_t)ntok * L.topk, base = (size_t)a.me * L.max_tokens * L.topk;
+        int32_t *dt = reinterpret_cast<int32_t *>(a.region[d] + a.off_topk) + base;
+        float *dp = reinterpret_cast<float *>(a.region[d] + a.off_prob) + base;
+        for (size_t i = (size_t)k * blockDim.x + threadIdx.x; i < n;
+             i += (size_t)MAPB * blockDim.x) {
+            dt[i] = topk[i];
+            dp[i] = prob[i];
+        }
+        if (k == 0 && threadIdx.x == 0)
+            reinterpret_cast<int32_t *>(a.region[d] + a.off_ntok)[a.me] = ntok;
+        publish(a, flags_of(a, d) + FL_MAP + a.me * MAPB + k);
+    }
+    __device__ void wait_source(int s) const {
+        static_assert(MAPB <= LAYOUT_THREADS, "one waiting thread per map block");
+        if ((int)threadIdx.x < MAPB)
+            wait_flag(flags_of(a, a.me) + FL_MAP + s * MAPB + threadIdx.x, a.seq, a.timeout_ns,
+                      a.me, s, "map", threadIdx.x, a.err);
+        __syncthreads();
+    }
+};
 
 __global__ void __launch_bounds__(THREADS, 1)
     dispatch_kernel(Args a, const ep_bf16 *x, ep_bf16 *perm, int scale) {
@@ -292,7 +311,7 @@ __device__ __forceinline__ bool pre_item(const ep_layout &L, size_t w, int &s, i
 __device__ __forceinline__ void chunk_rows(const ep_layout &L, int s, int c, int &r0, int &r1) {
     const int32_t *hd = L.hist_d + (size_t)s * L.nchunks * L.ep + L.me;
     r0 = hd[(size_t)c * L.ep];
-    r1 = c + 1 < L.nchunks ? hd[(size_t)(c + 1) * L.ep] : L.cnt[s * L.ep + L.me];
+    r1 = c + 1 < active_chunks(L, s) ? hd[(size_t)(c + 1) * L.ep] : L.cnt[s * L.ep + L.me];
 }
 __device__ __forceinline__ uint32_t *cchunk_flag(const Args &a, int owner, int c) {
     return flags_of(a, owner) + a.fl_cchunk + a.me * a.L.nchunks + c;
@@ -743,10 +762,8 @@ extern "C" void ep_nvl_destroy(ep_nvl *c) {
 extern "C" cudaError_t ep_nvl_layout(ep_nvl *c, const int32_t *topk_idx, const float *topk_prob,
                                      int ntok, cudaStream_t st) {
     if (ntok < 0 || ntok > c->max_tokens) return cudaErrorInvalidValue;
-    Args a = make_args(c, 0);
-    map_kernel<<<c->ep * MAPB, 256, 0, st>>>(a, topk_idx, topk_prob, ntok);
-    KLAUNCHED();
-    return ep_layout_compute(&c->layout, st);
+    MapStage map = {make_args(c, 0), topk_idx, topk_prob, ntok};
+    return layout_launch(c->layout, map, st);
 }
 
 static cudaError_t launch_dispatch(ep_nvl *c, const ep_bf16 *x, ep_bf16 *perm, int helpers,

@@ -52,6 +52,12 @@ static void op_nvl_layout_compute(void *a, cudaStream_t st) {
     dctx *c = a;
     CUDA_CHECK(ep_layout_compute(&c->nvl->nvl.layout, st));
 }
+/* What a small batch pays before its rows land: the layout (map exchange and kernels), then the
+ * plain dispatch. */
+static void op_nvl_with_layout(void *a, cudaStream_t st) {
+    op_nvl_layout(a, st);
+    op_nvl(a, st);
+}
 static void op_nccl_layout(void *a, cudaStream_t st) {
     dctx *c = a;
     ref_disp_route(c->a2a, c->d_topk, c->d_prob, c->tokens, st);
@@ -137,6 +143,12 @@ int bench_dispatch(bench *b) {
         bench_add(b, "nvl_layout_compute", T, -1, bench_time(b, op_nvl_layout_compute, &c), 0, 0,
                   0);
         bench_add(b, "nccl_layout", T, -1, bench_time(b, op_nccl_layout, &c), 0, 0, 0);
+        bench_add(b, "nvl_with_layout", T, S, bench_time(b, op_nvl_with_layout, &c), link, logical,
+                  0);
+        double issue_us = 0, first_us = 0;
+        double gpu_us = bench_time_ahead(b, op_nvl_with_layout, &c, &issue_us, &first_us);
+        bench_add(b, "nvl_with_layout_gpu", T, S, gpu_us, link, logical, 0);
+        bench_add(b, "nvl_with_layout_issue", T, -1, issue_us, 0, 0, 0);
         ref_disp_check(&nvl, b->ctx->stream);
     }
     cudaFree(c.x);
