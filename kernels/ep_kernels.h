@@ -70,7 +70,7 @@ typedef struct {
     int32_t *exp_padded; /* [experts_per_rank] padded rows */
     int32_t *exp_off;    /* [experts_per_rank+1] padded offsets */
     int32_t *totals;     /* [0] staging rows, [1] permuted rows (padded), [2] overflow flag */
-    int32_t *sync;       /* the layout kernel's stage counters, zero between launches */
+    unsigned long long *sync; /* the layout kernel's stage counters (layout_stages.cuh) */
 } ep_layout;
 
 /* Allocates the layout; map pointers may be NULL (then owned) or point at caller memory.

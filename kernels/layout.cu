@@ -43,8 +43,9 @@ extern "C" cudaError_t ep_layout_create(ep_layout *L, int ep, int me, int topk, 
     L->exp_padded = L->exp_count + Ep;
     L->exp_off = L->exp_padded + Ep;
     L->totals = L->exp_off + Ep + 1;
-    KCHECK(cudaMalloc(&L->sync, LY_NSYNC * LY_STRIDE * sizeof(int32_t)));
-    KCHECK(cudaMemset(L->sync, 0, LY_NSYNC * LY_STRIDE * sizeof(int32_t)));
+    const size_t sync_bytes = (size_t)LY_SETS * LY_NSYNC * LY_STRIDE * sizeof(ly_count);
+    KCHECK(cudaMalloc(&L->sync, sync_bytes));
+    KCHECK(cudaMemset(L->sync, 0, sync_bytes));
     return cudaSuccess;
 }
 

@@ -13,8 +13,10 @@
 //                           drops rows past the permute budget and raises the overflow flag.
 // A stage waits only for stages of lower tickets, which were taken by blocks that had already
 // started: no block waits for one that cannot be scheduled, whatever the grid and whatever else
-// runs on the GPU (the forward-progress argument of decoupled look-back scans). The counters go
-// back to zero with the last block, so the next launch (or a graph replay) starts from zero.
+// runs on the GPU (the forward-progress argument of decoupled look-back scans). The counters only
+// grow (64 bits): launch n of a grid of B blocks takes tickets [(n-1)B, nB) and waits for n times
+// its stage's count, so nothing is reset (a reset needs a last block, one more round trip) and a
+// CUDA graph replays it as it is. Each kind of pre stage has its own counters (their grids differ).
 #pragma once
 #include "kcommon.cuh"
 
@@ -27,13 +29,13 @@ enum {
     LY_COUNTED,
     LY_SCANNED,
     LY_READY,
-    LY_EXITED,
     LY_MAPPED,
     LY_NSYNC = LY_MAPPED + EP_MAX_RANKS
 };
-// Counter i at sync[i * LY_STRIDE]: each on its own 128-byte line, so the stages' polls of one do
-// not contend with the atomics on another.
-constexpr int LY_STRIDE = 32;
+// Counter i of set k (0: no pre stage, 1: with one) at sync[(k * LY_NSYNC + i) * LY_STRIDE]: each
+// on its own 128-byte line, so the stages' polls of one do not contend with the atomics on another.
+constexpr int LY_STRIDE = 16, LY_SETS = 2;
+typedef unsigned long long ly_count;
 
 struct LayoutStages {
     int pre, count, scan, fin;
@@ -61,32 +63,32 @@ inline size_t layout_smem(const ep_layout &L) {
 // other threads' writes before it); a waiter's thread 0 loads with acquire, then its block meets.
 // No __threadfence: each one waited for every store of the block to be acknowledged, and the
 // stages' chain of fences was a large part of the layout's time.
-__device__ __forceinline__ int ld_acquire_gpu(const int *p) {
-    int v;
-    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+__device__ __forceinline__ ly_count ld_acquire_gpu(const ly_count *p) {
+    ly_count v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
 // The block's writes are done: one increment of *ctr; every thread gets the value before it
 // (acquire as well: the block that sees the last value reads what the others wrote).
-__device__ __forceinline__ int layout_signal(int *ctr) {
-    __shared__ int old;
+__device__ __forceinline__ ly_count layout_signal(ly_count *ctr) {
+    __shared__ ly_count old;
     __syncthreads();
     if (threadIdx.x == 0)
-        asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], 1;"
-                     : "=r"(old)
+        asm volatile("atom.add.acq_rel.gpu.global.u64 %0, [%1], 1;"
+                     : "=l"(old)
                      : "l"(ctr)
                      : "memory");
     __syncthreads();
     return old;
 }
 // The same when no one needs the value: a release reduction, nothing to wait for.
-__device__ __forceinline__ void layout_arrive(int *ctr) {
+__device__ __forceinline__ void layout_arrive(ly_count *ctr) {
     __syncthreads();
     if (threadIdx.x == 0)
-        asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(ctr) : "memory");
+        asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(ctr) : "memory");
 }
 // Waits until *ctr >= target: the writes of the blocks that signalled it are visible after.
-__device__ __forceinline__ void layout_wait(const int *ctr, int target) {
+__device__ __forceinline__ void layout_wait(const ly_count *ctr, ly_count target) {
     if (threadIdx.x == 0)
         while (ld_acquire_gpu(ctr) < target)
             __nanosleep(32);
@@ -207,21 +209,24 @@ __device__ inline int block_scan_strided(int32_t *p, int n, size_t stride, int c
 // Columns [0, ep*ep): (src,dst) pairs over the source's chunks; then one per local expert over
 // (src, chunk), source after source, in one scan. Only chunks with tokens: the others' counts are
 // never read.
-__device__ inline void layout_scan(const ep_layout &L, int col) {
+// act[s]: active_chunks(L, s), read before the counts were waited for.
+__device__ inline void layout_scan(const ep_layout &L, int col, const int act[EP_MAX_RANKS]) {
     if (col < L.ep * L.ep) {
         const int s = col / L.ep, d = col % L.ep;
-        const int total = block_scan_strided(L.hist_d + (size_t)s * L.nchunks * L.ep + d,
-                                             active_chunks(L, s), L.ep, 0);
+        int as = 0;
+#pragma unroll
+        for (int q = 0; q < EP_MAX_RANKS; q++)
+            if (q == s) as = act[q];
+        const int total =
+            block_scan_strided(L.hist_d + (size_t)s * L.nchunks * L.ep + d, as, L.ep, 0);
         if (threadIdx.x == 0) L.cnt[s * L.ep + d] = total;
         return;
     }
-    const int e = col - L.ep * L.ep, Ep = L.experts_per_rank, nchunks = L.nchunks, ep = L.ep;
-    int act[EP_MAX_RANKS], n = 0;
+    const int e = col - L.ep * L.ep, Ep = L.experts_per_rank, nchunks = L.nchunks;
+    int n = 0;
 #pragma unroll
-    for (int s = 0; s < EP_MAX_RANKS; s++) {
-        act[s] = s < ep ? active_chunks(L, s) : 0;
+    for (int s = 0; s < EP_MAX_RANKS; s++)
         n += act[s];
-    }
     int32_t *h = L.hist_e + e;
     const int total = block_scan(
         [&](int k) {
@@ -243,17 +248,20 @@ __device__ inline void layout_scan(const ep_layout &L, int col) {
 // apart, and a load behind a store waits for it: a serial chain of memory round trips was most of
 // the layout's time).
 __device__ inline void layout_offsets(const ep_layout &L) {
-    __shared__ int32_t cnt[EP_MAX_RANKS * EP_MAX_RANKS];
+    __shared__ int32_t cnt[EP_MAX_RANKS * EP_MAX_RANKS], pad[EP_MAX_EXPERTS];
     const int Ep = L.experts_per_rank, p = L.pad_multiple, ep = L.ep;
     for (int e = threadIdx.x; e < Ep; e += blockDim.x) {
         const int n = L.exp_count[e];
         const int q = (n + p - 1) / p * p; // device-side padding: no host sync
         L.exp_padded[e] = q;
-        L.exp_off[e] = q;
+        pad[e] = q;
     }
     for (int i = threadIdx.x; i < ep * ep; i += blockDim.x)
         cnt[i] = L.cnt[i];
-    const int off = block_scan_strided(L.exp_off, Ep, 1, 0); // synchronises the block first
+    // in shared memory (the scan synchronises the block first)
+    const int off = block_scan([&](int k) { return pad + k; }, Ep, 0);
+    for (int e = threadIdx.x; e < Ep; e += blockDim.x)
+        L.exp_off[e] = pad[e];
     const int i = threadIdx.x;
     if (i == 0) {
         L.exp_off[Ep] = off;
@@ -277,45 +285,58 @@ __device__ inline void layout_offsets(const ep_layout &L) {
     }
 }
 
-__device__ inline void layout_finalize(const ep_layout &L, int s, int t) {
-    if (t >= L.ntok[s]) return; // no entries: count wrote -1
-    const size_t g = (size_t)s * L.max_tokens + t;
-    const size_t sc = (size_t)s * L.nchunks + t / EP_CHUNK;
-    const int Ep = L.experts_per_rank, lo = L.me * Ep;
-    // Loads first, in independent groups, then the stores (see layout_offsets). Compile-time
-    // indices only, so the arrays stay in registers.
-    int di[EP_MAX_RANKS], hd[EP_MAX_RANKS], pos[EP_MAX_TOPK], e[EP_MAX_TOPK];
+// One token's entries on their way to the final values: loaded once the counts are there
+// (finalize_load, while the scans run), completed once the offsets are (finalize_store). The
+// loads are issued in independent groups before any store (see layout_offsets); compile-time
+// indices only, so the arrays stay in registers.
+struct FinalizeToken {
+    size_t g, sc;
+    bool valid;
+    int di[EP_MAX_RANKS], pos[EP_MAX_TOPK], e[EP_MAX_TOPK];
+};
+__device__ inline void finalize_load(const ep_layout &L, int s, int t, FinalizeToken &f) {
+    f.valid = t < L.ntok[s]; // past it: no entries, count wrote -1
+    if (!f.valid) return;
+    f.g = (size_t)s * L.max_tokens + t;
+    f.sc = (size_t)s * L.nchunks + t / EP_CHUNK;
+    const int lo = L.me * L.experts_per_rank;
 #pragma unroll
     for (int d = 0; d < EP_MAX_RANKS; d++)
-        if (d < L.ep) {
-            di[d] = L.didx[g * L.ep + d];
-            hd[d] = L.hist_d[sc * L.ep + d];
-        }
+        if (d < L.ep) f.di[d] = L.didx[f.g * L.ep + d];
 #pragma unroll
     for (int j = 0; j < EP_MAX_TOPK; j++)
         if (j < L.topk) {
-            pos[j] = L.epos[g * L.topk + j];
-            e[j] = L.topk_idx[g * L.topk + j] - lo;
+            f.pos[j] = L.epos[f.g * L.topk + j];
+            f.e[j] = L.topk_idx[f.g * L.topk + j] - lo;
         }
+}
+__device__ inline void finalize_store(const ep_layout &L, const FinalizeToken &f) {
+    if (!f.valid) return;
+    const int Ep = L.experts_per_rank;
+    int hd[EP_MAX_RANKS];
     int64_t row[EP_MAX_TOPK];
 #pragma unroll
+    for (int d = 0; d < EP_MAX_RANKS; d++)
+        if (d < L.ep) hd[d] = L.hist_d[f.sc * L.ep + d];
+#pragma unroll
     for (int j = 0; j < EP_MAX_TOPK; j++)
-        if (j < L.topk && pos[j] >= 0)
-            row[j] = (int64_t)L.exp_off[e[j]] + L.hist_e[sc * Ep + e[j]] + pos[j];
+        if (j < L.topk && f.pos[j] >= 0)
+            row[j] = (int64_t)L.exp_off[f.e[j]] + L.hist_e[f.sc * Ep + f.e[j]] + f.pos[j];
 #pragma unroll
     for (int d = 0; d < EP_MAX_RANKS; d++)
-        if (d < L.ep && di[d] >= 0) L.didx[g * L.ep + d] = di[d] + hd[d];
+        if (d < L.ep && f.di[d] >= 0) L.didx[f.g * L.ep + d] = f.di[d] + hd[d];
 #pragma unroll
     for (int j = 0; j < EP_MAX_TOPK; j++) {
-        if (j >= L.topk || pos[j] < 0) continue;
+        if (j >= L.topk || f.pos[j] < 0) continue;
         if (row[j] >= L.perm_cap) { // budget exceeded: drop the row, never write past the buffer
-            L.epos[g * L.topk + j] = -1;
+            L.epos[f.g * L.topk + j] = -1;
             L.totals[2] = 1;
         } else {
-            L.epos[g * L.topk + j] = (int32_t)row[j];
+            L.epos[f.g * L.topk + j] = (int32_t)row[j];
         }
     }
 }
+
 // The layout with no pre stage: the routing map is already in place (gathered by NCCL, or
 // exchanged before).
 struct NoPre {
@@ -333,46 +354,59 @@ struct NoPre {
 template <class Pre>
 __global__ void __launch_bounds__(LAYOUT_THREADS) layout_kernel(ep_layout L, Pre pre) {
     extern __shared__ unsigned long long layout_sm[];
-    __shared__ int ticket;
-    int *const sync = L.sync;
-    if (threadIdx.x == 0) ticket = atomicAdd(sync + LY_TICKET * LY_STRIDE, 1);
-    __syncthreads();
+    __shared__ ly_count ticket;
     const LayoutStages g = layout_stages(L, pre.blocks());
-    int b = ticket;
+    const ly_count blocks = layout_blocks(g);
+    ly_count *const sync = L.sync + (g.pre > 0) * LY_NSYNC * LY_STRIDE;
+    if (threadIdx.x == 0) ticket = atomicAdd(sync + LY_TICKET * LY_STRIDE, 1ull);
+    __syncthreads();
+    const ly_count n = ticket / blocks + 1; // this launch's number
+    ly_count *const counted = sync + LY_COUNTED * LY_STRIDE;
+    ly_count *const ready = sync + LY_READY * LY_STRIDE;
+    int b = (int)(ticket % blocks);
     if (b < g.pre) {
         pre.run(b);
     } else if ((b -= g.pre) < g.count) {
-        // this rank's own chunks first: their map needs no peer
-        // The source's map: chunk 0's block waits for it and tells the others, which wait on
-        // that (a poll of one local counter instead of every block polling the peer's flags).
+        // this rank's own chunks first: their map needs no peer. The source's map: chunk 0's
+        // block waits for it and tells the others, which wait on that (a poll of one local
+        // counter instead of every block polling the peer's flags).
         const int s = (L.me + b / L.nchunks) % L.ep, c = b % L.nchunks;
-        int *mapped = sync + (LY_MAPPED + s) * LY_STRIDE;
+        ly_count *mapped = sync + (LY_MAPPED + s) * LY_STRIDE;
         if (g.pre > 0 && c == 0) {
             pre.wait_source(s);
             layout_arrive(mapped);
         } else if (g.pre > 0) {
-            layout_wait(mapped, 1);
+            layout_wait(mapped, n);
         }
         layout_count(L, c, s, layout_sm);
-        layout_arrive(sync + LY_COUNTED * LY_STRIDE);
+        layout_arrive(counted);
     } else if ((b -= g.count) < g.scan) {
-        layout_wait(sync + LY_COUNTED * LY_STRIDE, g.count);
-        layout_scan(L, b);
-        if (layout_signal(sync + LY_SCANNED * LY_STRIDE) == g.scan - 1) { // the last: offsets
+        // the token counts first (the maps arrive before the counts are done), then the counts
+        if (g.pre > 0)
+            for (int s = 0; s < L.ep; s++)
+                layout_wait(sync + (LY_MAPPED + s) * LY_STRIDE, n);
+        int act[EP_MAX_RANKS];
+#pragma unroll
+        for (int s = 0; s < EP_MAX_RANKS; s++)
+            act[s] = s < L.ep ? active_chunks(L, s) : 0;
+        layout_wait(counted, n * g.count);
+        layout_scan(L, b, act);
+        if (layout_signal(sync + LY_SCANNED * LY_STRIDE) == n * g.scan - 1) { // the last: offsets
             layout_offsets(L);
-            layout_arrive(sync + LY_READY * LY_STRIDE);
+            layout_arrive(ready);
         }
     } else {
+        // every chunk counted: every map is there, with its token count; the raw entries are
+        // loaded while the scans run. Chunks past the token count have nothing to finalize.
         b -= g.scan;
         const int s = b / L.nchunks, c = b % L.nchunks;
-        // ready: every map is there (every chunk was counted), so is the source's token count;
-        // chunks past it have nothing to finalize
-        layout_wait(sync + LY_READY * LY_STRIDE, 1);
-        if (c < active_chunks(L, s)) layout_finalize(L, s, c * EP_CHUNK + threadIdx.x);
+        layout_wait(counted, n * g.count);
+        FinalizeToken f;
+        f.valid = false;
+        if (c < active_chunks(L, s)) finalize_load(L, s, c * EP_CHUNK + threadIdx.x, f);
+        layout_wait(ready, n);
+        finalize_store(L, f);
     }
-    if (layout_signal(sync + LY_EXITED * LY_STRIDE) == layout_blocks(g) - 1 && threadIdx.x == 0)
-        for (int i = 0; i < LY_NSYNC; i++)
-            sync[i * LY_STRIDE] = 0;
 }
 
 template <class Pre>

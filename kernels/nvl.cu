@@ -179,6 +179,7 @@ struct MapStage {
         const size_t n = (size_t)ntok * L.topk, base = (size_t)a.me * L.max_tokens * L.topk;
         int32_t *dt = reinterpret_cast<int32_t *>(a.region[d] + a.off_topk) + base;
         float *dp = reinterpret_cast<float *>(a.region[d] + a.off_prob) + base;
+        // interleaved over the MAPB blocks: a small map is spread over all of them
         for (size_t i = (size_t)k * blockDim.x + threadIdx.x; i < n;
              i += (size_t)MAPB * blockDim.x) {
             dt[i] = topk[i];
@@ -188,6 +189,7 @@ struct MapStage {
             reinterpret_cast<int32_t *>(a.region[d] + a.off_ntok)[a.me] = ntok;
         publish(a, flags_of(a, d) + FL_MAP + a.me * MAPB + k);
     }
+    // Source s's map is there: each of its MAPB flags (every thread calls it).
     __device__ void wait_source(int s) const {
         static_assert(MAPB <= LAYOUT_THREADS, "one waiting thread per map block");
         if ((int)threadIdx.x < MAPB)

@@ -145,9 +145,10 @@ int bench_dispatch(bench *b) {
         bench_add(b, "nccl_layout", T, -1, bench_time(b, op_nccl_layout, &c), 0, 0, 0);
         bench_add(b, "nvl_with_layout", T, S, bench_time(b, op_nvl_with_layout, &c), link, logical,
                   0);
+        /* the host's issue of its launches (the GPU time of that run is not kept: the map's
+         * handshake waits for the peer, whose held stream starts at another time) */
         double issue_us = 0, first_us = 0;
-        double gpu_us = bench_time_ahead(b, op_nvl_with_layout, &c, &issue_us, &first_us);
-        bench_add(b, "nvl_with_layout_gpu", T, S, gpu_us, link, logical, 0);
+        (void)bench_time_ahead(b, op_nvl_with_layout, &c, &issue_us, &first_us);
         bench_add(b, "nvl_with_layout_issue", T, -1, issue_us, 0, 0, 0);
         ref_disp_check(&nvl, b->ctx->stream);
     }
