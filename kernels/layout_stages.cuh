@@ -61,8 +61,8 @@ inline size_t layout_smem(const ep_layout &L) {
 // The stages hand over through counters the way CUTLASS's generic barrier does: the block's
 // threads meet at a barrier, then thread 0 adds with release semantics (the barrier orders the
 // other threads' writes before it); a waiter's thread 0 loads with acquire, then its block meets.
-// No __threadfence: each one waited for every store of the block to be acknowledged, and the
-// stages' chain of fences was a large part of the layout's time.
+// No __threadfence around them: the pattern does not need one (with one before and after each
+// update the layout took the same time).
 __device__ __forceinline__ ly_count ld_acquire_gpu(const ly_count *p) {
     ly_count v;
     asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
