@@ -176,6 +176,88 @@ static void test_permute_combine(int pad, int budget_half, int k, int H) {
     free(idx), free(prob), free(pos), free(x), free(p), free(want);
 }
 
+/* The layout of several sources on one GPU (the map supplied, as the NCCL backend gathers it)
+ * against the CPU: every source's token count different (none, one, a partial chunk, full
+ * chunks), a buffer of 2^18 tokens (tens of thousands of blocks: far more than run at once, so
+ * the stages' waits must only ever be on blocks already running), two launches in a row with
+ * other counts (the stage counters of the second launch), whole arrays compared (entries past a
+ * source's tokens must be -1). */
+static void test_layout_sources(void) {
+    const int ep = 4, me = 1, E = 32, Ep = E / ep, k = 6, pad = 16, cap = 1 << 18;
+    const int32_t counts[2][4] = {{0, 1, 333, 64}, {200, 129, 0, 7}};
+    const size_t tk = (size_t)ep * cap * k, td = (size_t)ep * cap * ep;
+    int32_t *idx = malloc(tk * 4), *pos = malloc(tk * 4), *epos = malloc(tk * 4);
+    int32_t *didx = malloc(td * 4), *want_d = malloc(td * 4);
+    float *prob = calloc(tk, 4);
+    ep_layout L;
+    CUDA_CHECK(ep_layout_create(&L, ep, me, k, E, cap, pad, 0, NULL, NULL, NULL));
+    for (int run = 0; run < 2; run++) {
+        const int32_t *ntok = counts[run];
+        for (size_t i = 0; i < tk; i++)
+            idx[i] = -1;
+        int32_t cnt[4][4] = {{0}};
+        for (size_t i = 0; i < td; i++)
+            want_d[i] = -1;
+        for (int s = 0; s < ep; s++)
+            for (int t = 0; t < ntok[s]; t++) {
+                int used[32] = {0}, to[4] = {0};
+                for (int j = 0; j < k; j++) {
+                    int e;
+                    do
+                        e = (int)(ep_rng_uniform(&rng) * E);
+                    while (used[e]);
+                    used[e] = 1;
+                    if (ep_rng_uniform(&rng) < 0.05) continue; /* routes nowhere */
+                    idx[((size_t)s * cap + t) * k + j] = e;
+                    to[e / Ep] = 1;
+                }
+                for (int d = 0; d < ep; d++)
+                    if (to[d]) want_d[((size_t)s * cap + t) * ep + d] = cnt[s][d]++;
+            }
+        int32_t rows_e[8];
+        int64_t rows = ref_layout(ep, me, E, k, cap, ntok, idx, pad, pos, rows_e);
+        up(L.topk_idx, idx, tk * 4);
+        up(L.topk_prob, prob, tk * 4);
+        up(L.ntok, ntok, ep * 4);
+        CUDA_CHECK(ep_layout_compute(&L, 0));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        int32_t tot[3], gpad[8], gcnt[48];
+        down(epos, L.epos, tk * 4);
+        down(didx, L.didx, td * 4);
+        down(tot, L.totals, sizeof tot);
+        down(gpad, L.exp_padded, sizeof gpad);
+        down(gcnt, L.cnt, sizeof gcnt); /* cnt, roff, coff */
+        size_t bad_e = 0, bad_d = 0;
+        for (size_t i = 0; i < tk; i++)
+            bad_e += epos[i] != pos[i];
+        for (size_t i = 0; i < td; i++)
+            bad_d += didx[i] != want_d[i];
+        int bad_c = 0, own = 0;
+        for (int s = 0; s < ep; s++)
+            for (int d = 0; d < ep; d++) {
+                int roff = 0, coff = 0;
+                for (int q = 0; q < s; q++)
+                    roff += cnt[q][d];
+                for (int q = 0; q < d; q++)
+                    coff += cnt[s][q];
+                bad_c += gcnt[s * ep + d] != cnt[s][d] || gcnt[16 + s * ep + d] != roff ||
+                         gcnt[32 + s * ep + d] != coff;
+            }
+        for (int s = 0; s < ep; s++)
+            own += cnt[s][me];
+        EXPECT(!bad_e, "layout run %d: %zu of %zu expert positions differ", run, bad_e, tk);
+        EXPECT(!bad_d, "layout run %d: %zu of %zu destination slots differ", run, bad_d, td);
+        EXPECT(!bad_c, "layout run %d: %d of 48 counts / offsets differ", run, bad_c);
+        EXPECT(tot[0] == own && tot[1] == rows && tot[2] == 0,
+               "layout run %d: totals %d %d %d, CPU %d %lld 0", run, tot[0], tot[1], tot[2], own,
+               (long long)rows);
+        EXPECT(!memcmp(gpad, rows_e, sizeof gpad), "layout run %d: padded rows per expert differ",
+               run);
+    }
+    ep_layout_destroy(&L);
+    free(idx), free(pos), free(epos), free(didx), free(want_d), free(prob);
+}
+
 static void test_mlp(ep_gemm_mode mode) {
     const int ne = 4, H = 64, F = 48;
     int64_t rows[4] = {5, 0, 17, 32}, m = 54;
@@ -244,6 +326,7 @@ int main(void) {
     }
     test_permute_combine(1, 0, 12, 648);
     test_permute_combine(16, 0, 7, 648);
+    test_layout_sources();
     test_mlp(EP_GEMM_GROUPED);
     test_mlp(EP_GEMM_STREAMS);
     test_mlp(EP_GEMM_LOOP);
