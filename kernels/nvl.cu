@@ -66,11 +66,12 @@ __device__ __forceinline__ int4 *rows_of(const Args &a, int r, size_t off) {
     return reinterpret_cast<int4 *>(a.region[r] + off);
 }
 
-// Announce (block 0) that this rank entered `op`, then wait (thread 0 of every block) until
-// every peer did; the rest of the block waits at the barrier.
+// Announce (the lead block: block 0, or the layout kernel's ticket 0) that this rank entered
+// `op`, then wait (thread 0 of every block) until every peer did; the rest of the block waits at
+// the barrier.
 __device__ bool enter_wait(const Args &a, int op);
-__device__ void announce(const Args &a, int op) {
-    if (blockIdx.x == 0 && threadIdx.x < a.ep)
+__device__ void announce(const Args &a, int op, bool lead = blockIdx.x == 0) {
+    if (lead && threadIdx.x < a.ep)
         st_release_sys(flags_of(a, threadIdx.x) + FL_READY + op * EP_MAX_RANKS + a.me, a.seq);
 }
 __device__ bool enter(const Args &a, int op) {
@@ -170,9 +171,7 @@ struct MapStage {
         return a.ep * MAPB;
     }
     __device__ void run(int b) const {
-        if (b == 0 && (int)threadIdx.x < a.ep)
-            st_release_sys(flags_of(a, threadIdx.x) + FL_READY + OP_MAP * EP_MAX_RANKS + a.me,
-                           a.seq);
+        announce(a, OP_MAP, b == 0);
         if (!enter_wait(a, OP_MAP)) return;
         const int d = b / MAPB, k = b % MAPB;
         const ep_layout &L = a.L;

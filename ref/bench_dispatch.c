@@ -147,8 +147,8 @@ int bench_dispatch(bench *b) {
                   0);
         /* the host's issue of its launches (the GPU time of that run is not kept: the map's
          * handshake waits for the peer, whose held stream starts at another time) */
-        double issue_us = 0, first_us = 0;
-        (void)bench_time_ahead(b, op_nvl_with_layout, &c, &issue_us, &first_us);
+        double issue_us = 0;
+        (void)bench_time_ahead(b, op_nvl_with_layout, &c, &issue_us, NULL);
         bench_add(b, "nvl_with_layout_issue", T, -1, issue_us, 0, 0, 0);
         ref_disp_check(&nvl, b->ctx->stream);
     }
