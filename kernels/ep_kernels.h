@@ -128,6 +128,12 @@ typedef struct {
     int reduce_blocks;  /* extra blocks of the fused combine (owner-side sum) */
     double timeout_s;
     uint32_t seq; /* op sequence number, the same on every rank */
+    /* the last op was ep_nvl_layout on stream after_map_st (in the stream capture
+       after_map_capture, 0: none): its map exchange is the handshake of a dispatch that follows
+       it there */
+    int after_map;
+    cudaStream_t after_map_st;
+    unsigned long long after_map_capture;
     void *region; /* local symmetric allocation */
     size_t region_bytes;
     void *peer_region[EP_MAX_RANKS]; /* IPC-mapped regions (own one at index me) */

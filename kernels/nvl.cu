@@ -40,6 +40,7 @@ constexpr int FL_DCHUNK = FL_MAP + EP_MAX_RANKS * MAPB;
 struct Args {
     ep_layout L;
     int n16, me, ep, senders, helpers, flag;
+    int handshake; // 0: a dispatch right after the layout's map exchange (see dispatch_kernel)
     uint32_t seq;
     int *err;
     uint64_t timeout_ns;
@@ -205,7 +206,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     dispatch_kernel(Args a, const ep_bf16 *x, ep_bf16 *perm, int scale) {
     extern __shared__ char reserve[]; // one block per SM (see RESERVE_SMEM)
     (void)reserve;
-    if (!enter(a, OP_DISPATCH)) return;
+    // Right after the layout, whose map exchange waited for every peer to enter it, no second
+    // handshake: a peer's layout ran after its previous readers of its staging (stream order),
+    // and this one ended only once every peer's map had arrived.
+    if (a.handshake && !enter(a, OP_DISPATCH)) return;
     const ep_layout &L = a.L;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     if ((int)blockIdx.x < a.senders) {
@@ -657,7 +661,19 @@ Args make_args(ep_nvl *c, int helpers) {
     a.off_prob = c->off_prob;
     a.off_ntok = c->off_ntok;
     a.fl_cchunk = FL_DCHUNK + c->ep * c->nchunks;
+    a.handshake = 1;
+    c->after_map = 0; // any op in between: the next dispatch shakes hands
     return a;
+}
+
+// The stream capture st is in (its id + 1), 0 when none.
+cudaError_t capture_of(cudaStream_t st, unsigned long long *id) {
+    cudaStreamCaptureStatus cs;
+    unsigned long long cid = 0;
+    *id = 0;
+    KCHECK(cudaStreamGetCaptureInfo(st, &cs, &cid));
+    if (cs == cudaStreamCaptureStatusActive) *id = cid + 1;
+    return cudaSuccess;
 }
 
 template <typename K> cudaError_t reserve_smem(K kernel) {
@@ -767,12 +783,22 @@ extern "C" cudaError_t ep_nvl_layout(ep_nvl *c, const int32_t *topk_idx, const f
                                      int ntok, cudaStream_t st) {
     if (ntok < 0 || ntok > c->max_tokens) return cudaErrorInvalidValue;
     MapStage map = {make_args(c, 0), topk_idx, topk_prob, ntok};
-    return layout_launch(c->layout, map, st);
+    KCHECK(layout_launch(c->layout, map, st));
+    KCHECK(capture_of(st, &c->after_map_capture));
+    c->after_map = 1;
+    c->after_map_st = st;
+    return cudaSuccess;
 }
 
 static cudaError_t launch_dispatch(ep_nvl *c, const ep_bf16 *x, ep_bf16 *perm, int helpers,
                                    int scale, cudaStream_t st) {
+    // no handshake only right behind the layout in the same stream and the same graph: a graph
+    // of the dispatch alone replays with no layout before it
+    unsigned long long cap = 0;
+    KCHECK(capture_of(st, &cap));
+    const int after_map = c->after_map && c->after_map_st == st && c->after_map_capture == cap;
     Args a = make_args(c, helpers);
+    a.handshake = !after_map;
     dispatch_kernel<<<c->num_sms + helpers, THREADS, RESERVE_SMEM, st>>>(a, x, perm, scale);
     KLAUNCHED();
     return cudaSuccess;
