@@ -523,9 +523,9 @@ static int run_printed_commands(const char *md) {
 /* Every command printed in README.md and docs/ (the "$ " lines of code blocks) runs as printed. */
 static void test_printed_commands(void) {
     CU_ASSERT(run_printed_commands("README.md") >= 4);
-    static const char *const docs[] = {"docs/epsim.md",      "docs/schedule.md",
-                                       "docs/validation.md", "docs/calibration.md",
-                                       "docs/plots.md",      "docs/routing.md"};
+    static const char *const docs[] = {
+        "docs/epsim.md", "docs/schedule.md", "docs/validation.md", "docs/calibration.md",
+        "docs/plots.md", "docs/routing.md",  "docs/performance.md"};
     int ran = 0;
     for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++)
         ran += run_printed_commands(docs[i]);
