@@ -141,6 +141,7 @@ typedef struct {
     int *pcnt;   /* combine: pre-reduced tokens per (owner, chunk), zero between ops */
     int *scnt;   /* senders: finished slices per (dispatch|combine, destination, chunk), zero
                     between ops */
+    int *push_done; /* ep_nvl_push: its blocks that finished storing, zero between ops */
     void *psend; /* combine: pre-reduced rows for the peers, staging order (local memory) */
     size_t off_stage, off_cstage, off_flags, off_topk, off_prob, off_ntok;
     int *d_err;       /* device error word set by timeouts */
@@ -199,6 +200,13 @@ cudaError_t ep_nvl_store_all(ep_nvl *c, const void *src, const size_t *peer_byte
 cudaError_t ep_nvl_tma_all(ep_nvl *c, const void *src, const size_t *peer_bytes, cudaStream_t st);
 cudaError_t ep_nvl_copy_all(ep_nvl *c, const void *src, const size_t *peer_bytes,
                             const cudaStream_t *side, const cudaEvent_t *ev, cudaStream_t st);
+/* The transfer of `epref run`'s deepep / hybridep all-to-alls (exec_nvl_push): one kernel of
+ * num_sms blocks, as their kernels are one: the entry handshake with every peer, peer_bytes[p]
+ * (a multiple of 16, at most ep_nvl_slot_bytes) from src into this rank's slot of peer p's
+ * staging, every peer at once, then a closing wait until every peer's bytes have landed here. */
+cudaError_t ep_nvl_push(ep_nvl *c, const void *src, const size_t *peer_bytes, cudaStream_t st);
+/* Bytes of one source's slot in a rank's staging (ep_nvl_push, ep_nvl_store_all). */
+size_t ep_nvl_slot_bytes(const ep_nvl *c);
 /* Device-side barrier of the group over NVLink flags (one tiny kernel). */
 cudaError_t ep_nvl_barrier(ep_nvl *c, cudaStream_t st);
 /* After a synchronize: non-zero if a spin-wait timed out (the kernel printed who and what). */

@@ -32,7 +32,7 @@ constexpr int THREADS = 512;
 constexpr int WARPS = THREADS / 32;
 constexpr int MAPB = 32; // blocks per peer writing the routing map (LAYOUT_THREADS threads each)
 constexpr size_t RESERVE_SMEM = 116 * 1024; // > half an SM's shared memory: one block per SM
-enum { OP_MAP, OP_DISPATCH, OP_COMBINE, OP_BARRIER, NOPS };
+enum { OP_MAP, OP_DISPATCH, OP_COMBINE, OP_BARRIER, OP_PUSH, OP_PUSH_DONE, NOPS };
 constexpr int FL_READY = 0;
 constexpr int FL_MAP = NOPS * EP_MAX_RANKS;
 constexpr int FL_DCHUNK = FL_MAP + EP_MAX_RANKS * MAPB;
@@ -55,6 +55,7 @@ struct Args {
     int direct;
     int *pcnt;
     int *scnt; // finished slices per (dispatch | combine, destination, chunk) of a sender item
+    int *push_done; // push_kernel's blocks that finished storing
     const ep_bf16 *expout;
     size_t off_stage, off_cstage, off_flags, off_topk, off_prob, off_ntok;
     int fl_cchunk;
@@ -515,9 +516,8 @@ struct AllPeers {
     int n;
 };
 
-__global__ void __launch_bounds__(THREADS, 1) store_all_kernel(AllPeers ap, const int4 *src) {
-    extern __shared__ char reserve[];
-    (void)reserve;
+__device__ void store_all_peers(const AllPeers &ap, const int4 *src) {
+    if (ap.n == 0) return;
     const int k = blockIdx.x % ap.n, nb = gridDim.x / ap.n + (k < (int)(gridDim.x % ap.n));
     const size_t n16 = ap.n16[k], per = (n16 + nb - 1) / nb;
     const size_t a = (blockIdx.x / ap.n) * per, b = a + per < n16 ? a + per : n16;
@@ -527,6 +527,39 @@ __global__ void __launch_bounds__(THREADS, 1) store_all_kernel(AllPeers ap, cons
         size_t m = b - p < piece ? b - p : piece;
         warp_copy_row(ap.dst[k] + p, src + p, (int)m, lane);
     }
+}
+
+__global__ void __launch_bounds__(THREADS, 1) store_all_kernel(AllPeers ap, const int4 *src) {
+    extern __shared__ char reserve[];
+    (void)reserve;
+    store_all_peers(ap, src);
+}
+
+// The deepep / hybridep transfer of `epref run` (ep_nvl_push) as one kernel, as their kernels
+// are: its blocks hold their SMs from the launch through the handshake, the stores and the
+// closing wait. (As three kernels, barrier, stores, barrier, the stores were launched only once
+// the handshake ended; beside a compute kernel that had filled the GPU meanwhile they then waited
+// for its SMs, hundreds of us beside an attention kernel.) The last block to finish its stores
+// tells every peer that this rank's bytes have landed, then waits until every peer's have.
+__global__ void __launch_bounds__(THREADS, 1) push_kernel(Args a, AllPeers ap, const int4 *src) {
+    extern __shared__ char reserve[];
+    (void)reserve;
+    if (!enter(a, OP_PUSH)) return;
+    store_all_peers(ap, src);
+    __shared__ int last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence_system(); // this block's stores before its count (as publish_item)
+        last = atomicAdd(a.push_done, 1) == (int)gridDim.x - 1;
+        if (last) {
+            *a.push_done = 0;
+            __threadfence_system();
+        }
+    }
+    __syncthreads();
+    if (!last) return;
+    announce(a, OP_PUSH_DONE, true);
+    enter_wait(a, OP_PUSH_DONE);
 }
 
 // The same all-peer stores moved by the SMs' Tensor Memory Accelerator (TMA) instead of thread
@@ -654,6 +687,7 @@ Args make_args(ep_nvl *c, int helpers) {
         a.region[r] = static_cast<char *>(c->peer_region[r]);
     a.psend = static_cast<const int4 *>(c->psend);
     a.scnt = c->scnt;
+    a.push_done = c->push_done;
     a.off_stage = c->off_stage;
     a.off_cstage = c->off_cstage;
     a.off_flags = c->off_flags;
@@ -725,6 +759,8 @@ extern "C" cudaError_t ep_nvl_create(ep_nvl *c, int ep, int me, int hidden, int 
     // [dispatch | combine][destination][chunk]: the two never share a count
     KCHECK(cudaMalloc(&c->scnt, 2 * (size_t)ep * c->nchunks * sizeof(int)));
     KCHECK(cudaMemset(c->scnt, 0, 2 * (size_t)ep * c->nchunks * sizeof(int)));
+    KCHECK(cudaMalloc(&c->push_done, sizeof(int)));
+    KCHECK(cudaMemset(c->push_done, 0, sizeof(int)));
     int dev = 0;
     KCHECK(cudaGetDevice(&dev));
     KCHECK(cudaDeviceGetAttribute(&c->gpu_sms, cudaDevAttrMultiProcessorCount, dev));
@@ -752,6 +788,7 @@ extern "C" cudaError_t ep_nvl_create(ep_nvl *c, int ep, int me, int hidden, int 
     KCHECK(reserve_smem(store_kernel));
     KCHECK(reserve_smem(store_all_kernel));
     KCHECK(reserve_smem(tma_all_kernel));
+    KCHECK(reserve_smem(push_kernel));
     // Every rank mapped its peers; and every region has the same layout, since a peer writes its
     // flags and rows at the offsets it computed for its own region.
     size_t mine_bytes = c->region_bytes, all_bytes[EP_MAX_RANKS];
@@ -776,6 +813,7 @@ extern "C" void ep_nvl_destroy(ep_nvl *c) {
     cudaFree(c->psend);
     cudaFree(c->pcnt);
     cudaFree(c->scnt);
+    cudaFree(c->push_done);
     memset(c, 0, sizeof *c);
 }
 
@@ -918,28 +956,44 @@ static void *stage_slot(ep_nvl *c, int peer) {
            (size_t)c->me * c->max_tokens * c->hidden * 2;
 }
 
-static int all_peer_bytes_ok(const ep_nvl *c, const size_t *peer_bytes) {
-    for (int p = 0; p < c->ep; p++)
-        if (p != c->me && (peer_bytes[p] % 16 || peer_bytes[p] > ep_nvl_stage_bytes(c) / c->ep))
-            return 0;
-    return 1;
+extern "C" size_t ep_nvl_slot_bytes(const ep_nvl *c) {
+    return (size_t)c->max_tokens * c->hidden * 2;
+}
+
+// This rank's peer_bytes[p] for every peer p, into its slot of p's staging (peers with no bytes
+// left out); false when a size is not a multiple of 16 or overflows the slot.
+static bool all_peers_of(ep_nvl *c, const size_t *peer_bytes, AllPeers *ap) {
+    memset(ap, 0, sizeof *ap);
+    for (int p = 0; p < c->ep; p++) {
+        if (p == c->me) continue;
+        if (peer_bytes[p] % 16 || peer_bytes[p] > ep_nvl_slot_bytes(c)) return false;
+        if (!peer_bytes[p]) continue;
+        ap->dst[ap->n] = static_cast<int4 *>(stage_slot(c, p));
+        ap->n16[ap->n++] = peer_bytes[p] / 16;
+    }
+    return true;
 }
 
 // Every peer written at once by `kernel` (store_all_kernel or tma_all_kernel): this rank's
 // peer_bytes[p] into its slot of peer p's staging, the blocks spread round-robin over the peers.
 static cudaError_t launch_all_peers(ep_nvl *c, const void *src, const size_t *peer_bytes,
                                     void (*kernel)(AllPeers, const int4 *), cudaStream_t st) {
-    if (!all_peer_bytes_ok(c, peer_bytes)) return cudaErrorInvalidValue;
     AllPeers ap;
-    memset(&ap, 0, sizeof ap);
-    for (int p = 0; p < c->ep; p++)
-        if (p != c->me && peer_bytes[p]) {
-            ap.dst[ap.n] = static_cast<int4 *>(stage_slot(c, p));
-            ap.n16[ap.n++] = peer_bytes[p] / 16;
-        }
+    if (!all_peers_of(c, peer_bytes, &ap)) return cudaErrorInvalidValue;
     if (ap.n == 0) return cudaSuccess;
     const int blocks = c->num_sms < ap.n ? ap.n : c->num_sms;
     kernel<<<blocks, THREADS, RESERVE_SMEM, st>>>(ap, static_cast<const int4 *>(src));
+    KLAUNCHED();
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t ep_nvl_push(ep_nvl *c, const void *src, const size_t *peer_bytes,
+                                   cudaStream_t st) {
+    AllPeers ap;
+    if (!all_peers_of(c, peer_bytes, &ap)) return cudaErrorInvalidValue;
+    Args a = make_args(c, 0);
+    const int blocks = c->num_sms < ap.n ? ap.n : c->num_sms > 0 ? c->num_sms : 1;
+    push_kernel<<<blocks, THREADS, RESERVE_SMEM, st>>>(a, ap, static_cast<const int4 *>(src));
     KLAUNCHED();
     return cudaSuccess;
 }
@@ -957,7 +1011,8 @@ extern "C" cudaError_t ep_nvl_tma_all(ep_nvl *c, const void *src, const size_t *
 extern "C" cudaError_t ep_nvl_copy_all(ep_nvl *c, const void *src, const size_t *peer_bytes,
                                        const cudaStream_t *side, const cudaEvent_t *ev,
                                        cudaStream_t st) {
-    if (!all_peer_bytes_ok(c, peer_bytes)) return cudaErrorInvalidValue;
+    AllPeers ap;
+    if (!all_peers_of(c, peer_bytes, &ap)) return cudaErrorInvalidValue;
     KCHECK(cudaEventRecord(ev[c->me], st));
     for (int p = 0; p < c->ep; p++)
         if (p != c->me && peer_bytes[p]) {

@@ -441,10 +441,9 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
              m = strtok_r(NULL, ",", &save))
             rc = model_compute(b, m, &lists[0]);
     }
-    if (!rc && W >= 2 && strstr(parts, "comm")) {
-        time_comm(b, &lists[1]);
-        time_nvl(b, &lists[1]);
-    }
+    if (!rc && W >= 2 && strstr(parts, "comm")) time_comm(b, &lists[1]);
+    /* nvl: the NVLink transport alone, re-timed when only it changed */
+    if (!rc && W >= 2 && (strstr(parts, "comm") || strstr(parts, "nvl"))) time_nvl(b, &lists[1]);
     if (!rc && W >= 2 && (strstr(parts, "interference") || strstr(parts, "waiting")))
         calib_interference(b, &lists[3], strstr(parts, "interference") != NULL,
                            strstr(parts, "waiting") != NULL);

@@ -149,7 +149,8 @@ static const ep_opt *bench_table(bench *b) {
                  "attention, memory: only that part of compute's grid;\n"
                  "models: only the --models files' ops; grouped-steps: only the\n"
                  "grid's grouped GEMMs at rows per expert between powers of two;\n"
-                 "grouped-off-grid: grouped GEMMs at rows per expert off the grid"},
+                 "grouped-off-grid: grouped GEMMs at rows per expert off the grid;\n"
+                 "nvl: only comm's NVLink transport (nvl_a2a)"},
         {.name = "--l2-flush",
          .takes = EP_OPT_VALUE,
          .kind = EP_OPT_CALL,

@@ -184,13 +184,10 @@ static ncclComm_t comm_of(exec_gpu *g, const ep_op *op) {
 void exec_nvl_push(ep_nvl *nvl, const void *src, const size_t *out, int n, int me, int sms,
                    cudaStream_t st) {
     nvl->num_sms = sms > 0 ? sms : 16;
-    CUDA_CHECK(ep_nvl_barrier(nvl, st));
-    for (int k = 1; k < n; k++) {
-        int p = (me + k) % n; /* peers in a rotated order: not every rank on one at once */
-        size_t b = (out[p] + 15) / 16 * 16;
-        if (b) CUDA_CHECK(ep_nvl_store_ceiling(nvl, src, b, p, st));
-    }
-    CUDA_CHECK(ep_nvl_barrier(nvl, st));
+    size_t b[EP_MAX_RANKS] = {0};
+    for (int p = 0; p < n; p++)
+        b[p] = p == me ? 0 : (out[p] + 15) / 16 * 16;
+    CUDA_CHECK(ep_nvl_push(nvl, src, b, st));
 }
 
 /* A token all-to-all's peers' bytes this rank sends (the traffic; combine: transposed). */
@@ -207,7 +204,7 @@ static void run_nvlink(exec_gpu *g, const ep_op *op, int me, cudaStream_t st) {
     if (!g->nvl_on || g->nvl_group != op->group)
         REF_DIE("an NVLink all-to-all over group %d without its transport", op->group);
     size_t out[EP_MAX_RANKS] = {0};
-    const size_t stage = ep_nvl_stage_bytes(&g->nvl);
+    const size_t stage = ep_nvl_slot_bytes(&g->nvl);
     for (int p = 0; p < tr->n; p++) {
         out[p] = p == me ? 0 : (size_t)ep_xfer_a2a_bytes(tr, op, me, p);
         if ((out[p] + 15) / 16 * 16 > stage) {

@@ -37,12 +37,12 @@ void exec_gpu_attention_dims(const exec_gpu *g, int *seq, int *dqk, int *dv);
  * relative to the base into t[0..nops). */
 void exec_gpu_iteration(exec_gpu *g, exec_span *t);
 
-/* A token all-to-all over NVLink as deepep / hybridep kernels move it (docs/epref-run.md):
- * every rank enters (a device-side barrier, as their kernels' handshake), pushes out[p] bytes
- * from src into each peer p's staging with `sms` blocks of plain 16-byte stores (no routing:
- * the executor moves the schedule's bytes), and it ends when every rank's rows have landed (a
- * second barrier). The executor runs EP_ALGO_NVLINK dispatch and combine this way (any EP group
- * inside a node); bench calib times it for the calibration. */
+/* A token all-to-all over NVLink as deepep / hybridep kernels move it (docs/epref-run.md): one
+ * kernel of `sms` blocks (ep_nvl_push) in which every rank enters (their kernels' handshake),
+ * pushes out[p] bytes from src into its slot of each peer p's staging, every peer at once, with
+ * plain 16-byte stores (no routing: the executor moves the schedule's bytes), and ends when every
+ * rank's rows have landed. The executor runs EP_ALGO_NVLINK dispatch and combine this way (any
+ * EP group inside a node); bench calib times it for the calibration. */
 void exec_nvl_push(ep_nvl *nvl, const void *src, const size_t *out, int n, int me, int sms,
                    cudaStream_t st);
 

@@ -14,29 +14,33 @@ epsim=${1:-build}/sim/epsim
 [ -x "$epsim" ] || { echo "calibrate.sh: $epsim not built" >&2; exit 2; }
 out=${CALIB_DIR:-traces/calib}
 mkdir -p "$out"
+# The deepep / hybridep transport of `epref run` as one kernel (ep_nvl_push, 2026-11-28): its
+# nvl_a2a records come first, the NCCL curves of traces/h200x2/calib join them (same machine kind;
+# a file's records whose op and ranks are already loaded are left out)
+x2_nvl=traces/h200x2/nvl-push-20261128:comm.json
 # 2 x H200: everything timed on the two-GPU machine itself: the compute shape grid (2026-11-27,
 # traces/h200x2/grid; its grouped GEMMs at rows per expert between powers of two timed on one
 # H200 the same day, traces/h200/grid-grouped-steps) with the validation models' own op shapes
 # (2026-11-26, compute with the host ahead and the caches flushed), host, NCCL, the NVLink
 # transport curve, interference, corun
-"$epsim" calibrate traces/h200x2/grid traces/h200x2/calib traces/h200x2/bench \
+"$epsim" calibrate traces/h200x2/grid $x2_nvl traces/h200x2/calib traces/h200x2/bench \
   --kind-from attention:traces/h200/grid-attention/compute.json \
   --kind-from +grouped_gemm:traces/h200/grid-grouped-steps/compute.json.xz \
   --model-shapes traces/h200x2/calib/compute.json --topo h200x2 --out "$out"/h200x2.json
 # the same from the grid alone: no model's shapes (docs/validation.md, "Held out")
-"$epsim" calibrate traces/h200x2/grid traces/h200x2/calib traces/h200x2/bench --grid-only \
+"$epsim" calibrate traces/h200x2/grid $x2_nvl traces/h200x2/calib traces/h200x2/bench --grid-only \
   --kind-from attention:traces/h200/grid-attention/compute.json \
   --kind-from +grouped_gemm:traces/h200/grid-grouped-steps/compute.json.xz --topo h200x2 \
   --out "$out"/h200x2-grid.json
 # one H200 (`nvidia-h200`): the one-GPU validation runs of traces/h200/runs were made on that
 # machine, so they are compared with its compute and host costs (CALIB=traces/calib/h200.json);
 # NCCL and interference of the two-GPU machine fill what one GPU cannot measure
-"$epsim" calibrate traces/h200/calib traces/h200x2/calib traces/h200x2/bench \
+"$epsim" calibrate traces/h200/calib $x2_nvl traces/h200x2/calib traces/h200x2/bench \
   --topo h200x2 --out "$out"/h200.json
 # the same with the compute of the Megatron software stack (traces/h200/torch: torch 2.11, cuDNN
 # 9.19 SDPA, torch._grouped_mm, cuBLAS via torch.matmul, FP8 _scaled_mm; 4 x H200, 2026-11-26)
 "$epsim" calibrate traces/h200/torch:kernels.json traces/h200/calib traces/h200x4/torch:host_torch.json \
-  traces/h100/torch:host_megatron.json traces/h200x2/calib traces/h200x2/bench --topo h200x2 \
+  traces/h100/torch:host_megatron.json $x2_nvl traces/h200x2/calib traces/h200x2/bench --topo h200x2 \
   --out "$out"/h200-megatron.json
 # 4 x H200: its own NCCL (over all four GPUs, and over two of them for groups of two:
 # traces/h200x4/comm-pairs), host and interference files, the same GPU's compute: the shape grid of

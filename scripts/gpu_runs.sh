@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu_runs.sh: the measured run matrix of `epref run` on 2 GPUs (docs/performance.md ("epref: schedule runs")).
 #   scripts/gpu_runs.sh EPREF OUTDIR [--list]
-# ONLY=<extended regex> runs only the runs whose name matches (index.csv then lists those).
+# ONLY=<extended regex> runs only the runs whose name matches (index.csv then lists those);
+# EXTRA_ARGS=<flags> appends flags to every run (written into its .args).
 # NPROC (default 2) ranks per run; RUNSET=h200x4 selects the 4-GPU list (below).
 # For each run: OUTDIR/<name>.args (the exact flags), <name>.trace.json, <name>.summary.json,
 # <name>.log, and OUTDIR/index.csv (name, iteration time, exposed communication, args).
@@ -22,7 +23,10 @@ DSV3='@configs/deepseek-v3-proxy16.args --num-layers 3 --moe-layer-freq ([0]*1+[
  --seq-length 2048 --micro-batch-size 1 --global-batch-size 8 --expert-model-parallel-size 2'
 A2A='--moe-token-dispatcher-type alltoall'
 DEEPEP='--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep'
-HEP='--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep'
+# hybridep with a row budget: the runs size Hybrid-EP's buffers statically and never read the
+# permuted row count on the host; that read (Megatron's default) costs 3-15% of an overlapped
+# comm-bound step and varies from launch to launch (traces/h200x2/nvl-push-20261128/ab)
+HEP='--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep --moe-permute-budget 16777216'
 HEPF="$HEP --moe-hybridep-fuse-permute"
 OV='--overlap-moe-expert-parallel-comm'
 DW='--overlap-moe-expert-parallel-comm --delay-wgrad-compute'
@@ -204,7 +208,7 @@ field() { # field FILE KEY: the first numeric value of "KEY": in a summary
 for r in "${RUNS[@]}"; do
   name=${r%%|*}
   if [ -n "${ONLY:-}" ] && ! [[ $name =~ $ONLY ]]; then continue; fi
-  args=$(echo ${r#*|}) # one line, single spaces
+  args=$(echo ${r#*|} ${EXTRA_ARGS:-}) # one line, single spaces; EXTRA_ARGS appended to every run
   echo "$args" >"$OUT/$name.args"
   echo "== $name: $args"
   # shellcheck disable=SC2086  # the flags are words; the pattern has no spaces

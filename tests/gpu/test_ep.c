@@ -333,6 +333,64 @@ static void test_layer(ref_ctx *c, ref_disp_kind kind, const int *ntok) {
     free_routing(&r);
 }
 
+/* Bytes rank s pushes to rank d in round r of test_push: none, one 16-byte word, a few KB, over a
+ * MB, each different by source and destination. */
+static size_t push_bytes(int s, int d, int r) {
+    static const size_t base[] = {0, 16, 4096, (size_t)1 << 20};
+    return base[r % 4] ? base[r % 4] + 16 * (size_t)(3 * s + d + r) : 0;
+}
+static uint32_t push_word(int s, int r, size_t i) {
+    return (uint32_t)ep_hash4(seed ^ 7, (uint64_t)s, (uint64_t)r, i);
+}
+
+/* ep_nvl_push, the transfer of `epref run`'s deepep / hybridep all-to-alls: every peer's bytes
+ * land whole in this rank's staging slot of that peer, round after round (sequence numbers),
+ * with fewer blocks than peers' work and more; sizes off a multiple of 16 or past the slot are
+ * refused. */
+static void test_push(ref_ctx *c) {
+    const int ep = c->w.size, me = c->w.rank, H = 64, rows = 8200 + 16;
+    ep_nvl nvl;
+    CUDA_CHECK(ep_nvl_create(&nvl, ep, me, H, 1, ep, rows, 1, 0, ref_allgather_cb, &c->w));
+    const size_t slot = ep_nvl_slot_bytes(&nvl), most = push_bytes(ep, ep, 3);
+    EXPECT(slot >= most, "slot %zu bytes < %zu", slot, most);
+    uint32_t *h = malloc(slot), *d_src = dalloc(slot);
+    static const int sms[] = {1, 3, 16};
+    for (int r = 0; r < 12; r++) {
+        size_t out[EP_MAX_RANKS] = {0};
+        for (int p = 0; p < ep; p++)
+            out[p] = p == me ? 0 : push_bytes(me, p, r);
+        /* one source buffer for every peer, as the executor's send buffer */
+        for (size_t i = 0; i < slot / 4; i++)
+            h[i] = push_word(me, r, i);
+        CUDA_CHECK(cudaMemcpy(d_src, h, slot, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        nvl.num_sms = sms[r % 3];
+        CUDA_CHECK(ep_nvl_push(&nvl, d_src, out, c->stream));
+        CUDA_CHECK(cudaStreamSynchronize(c->stream));
+        EXPECT(!ep_nvl_failed(&nvl), "round %d: a spin-wait timed out", r);
+        const char *stage = (const char *)ep_nvl_stage(&nvl);
+        for (int s = 0; s < ep; s++) {
+            if (s == me) continue;
+            size_t n = push_bytes(s, me, r) / 4, bad = 0;
+            CUDA_CHECK(cudaMemcpy(h, stage + (size_t)s * slot, n * 4, cudaMemcpyDeviceToHost));
+            for (size_t i = 0; i < n; i++)
+                bad += h[i] != push_word(s, r, i);
+            EXPECT(bad == 0, "round %d: %zu of %zu words from rank %d wrong", r, bad, n, s);
+        }
+        /* no host barrier: the next push's entry handshake must keep the peers from writing
+         * before this rank has read its slots */
+    }
+    size_t odd[EP_MAX_RANKS] = {0}, big[EP_MAX_RANKS] = {0};
+    odd[(me + 1) % ep] = 24;
+    big[(me + 1) % ep] = slot + 16;
+    EXPECT(ep_nvl_push(&nvl, d_src, odd, c->stream) == cudaErrorInvalidValue, "24 bytes taken");
+    EXPECT(ep_nvl_push(&nvl, d_src, big, c->stream) == cudaErrorInvalidValue,
+           "past the slot taken");
+    free(h);
+    CUDA_CHECK(cudaFree(d_src));
+    ep_nvl_destroy(&nvl);
+}
+
 int main(int argc, char **argv) {
     char *args[] = {argv[0], "--nproc", "2", NULL};
     int nargs = 3, status;
@@ -346,6 +404,7 @@ int main(int argc, char **argv) {
     if (c.w.rank == 0) printf("test_ep: seed %llu\n", (unsigned long long)seed);
     const int even[2] = {400, 400}, thd[2] = {300, 517}, small[2] = {70, 96};
     ref_disp_kind kinds[] = {REF_DISP_ALLTOALL, REF_DISP_NVL, REF_DISP_NVL_FUSED};
+    test_push(&c);
     int mb = 0;
     for (int ki = 0; ki < 3; ki++) {
         test_dispatch_combine(&c, kinds[ki], EP_ROUTE_UNIFORM, 1, even, mb++, 4, 256, 0);
