@@ -21,7 +21,7 @@ ROUNDS=${ROUNDS:-3}
 TOKENS=${TOKENS:-128,512,4096,16384}
 . scripts/gpu_epref.sh
 MODEL=$(bench_model "$NPROC")
-FLAGS="--num-sms 16 --permute-blocks ${PERMUTE_BLOCKS:-32} --reduce-blocks 8 --iters 30 --warmup 5 --tokens $TOKENS"
+FLAGS="$(bench_run_flags 16 "${PERMUTE_BLOCKS:-32}") --tokens $TOKENS"
 LOG=$OUT/check.log
 { nvidia-smi -L; } >> "$LOG" 2>&1
 if [ "${TESTS:-1}" = 1 ]; then

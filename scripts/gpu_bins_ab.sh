@@ -19,7 +19,7 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
         name=$(basename "$dir")
         echo "== $name $r" >> "$OUT/ab.txt"
         timeout 150 "$dir/epref" --nproc "$NPROC" bench "${BENCH:-dispatch}" $MODEL \
-            --num-sms "${NUM_SMS:-16}" --permute-blocks 32 --iters 30 --warmup 5 \
+            $(bench_run_flags "${NUM_SMS:-16}") \
             --tokens "${TOKENS:-128,512,4096,16384}" --json "$OUT/${name}_$r.json" \
             >> "$OUT/ab.txt" 2>&1
         echo "bench $name $r rc=$?"

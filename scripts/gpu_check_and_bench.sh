@@ -15,7 +15,7 @@ mkdir -p "$OUT"
 LOG="$OUT/check.log"
 . scripts/gpu_epref.sh
 MODEL=$(bench_model 2)
-BENCH_FLAGS=${BENCH_FLAGS:-"--num-sms 16 --permute-blocks 32 --reduce-blocks 8 --iters 30 --warmup 5"}
+BENCH_FLAGS=${BENCH_FLAGS:-$(bench_run_flags)}
 BENCHES=${BENCHES:-"dispatch combine gemm"}
 SANITIZERS=${SANITIZERS:-"memcheck racecheck"}
 status=()

@@ -20,7 +20,7 @@ for s in ${SENDERS:-16 24 32}; do
     [ "$p" = ALL ] && p=$((sms - s))
     echo "== senders $s permute $p" >> "$OUT/dispatch_sms.txt"
     timeout 120 "$EPREF" --nproc "$NPROC" bench dispatch $(bench_model "$NPROC") \
-      --num-sms "$s" --permute-blocks "$p" --iters 30 --warmup 5 --tokens "${TOKENS:-4096,16384}" \
+      $(bench_run_flags "$s" "$p") --tokens "${TOKENS:-4096,16384}" \
       --json "$OUT/s${s}_p${p}.json" >> "$OUT/dispatch_sms.txt" 2>&1
     echo "senders $s permute $p rc=$?"
   done

@@ -18,6 +18,12 @@ bench_model() {
     echo "--hidden-size 7168 --num-experts 256 --moe-router-topk 8 --expert-model-parallel-size $1 --moe-ffn-hidden-size 2048"
 }
 
+# bench_run_flags [SMS [PERMUTE_BLOCKS]]: the run flags of issue 25's benchmarks (docs/performance.md):
+# sender SMs (16), fused-permute blocks (32), owner-sum blocks 8, 30 iterations after 5 warm-up.
+bench_run_flags() {
+    echo "--num-sms ${1:-16} --permute-blocks ${2:-32} --reduce-blocks 8 --iters 30 --warmup 5"
+}
+
 # require_gpu SCRIPT NAME: exit 3 at once (nothing run) unless the first GPU's name contains NAME
 # (empty NAME: any GPU). The 4 x H100 scripts use it: the H100 kinds may come with H200s.
 require_gpu() {

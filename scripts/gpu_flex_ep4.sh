@@ -20,8 +20,7 @@ gpu_prelude "$OUT"
 EPREF=build-gpu/ref/epref
 if [ -n "${BENCH_TOKENS:-}" ]; then # the model and flags (docs/performance.md, EP 4)
   for b in dispatch combine; do
-    timeout 150 "$EPREF" --nproc 4 bench $b $(bench_model 4) --num-sms 16 --permute-blocks 32 \
-      --reduce-blocks 8 --iters 30 --warmup 5 --tokens "$BENCH_TOKENS" \
+    timeout 150 "$EPREF" --nproc 4 bench $b $(bench_model 4) $(bench_run_flags) --tokens "$BENCH_TOKENS" \
       --json "$OUT/bench_$b.json" > "$OUT/bench_$b.txt" 2>&1
     echo "bench $b rc=$? at +$(($(date +%s) - t0)) s"
   done

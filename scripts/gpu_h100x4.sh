@@ -50,8 +50,7 @@ pack
 MODEL=$(bench_model "$NPROC")
 for b in dispatch combine; do
     [ "$NPROC" -ge 2 ] || break
-    timeout 60 "$EPREF" --nproc "$NPROC" bench $b $MODEL --num-sms 16 --permute-blocks 32 \
-        --reduce-blocks 8 --iters 30 --warmup 5 --json "$W/bench/$b.json" > "$W/bench/bench_$b.txt" 2>&1
+    timeout 60 "$EPREF" --nproc "$NPROC" bench $b $MODEL $(bench_run_flags) --json "$W/bench/$b.json" > "$W/bench/bench_$b.txt" 2>&1
     echo "bench $b rc=$? at +$(el) s"
     grep -E " (4096|16384) " "$W/bench/bench_$b.txt"
 done

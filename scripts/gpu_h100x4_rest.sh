@@ -38,7 +38,7 @@ done
 for ep in $( [ "$NPROC" -gt 2 ] && echo "$NPROC") 2; do
     for b in dispatch combine; do
         timeout 60 "$BIN" --nproc "$ep" bench $b $(bench_model "$ep") \
-            --num-sms 16 --permute-blocks 32 --reduce-blocks 8 --iters 30 --warmup 5 \
+            $(bench_run_flags) \
             --json "$W/bench/${b}_ep$ep.json" > "$W/bench/bench_${b}_ep$ep.txt" 2>&1
         echo "bench $b EP $ep rc=$? at +$(el) s"
         grep -E " (128|4096|16384) " "$W/bench/bench_${b}_ep$ep.txt" | head -8

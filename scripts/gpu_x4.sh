@@ -22,8 +22,7 @@ timeout 200 "$EPREF" --nproc 4 bench calib --out "$W/calib" --parts host,comm,in
 echo "calib rc=$? at +$(($(date +%s) - t0)) s"; tail -4 "$W/calib/calib.log"
 MODEL=$(bench_model 4)
 for b in dispatch combine; do
-    timeout 120 "$EPREF" --nproc 4 bench $b $MODEL --num-sms 16 --permute-blocks 32 --reduce-blocks 8 \
-        --iters 30 --warmup 5 --json "$W/bench/$b.json" > "$W/bench/bench_$b.txt" 2>&1
+    timeout 120 "$EPREF" --nproc 4 bench $b $MODEL $(bench_run_flags) --json "$W/bench/$b.json" > "$W/bench/bench_$b.txt" 2>&1
     echo "bench $b rc=$? at +$(($(date +%s) - t0)) s"
     grep -E " (4096|16384) " "$W/bench/bench_$b.txt"
 done
