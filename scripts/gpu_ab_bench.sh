@@ -24,12 +24,7 @@ MODEL=$(bench_model "$NPROC")
 FLAGS="$(bench_run_flags 16 "${PERMUTE_BLOCKS:-32}") --tokens $TOKENS"
 LOG=$OUT/check.log
 { nvidia-smi -L; } >> "$LOG" 2>&1
-if [ "${TESTS:-1}" = 1 ]; then
-    for t in test_gpu_kernels test_gpu_ep test_gpu_graph test_gpu_overlap; do
-        timeout 150 "$B/$t" >> "$LOG" 2>&1
-        echo "$t rc=$?" | tee -a "$LOG"
-    done
-fi
+[ "${TESTS:-1}" = 1 ] && gpu_tests "$B" "$LOG"
 for BENCH in $BENCHES; do
     for r in $(seq 1 "$ROUNDS"); do
         for who in base new; do

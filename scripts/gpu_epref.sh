@@ -24,6 +24,19 @@ bench_run_flags() {
     echo "--num-sms ${1:-16} --permute-blocks ${2:-32} --reduce-blocks 8 --iters 30 --warmup 5"
 }
 
+# gpu_tests DIR LOG: the GPU tests of the binaries in DIR (test_gpu_run runs DIR/epref), their
+# output appended to LOG; prints "<test> rc=N" for each, into LOG too.
+gpu_tests() {
+    local t arg
+    for t in test_gpu_kernels test_gpu_ep test_gpu_graph test_gpu_overlap test_gpu_run \
+        test_gpu_run_metrics; do
+        arg=
+        [ $t = test_gpu_run ] && arg=$1/epref
+        timeout 200 "$1/$t" $arg >> "$2" 2>&1
+        echo "$t rc=$?" | tee -a "$2"
+    done
+}
+
 # require_gpu SCRIPT NAME: exit 3 at once (nothing run) unless the first GPU's name contains NAME
 # (empty NAME: any GPU). The 4 x H100 scripts use it: the H100 kinds may come with H200s.
 require_gpu() {

@@ -22,16 +22,10 @@ mkdir -p "$OUT"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvidia-smi topo -m; } \
     > "$OUT/machine.txt" 2>&1
 t0=$(date +%s)
+. scripts/gpu_epref.sh
 case "${PHASE:?PHASE}" in
 check)
-    for t in test_gpu_kernels test_gpu_ep test_gpu_graph test_gpu_overlap test_gpu_run \
-        test_gpu_run_metrics; do
-        arg=
-        [ $t = test_gpu_run ] && arg=$B/epref # it runs the epref it is given
-        timeout 200 "$B/$t" $arg > "$OUT/$t.log" 2>&1
-        echo "$t rc=$? at +$(($(date +%s) - t0)) s"
-        tail -2 "$OUT/$t.log"
-    done
+    gpu_tests "$B" "$OUT/tests.log"
     for who in new base; do
         bin=$B/epref parts=nvl
         [ $who = base ] && bin=${BASE:?BASE}/epref parts=comm
@@ -42,7 +36,7 @@ check)
         echo "calib $who rc=$? at +$(($(date +%s) - t0)) s"
         grep nvl_a2a "$OUT/calib_$who/calib.log"
     done
-    (cd "$OUT" && tar czf check.tgz calib_new calib_base ./*.log machine.txt && rm -rf calib_* ./*.log)
+    (cd "$OUT" && tar czf check.tgz calib_new calib_base tests.log machine.txt && rm -rf calib_* tests.log)
     ;;
 runs | heldout)
     W=/tmp/nvl_push/$PHASE
