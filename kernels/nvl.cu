@@ -20,6 +20,7 @@
 // NOTES: flags carry the op sequence number, so they never need resetting. Before writing into a
 // peer, a block waits for the peer's ready[op] >= seq: the peer has started this op, so whatever
 // read the buffers in the previous op (stream-ordered before it) has finished.
+#include <algorithm>
 #include <cstring>
 #include "layout_stages.cuh"
 #include "rows.cuh"
@@ -696,7 +697,8 @@ Args make_args(ep_nvl *c, int helpers) {
     a.off_ntok = c->off_ntok;
     a.fl_cchunk = FL_DCHUNK + c->ep * c->nchunks;
     a.handshake = 1;
-    c->after_map = 0; // any op in between: the next dispatch shakes hands
+    // every kernel op builds its Args here: after any of them, the next dispatch shakes hands
+    c->after_map = 0;
     return a;
 }
 
@@ -832,9 +834,12 @@ static cudaError_t launch_dispatch(ep_nvl *c, const ep_bf16 *x, ep_bf16 *perm, i
                                    int scale, cudaStream_t st) {
     // no handshake only right behind the layout in the same stream and the same graph: a graph
     // of the dispatch alone replays with no layout before it
-    unsigned long long cap = 0;
-    KCHECK(capture_of(st, &cap));
-    const int after_map = c->after_map && c->after_map_st == st && c->after_map_capture == cap;
+    int after_map = c->after_map && c->after_map_st == st;
+    if (after_map) { // the capture query only where it can change the answer
+        unsigned long long cap = 0;
+        KCHECK(capture_of(st, &cap));
+        after_map = c->after_map_capture == cap;
+    }
     Args a = make_args(c, helpers);
     a.handshake = !after_map;
     dispatch_kernel<<<c->num_sms + helpers, THREADS, RESERVE_SMEM, st>>>(a, x, perm, scale);
@@ -974,6 +979,11 @@ static bool all_peers_of(ep_nvl *c, const size_t *peer_bytes, AllPeers *ap) {
     return true;
 }
 
+// Blocks of a kernel that writes every peer at once: num_sms, at least one per peer (and one).
+static int all_peer_blocks(const ep_nvl *c, const AllPeers &ap) {
+    return std::max(c->num_sms, std::max(ap.n, 1));
+}
+
 // Every peer written at once by `kernel` (store_all_kernel or tma_all_kernel): this rank's
 // peer_bytes[p] into its slot of peer p's staging, the blocks spread round-robin over the peers.
 static cudaError_t launch_all_peers(ep_nvl *c, const void *src, const size_t *peer_bytes,
@@ -981,8 +991,8 @@ static cudaError_t launch_all_peers(ep_nvl *c, const void *src, const size_t *pe
     AllPeers ap;
     if (!all_peers_of(c, peer_bytes, &ap)) return cudaErrorInvalidValue;
     if (ap.n == 0) return cudaSuccess;
-    const int blocks = c->num_sms < ap.n ? ap.n : c->num_sms;
-    kernel<<<blocks, THREADS, RESERVE_SMEM, st>>>(ap, static_cast<const int4 *>(src));
+    kernel<<<all_peer_blocks(c, ap), THREADS, RESERVE_SMEM, st>>>(ap,
+                                                                  static_cast<const int4 *>(src));
     KLAUNCHED();
     return cudaSuccess;
 }
@@ -992,8 +1002,8 @@ extern "C" cudaError_t ep_nvl_push(ep_nvl *c, const void *src, const size_t *pee
     AllPeers ap;
     if (!all_peers_of(c, peer_bytes, &ap)) return cudaErrorInvalidValue;
     Args a = make_args(c, 0);
-    const int blocks = c->num_sms < ap.n ? ap.n : c->num_sms > 0 ? c->num_sms : 1;
-    push_kernel<<<blocks, THREADS, RESERVE_SMEM, st>>>(a, ap, static_cast<const int4 *>(src));
+    push_kernel<<<all_peer_blocks(c, ap), THREADS, RESERVE_SMEM, st>>>(
+        a, ap, static_cast<const int4 *>(src));
     KLAUNCHED();
     return cudaSuccess;
 }
