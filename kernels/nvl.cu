@@ -77,8 +77,8 @@ __device__ void announce(const Args &a, int op, bool lead = blockIdx.x == 0) {
     if (lead && threadIdx.x < a.ep)
         st_release_sys(flags_of(a, threadIdx.x) + FL_READY + op * EP_MAX_RANKS + a.me, a.seq);
 }
-__device__ bool enter(const Args &a, int op) {
-    announce(a, op);
+__device__ bool enter(const Args &a, int op, bool lead = blockIdx.x == 0) {
+    announce(a, op, lead);
     return enter_wait(a, op);
 }
 __device__ bool enter_wait(const Args &a, int op) {
@@ -122,23 +122,29 @@ __device__ __forceinline__ int max_chunks(const ep_layout &L) {
 // its rows, one block each (at most 16: 4 tokens a slice); with many chunks, S = 1.
 constexpr int MAX_ROW_SLICES = 16;
 
+// One thread for its block or warp, once their stores are ordered before the call: makes them
+// visible system-wide and counts them in *cnt; true for the caller that completes n, which resets
+// the count for the next op (fenced, so whatever it releases next comes after the reset).
+__device__ __forceinline__ bool last_of(int *cnt, int n) {
+    __threadfence_system();
+    if (atomicAdd(cnt, 1) != n - 1) return false;
+    *cnt = 0;
+    __threadfence_system();
+    return true;
+}
+
 // A slice of item (c, d) is done: the item's flag at d is released by the last of its S slices
-// to finish (a local count per item, fenced like publish; the last one resets it, and `also`
-// when given, for the next op). S = 1: this block publishes.
+// to finish (last_of on a local count per item; `also`, when given, is reset for the next op
+// too). S = 1: this block publishes.
 __device__ void publish_item(const Args &a, uint32_t *flag, int *cnt, int S, int *also) {
     if (S == 1) {
         publish(a, flag);
         return;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence_system();
-        if (atomicAdd(cnt, 1) == S - 1) {
-            *cnt = 0;
-            if (also) *also = 0;
-            __threadfence_system();
-            st_release_sys(flag, a.seq);
-        }
+    if (threadIdx.x == 0 && last_of(cnt, S)) {
+        if (also) *also = 0;
+        st_release_sys(flag, a.seq);
     }
 }
 
@@ -174,8 +180,7 @@ struct MapStage {
         return a.ep * MAPB;
     }
     __device__ void run(int b) const {
-        announce(a, OP_MAP, b == 0);
-        if (!enter_wait(a, OP_MAP)) return;
+        if (!enter(a, OP_MAP, b == 0)) return;
         const int d = b / MAPB, k = b % MAPB;
         const ep_layout &L = a.L;
         const size_t n = (size_t)ntok * L.topk, base = (size_t)a.me * L.max_tokens * L.topk;
@@ -358,14 +363,10 @@ __device__ __forceinline__ void prereduce_warp(const ep_layout &L, const ep_bf16
                     __threadfence();
                     atomicAdd(pc, 1);
                 } else {
-                    __threadfence_system();
                     int r0, r1;
                     chunk_rows(L, s, c, r0, r1);
-                    if (atomicAdd(pc, 1) == (r1 - r0) * S - 1) { // the chunk's last slice
-                        *pc = 0;
-                        __threadfence_system();
+                    if (last_of(pc, (r1 - r0) * S)) // the chunk's last slice
                         st_release_sys(cchunk_flag(*d, s, c), d->seq);
-                    }
                 }
             }
         }
@@ -549,18 +550,9 @@ __global__ void __launch_bounds__(THREADS, 1) push_kernel(Args a, AllPeers ap, c
     store_all_peers(ap, src);
     __shared__ int last;
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence_system(); // this block's stores before its count (as publish_item)
-        last = atomicAdd(a.push_done, 1) == (int)gridDim.x - 1;
-        if (last) {
-            *a.push_done = 0;
-            __threadfence_system();
-        }
-    }
+    if (threadIdx.x == 0) last = last_of(a.push_done, (int)gridDim.x);
     __syncthreads();
-    if (!last) return;
-    announce(a, OP_PUSH_DONE, true);
-    enter_wait(a, OP_PUSH_DONE);
+    if (last) enter(a, OP_PUSH_DONE, true);
 }
 
 // The same all-peer stores moved by the SMs' Tensor Memory Accelerator (TMA) instead of thread
@@ -835,7 +827,7 @@ static cudaError_t launch_dispatch(ep_nvl *c, const ep_bf16 *x, ep_bf16 *perm, i
     // no handshake only right behind the layout in the same stream and the same graph: a graph
     // of the dispatch alone replays with no layout before it
     int after_map = c->after_map && c->after_map_st == st;
-    if (after_map) { // the capture query only where it can change the answer
+    if (after_map) {
         unsigned long long cap = 0;
         KCHECK(capture_of(st, &cap));
         after_map = c->after_map_capture == cap;
