@@ -163,6 +163,16 @@ __device__ inline void layout_count(const ep_layout &L, int c, int s, unsigned l
         L.hist_e[((size_t)s * L.nchunks + c) * Ep + e] = __popcll(emask[e]);
 }
 
+// Inclusive prefix sum of x over the warp's lanes.
+__device__ __forceinline__ int warp_inclusive_sum(int x, int lane) {
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    return x;
+}
+
 // Exclusive scan in place of the n values at(0..n-1) (int32_t pointers), starting from carry0;
 // returns the total (carry0 + the sum) to every thread.
 template <class At> __device__ inline int block_scan(At at, int n, int carry0) {
@@ -174,21 +184,11 @@ template <class At> __device__ inline int block_scan(At at, int n, int carry0) {
     for (int base = 0; base < n; base += blockDim.x) {
         int k = base + threadIdx.x;
         int v = k < n ? *at(k) : 0;
-        int x = v;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            int y = __shfl_up_sync(0xffffffffu, x, o);
-            if (lane >= o) x += y;
-        }
+        const int x = warp_inclusive_sum(v, lane);
         if (lane == 31) ws[warp] = x;
         __syncthreads();
         if (warp == 0) {
-            int w = lane < nw ? ws[lane] : 0;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                int y = __shfl_up_sync(0xffffffffu, w, o);
-                if (lane >= o) w += y;
-            }
+            const int w = warp_inclusive_sum(lane < nw ? ws[lane] : 0, lane);
             if (lane < nw) ws[lane] = w; // inclusive warp prefix
         }
         __syncthreads();
