@@ -160,17 +160,18 @@ static const ep_opt *cli_table(split_ctx *c) {
 }
 
 static void usage(FILE *f) {
-    fputs("usage: epsim [--topo T] [options] [Megatron flags] [@argfile ...]\n"
-          "       epsim sweep --grid \"flag=v1,v2;flag2=a,b\" [--jobs N] [--shard i/n] --out CSV"
-          " [flags]\n"
-          "       epsim compare RUN [--topo T] [--calib FILE] [--json OUT]   (RUN.args + "
-          "RUN.trace.json"
-          " of a measured run)\n"
-          "       epsim calibrate DIR [DIR ...] [--topo T] [--out FILE]   (fit from epref bench"
-          " calib files)\n"
-          "       epsim --version\n"
-          "epsim options:\n",
-          f);
+    fputs(
+        "usage: epsim [--topo T] [options] [Megatron flags] [@argfile ...]\n"
+        "       epsim sweep --grid \"flag=v1,v2;flag2=a,b\" [--jobs N] [--shard i/n] --out CSV"
+        " [flags]\n"
+        "       epsim compare RUN [--topo T] [--calib FILE] [--json OUT] [--csv OUT]   (RUN.args + "
+        "RUN.trace.json"
+        " of a measured run)\n"
+        "       epsim calibrate DIR [DIR ...] [--topo T] [--out FILE]   (fit from epref bench"
+        " calib files)\n"
+        "       epsim --version\n"
+        "epsim options:\n",
+        f);
     ep_opts_print_help(f, cli_table(NULL), 20);
     fputs("Without an @file the 16-layer DeepSeek-V3 proxy preset is read first; with one, the\n"
           "@file is the model (on the library defaults). The summary's first line names it.\n"

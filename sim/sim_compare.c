@@ -28,7 +28,7 @@ typedef struct {
     json_t *root;
     cmp_ev *ev;
     size_t n;
-    double span_us;
+    double span_us, t0_us; /* t0: the earliest start, which the CSV's start columns count from */
     const char *topology; /* otherData.topology, or NULL */
     int num_gpus;         /* otherData.num_gpus (epref), or 0 */
 } cmp_trace;
@@ -41,8 +41,9 @@ typedef struct {
 
 typedef struct {
     int rank;
-    const char *name;
+    const char *name, *kind;
     double meas, pred, rel;
+    double meas_start, pred_start; /* seconds from each trace's earliest start */
 } cmp_op;
 
 static int fail2(const char *msg) {
@@ -118,6 +119,7 @@ static int trace_load(cmp_trace *t, const char *path, char err[EP_ERRLEN]) {
         return -1;
     }
     t->span_us = hi - lo;
+    t->t0_us = lo;
     qsort(t->ev, t->n, sizeof *t->ev, ev_cmp);
     for (size_t k = 1; k < t->n; k++)
         if (ev_cmp(&t->ev[k - 1], &t->ev[k]) == 0) {
@@ -337,8 +339,11 @@ static int match(const cmp_trace *m, const cmp_trace *p, cmp_result *r, char err
         cmp_op *o = &r->ops[r->nops++];
         o->rank = a->rank;
         o->name = a->name;
+        o->kind = a->kind;
         o->meas = a->dur_us * 1e-6;
         o->pred = b->dur_us * 1e-6;
+        o->meas_start = (a->ts_us - m->t0_us) * 1e-6;
+        o->pred_start = (b->ts_us - p->t0_us) * 1e-6;
         if (a->dur_us > 0) {
             o->rel = fabs(b->dur_us - a->dur_us) / a->dur_us;
             rel[nrel++] = o->rel;
@@ -426,11 +431,46 @@ static int write_json(const char *path, const cmp_result *r, char err[EP_ERRLEN]
     return ep_outfile_commit(&o, err);
 }
 
+/* Rank, then measured start: each rank's ops in the order they ran. */
+static int op_in_time(const void *a, const void *b) {
+    const cmp_op *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    return x->meas_start < y->meas_start ? -1 : x->meas_start > y->meas_start;
+}
+
+/* One row per matched op; error_pct is empty for an op measured at zero duration. */
+static int write_csv(const char *path, const cmp_result *r, char err[EP_ERRLEN]) {
+    cmp_op *ops = malloc((r->nops ? r->nops : 1) * sizeof *ops);
+    if (!ops) {
+        snprintf(err, EP_ERRLEN, "out of memory");
+        return -1;
+    }
+    memcpy(ops, r->ops, r->nops * sizeof *ops);
+    qsort(ops, r->nops, sizeof *ops, op_in_time);
+    ep_outfile o;
+    if (ep_outfile_open(&o, path, err) != 0) {
+        free(ops);
+        return -1;
+    }
+    fputs("rank,name,kind,measured_start_s,measured_s,predicted_start_s,predicted_s,error_pct\n",
+          o.f);
+    for (size_t k = 0; k < r->nops; k++) {
+        const cmp_op *op = &ops[k];
+        fprintf(o.f, "%d,%s,%s,%.9f,%.9f,%.9f,%.9f,", op->rank, op->name, op->kind, op->meas_start,
+                op->meas, op->pred_start, op->pred);
+        if (op->meas > 0) fprintf(o.f, "%.3f", pct(op->pred, op->meas));
+        fputc('\n', o.f);
+    }
+    free(ops);
+    return ep_outfile_commit(&o, err);
+}
+
 static int compare_help(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
     (void)row, (void)v, (void)ctx, (void)err;
-    puts("usage: epsim compare RUN [--topo T] [--calib FILE] [--json OUT]\n"
+    puts("usage: epsim compare RUN [--topo T] [--calib FILE] [--json OUT] [--csv OUT]\n"
          "  RUN is the path prefix of a measured run: RUN.args, RUN.trace.json (or\n"
-         "  RUN.trace.json.xz) and optionally RUN.summary.json (docs/epsim.md, \"Compare\")");
+         "  RUN.trace.json.xz) and optionally RUN.summary.json (docs/epsim.md, \"Compare\");\n"
+         "  --csv writes one row per matched op (outputs appear together or not at all)");
     return 1;
 }
 
@@ -446,11 +486,12 @@ static int compare_other(const char *arg, void *ctx, char err[EP_ERRLEN]) {
 }
 
 int sim_compare_main(int argc, char **argv) {
-    const char *run = NULL, *topo = NULL, *calib = NULL, *json = NULL;
+    const char *run = NULL, *topo = NULL, *calib = NULL, *json = NULL, *csv = NULL;
     const ep_opt rows[] = {
         {.name = "--topo", .takes = EP_OPT_VALUE, .kind = EP_OPT_STRING, .target = &topo},
         {.name = "--calib", .takes = EP_OPT_VALUE, .kind = EP_OPT_STRING, .target = &calib},
         {.name = "--json", .takes = EP_OPT_VALUE, .kind = EP_OPT_STRING, .target = &json},
+        {.name = "--csv", .takes = EP_OPT_VALUE, .kind = EP_OPT_STRING, .target = &csv},
         {.name = "--help", .kind = EP_OPT_CALL, .fn = compare_help},
         {.name = "-h", .kind = EP_OPT_CALL, .fn = compare_help},
         {.name = NULL},
@@ -460,7 +501,11 @@ int sim_compare_main(int argc, char **argv) {
     char err[EP_ERRLEN];
     int prc = ep_opts_parse(&p, argc - 1, argv + 1, err);
     if (prc != 0) return prc > 0 ? 0 : fail2(err);
-    if (!run) return fail2("usage: epsim compare RUN [--topo T] [--calib FILE] [--json OUT]");
+    if (!run)
+        return fail2("usage: epsim compare RUN [--topo T] [--calib FILE] [--json OUT] [--csv OUT]");
+    const char *outs[] = {json, csv};
+    for (int k = 0; k < 2; k++)
+        if (outs[k] && ep_output_check(outs[k], err) != 0) return fail2(err);
     char args[4200], mtrace[4300], msum[4200];
     snprintf(args, sizeof args, "%s.args", run);
     char tr[4200];
@@ -518,7 +563,15 @@ int sim_compare_main(int argc, char **argv) {
         rc = fail2(err);
     } else {
         print_result(stdout, &r);
-        if (json && write_json(json, &r, err) != 0) rc = fail2(err);
+        ep_outputs_begin();
+        int wrc = 0;
+        if (json) wrc = write_json(json, &r, err);
+        if (wrc == 0 && csv) wrc = write_csv(csv, &r, err);
+        if (wrc == 0)
+            wrc = ep_outputs_commit(err);
+        else
+            ep_outputs_abort();
+        if (wrc != 0) rc = fail2(err);
     }
     free(r.ops);
     trace_free(&meas);

@@ -105,6 +105,47 @@ static void test_self_zero_error(void) {
     remove_run(run);
 }
 
+/* --csv: one row per matched op, each rank's ops in start order; with --json both files appear
+ * or neither does */
+static void test_csv_rows(void) {
+    char run[512], js[512], csv[512], tr[600], args[2048];
+    CU_ASSERT_EQUAL_FATAL(make_self_run(run, sizeof run), 0);
+    tmp_path(js, sizeof js, "cmp_csv.json");
+    tmp_path(csv, sizeof csv, "cmp_csv.csv");
+    snprintf(args, sizeof args, "compare %s --json %s --csv %s", run, js, csv);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    snprintf(tr, sizeof tr, "%s.trace.json", run);
+    long n = count_x_events(tr), rows = 0, unsorted = 0, nonzero = 0;
+    char *text = read_text(csv);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_EQUAL(strncmp(text, "rank,name,kind,measured_start_s,measured_s,", 43), 0);
+    int prev_rank = -1;
+    double prev_start = -1;
+    for (char *line = strchr(text, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        int rank;
+        double start, err;
+        char name[200], kind[64];
+        if (sscanf(line + 1, "%d,%199[^,],%63[^,],%lf,%*f,%*f,%*f,%lf", &rank, name, kind, &start,
+                   &err) != 5)
+            continue; /* counted below as a missing row */
+        rows++;
+        if (rank < prev_rank || (rank == prev_rank && start < prev_start)) unsorted++;
+        if (fabs(err) > 1e-9) nonzero++;
+        prev_rank = rank, prev_start = start;
+    }
+    CU_ASSERT_EQUAL(rows, n); /* every op of the self trace has a measured duration > 0 */
+    CU_ASSERT_EQUAL(unsorted, 0);
+    CU_ASSERT_EQUAL(nonzero, 0);
+    free(text);
+    remove(js);
+    remove(csv);
+    /* an unwritable --csv: exit 2 before anything is written, no --json either */
+    snprintf(args, sizeof args, "compare %s --json %s --csv /nonexistent/dir/x.csv", run, js);
+    CU_ASSERT_EQUAL(epsim_exec(args, NULL, NULL), 2);
+    CU_ASSERT(!file_exists(js));
+    remove_run(run);
+}
+
 static void test_renamed_op(void) {
     char run[512], tr[600], js[512], errf[512];
     CU_ASSERT_EQUAL_FATAL(make_self_run(run, sizeof run), 0);
@@ -167,6 +208,7 @@ static void test_committed_run(void) {
 void ep_suite_compare(void) {
     CU_pSuite s = CU_add_suite("epsim compare", NULL, NULL);
     CU_add_test(s, "self trace: 0% error, all ops matched", test_self_zero_error);
+    CU_add_test(s, "--csv: a row per op in start order, outputs together", test_csv_rows);
     CU_add_test(s, "renamed op: exit 2 naming it", test_renamed_op);
     CU_add_test(s, "malformed trace, missing run: exit 2", test_malformed_trace);
     CU_add_test(s, "committed measured run: finite error", test_committed_run);
