@@ -18,20 +18,19 @@ mkdir -p "$out"
 # nvl_a2a records come first, the NCCL curves of traces/h200x2/calib join them (same machine kind;
 # a file's records whose op and ranks are already loaded are left out)
 x2_nvl=traces/h200x2/nvl-push-20261128:comm.json
-# 2 x H200: everything timed on the two-GPU machine itself: the compute shape grid (2026-11-27,
-# traces/h200x2/grid; its grouped GEMMs at rows per expert between powers of two timed on one
-# H200 the same day, traces/h200/grid-grouped-steps) with the validation models' own op shapes
-# (2026-11-26, compute with the host ahead and the caches flushed), host, NCCL, the NVLink
-# transport curve, interference, corun
-"$epsim" calibrate traces/h200x2/grid $x2_nvl traces/h200x2/calib traces/h200x2/bench \
-  --kind-from attention:traces/h200/grid-attention/compute.json \
-  --kind-from +grouped_gemm:traces/h200/grid-grouped-steps/compute.json.xz \
-  --model-shapes traces/h200x2/calib/compute.json --topo h200x2 --out "$out"/h200x2.json
+# 2 x H200: everything timed on the two-GPU machine itself: the compute shape grid and the
+# validation models' own op shapes timed cold (traces/h200x2/grid-cool-20261128 and
+# models-cool-20261128: a hold of 1.5x the op's time before each timing, so no record is taken at
+# a power-capped clock), the power cap measured on one H200 (traces/h200/torch/power.json: the
+# same GPU; docs/calibration.md, "Sustained load"), host, NCCL, the NVLink transport curve,
+# interference, corun
+x2_cool=traces/h200x2/grid-cool-20261128
+x2_rest="traces/h200/torch:power.json $x2_nvl traces/h200x2/calib traces/h200x2/bench"
+"$epsim" calibrate $x2_cool $x2_rest \
+  --model-shapes traces/h200x2/models-cool-20261128/compute.json.xz --topo h200x2 \
+  --out "$out"/h200x2.json
 # the same from the grid alone: no model's shapes (docs/validation.md, "Held out")
-"$epsim" calibrate traces/h200x2/grid $x2_nvl traces/h200x2/calib traces/h200x2/bench --grid-only \
-  --kind-from attention:traces/h200/grid-attention/compute.json \
-  --kind-from +grouped_gemm:traces/h200/grid-grouped-steps/compute.json.xz --topo h200x2 \
-  --out "$out"/h200x2-grid.json
+"$epsim" calibrate $x2_cool $x2_rest --grid-only --topo h200x2 --out "$out"/h200x2-grid.json
 # one H200 (`nvidia-h200`): the one-GPU validation runs of traces/h200/runs were made on that
 # machine, so they are compared with its compute and host costs (CALIB=traces/calib/h200.json);
 # NCCL and interference of the two-GPU machine fill what one GPU cannot measure

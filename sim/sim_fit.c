@@ -133,8 +133,9 @@ static int merge_missing(int which, json_t *into, json_t *more) {
     return added;
 }
 
-/* Loads DIR/file from the first DIR that has it; an array whose first element is the meta.
- * host.json and interference.json: the first one, completed by the later ones (merge_missing). */
+/* Loads DIR/file (or DIR/file.xz) from the first DIR that has it; an array whose first element is
+ * the meta. host.json and interference.json: the first one, completed by the later ones
+ * (merge_missing). */
 static int load(fit *x, int which, char **dirs, int ndirs) {
     for (int d = 0; d < ndirs; d++) {
         char path[4200], dir[4096];
@@ -148,12 +149,11 @@ static int load(fit *x, int which, char **dirs, int ndirs) {
             snprintf(want, sizeof want, ",%s,", FILES[which]);
             if (!strstr(list, want)) continue;
         }
-        snprintf(path, sizeof path, "%s/%s", dir, FILES[which]);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        fclose(f);
+        char want[4200];
+        snprintf(want, sizeof want, "%s/%s", dir, FILES[which]);
+        if (ep_infile_find(want, path, sizeof path) != 0) continue; /* or committed as FILE.xz */
         json_error_t je;
-        json_t *r = json_load_file(path, 0, &je);
+        json_t *r = sim_json_load(path, 0, &je);
         if (!r || !json_is_array(r) || json_array_size(r) < 1 ||
             !json_is_object(json_object_get(json_array_get(r, 0), "meta"))) {
             snprintf(x->err, EP_ERRLEN, "%s: not a calibration file (%s, line %d)", path,

@@ -49,3 +49,9 @@ double sim_power_slowdown(const sim_calib *c, double duty) {
     }
     return y > 1.0 ? round(y * 1000.0) / 1000.0 : 1.0;
 }
+
+double sim_power_steady_start(const sim_calib *c, double end_duty, double step_s) {
+    double keep = exp(-step_s / c->power_tau_s);
+    double d = keep < 1.0 ? end_duty / (1.0 - keep) : 1.0;
+    return d < 1.0 ? d : 1.0;
+}

@@ -30,6 +30,12 @@ double sim_power_weight(const sim_calib *c, const ep_op *op, const sim_work *w);
  * that runs from now (capped at 1). */
 void sim_power_set(sim_power *p, const sim_calib *c, double now, double weight);
 
+/* A training step is one of many: its GPUs start it at the duty the step before left them. From
+ * a step simulated from a cold start (duty 0), of length step_s, ending at end_duty, the duty a
+ * step starts at in the steady state: the average is linear in what ran, so the steady start d
+ * ends the step at end_duty + d e^(-step_s / tau) = d (capped at 1). */
+double sim_power_steady_start(const sim_calib *c, double end_duty, double step_s);
+
 /* The flop-time factor at this duty: the table, linear in duty, clamped at its ends, rounded to
  * 1e-3 (so that small drifts of the average do not re-time running ops). */
 double sim_power_slowdown(const sim_calib *c, double duty);

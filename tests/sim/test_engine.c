@@ -503,10 +503,42 @@ static void test_world_too_large(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(res.err, "does not fit"));
 }
 
+/* The table of test_power_cap at this duty, linear in duty, rounded to 1e-3. */
+static double paper_slowdown(double duty, const double pts[][2]) {
+    int k = duty >= 0.75;
+    double y =
+        duty <= 0.5 ? 1.0 : pts[k][1] + (duty - pts[k][0]) / 0.25 * (pts[k + 1][1] - pts[k][1]);
+    return round(y * 1000) / 1000;
+}
+
+/* One pass of test_power_cap's rule on paper, from duty d0 at t = 0, with the engine's starts
+ * (gaps between ops as the engine has them; the first op's launch wait). With res, checks each
+ * op's end against it; returns the duty at the last op's end (*end_t). */
+static double paper_pass(double d0, const hand_result *res, const sim_work *wg, const sim_work *wm,
+                         const double pts[][2], double tau, int check, double *end_t,
+                         double *slow7) {
+    double t = 0, duty = d0;
+    for (int i = 0; i < 16; i++) {
+        double gap = i ? res->start[0][i] - res->end[0][i - 1] : res->start[0][0];
+        duty *= exp(-gap / tau); /* idle: weight 0 */
+        t += gap;
+        double f = i == 8 ? 1.0 : paper_slowdown(duty, pts), w = i == 8 ? 0.0 : 1.0;
+        double dur = i == 8 ? sim_work_alone(wm) : wg->t0 + wg->t_flop * f;
+        /* the first also waits for its launch to be issued (min_end): within 10 us */
+        if (check) CU_ASSERT(fabs(res->end[0][i] - (res->start[0][i] + dur)) < (i ? 1e-9 : 1e-5));
+        duty = w + (duty - w) * exp(-dur / tau);
+        t += dur;
+        if (i == 7 && slow7) *slow7 = f;
+    }
+    *end_t = t;
+    return duty;
+}
+
 /* The power cap (sim_power.h): 8 large GEMMs back to back, an HBM-bound op of about 0.3 s, then 7
  * GEMMs, on one GPU. The duty is the average of 1 (a GEMM runs) and 0 (the memory op) over
  * power_tau_s; each GEMM's flop time runs table(duty at its start) longer (nothing else re-times
- * it here), the memory op not at all. Expected times are worked out on paper from that rule. */
+ * it here), the memory op not at all. The step starts as hot as the same step left the GPU
+ * (sim_power_steady_start): worked out on paper from a cold pass, then checked op by op. */
 static void test_power_cap(void) {
     hand_sched h;
     hand_init(&h, 1);
@@ -525,27 +557,16 @@ static void test_power_cap(void) {
     sim_work wg, wm;
     run_with_work(&h, &c, &gemm, &mem, &res, &wg, &wm);
     CU_ASSERT_FATAL(wg.t_flop > 1.2 * wg.t_mem && wm.t_mem > 1.2 * wm.t_flop);
-    double t = res.start[0][0], duty = 0, last_slow = 0;
-    for (int i = 0; i < 16; i++) {
-        CU_ASSERT_FATAL(res.start[0][i] >= t - 1e-12); /* a launch gap between ops: idle, weight 0 */
-        duty *= exp(-(res.start[0][i] - t) / c.power_tau_s);
-        t = res.start[0][i];
-        double f = 1.0, w = i == 8 ? 0.0 : 1.0;
-        if (i != 8) { /* the table, linear in duty, rounded to 1e-3 */
-            int k = duty >= 0.75;
-            double y = duty <= 0.5 ? 1.0
-                                   : pts[k][1] + (duty - pts[k][0]) / 0.25 * (pts[k + 1][1] - pts[k][1]);
-            f = round(y * 1000) / 1000;
-        }
-        double dur = i == 8 ? sim_work_alone(&wm) : wg.t0 + wg.t_flop * f;
-        /* the first also waits for its launch to be issued (min_end): within 10 us */
-        CU_ASSERT(fabs(res.end[0][i] - (t + dur)) < (i ? 1e-9 : 1e-5));
-        duty = w + (duty - w) * exp(-dur / c.power_tau_s);
-        t += dur;
-        if (i == 7) last_slow = f;
-    }
-    CU_ASSERT(last_slow > 1.15); /* the duty reached about 1 before the memory op */
-    /* the first GEMM after the memory op starts cooler than the one before it */
+    double t_cold, t_steady, slow7 = 0;
+    double end_cold = paper_pass(0, &res, &wg, &wm, pts, c.power_tau_s, 0, &t_cold, NULL);
+    double d0 = sim_power_steady_start(&c, end_cold, t_cold);
+    CU_ASSERT(d0 > end_cold && d0 <= 1.0);
+    CU_ASSERT(fabs(d0 - end_cold / (1 - exp(-t_cold / c.power_tau_s))) < 1e-12 || d0 == 1.0);
+    double end_steady = paper_pass(d0, &res, &wg, &wm, pts, c.power_tau_s, 1, &t_steady, &slow7);
+    CU_ASSERT(fabs(end_steady - d0) < 0.02); /* the steady state: it ends about where it began */
+    CU_ASSERT(slow7 > 1.15);                 /* the duty reached about 1 before the memory op */
+    /* the first GEMM starts hot: slower than the coolest one, right after the memory op */
+    CU_ASSERT(res.end[0][0] - res.start[0][0] > res.end[0][9] - res.start[0][9]);
     CU_ASSERT(res.end[0][9] - res.start[0][9] < res.end[0][7] - res.start[0][7]);
     CU_ASSERT(fabs(sim_power_slowdown(&c, 0.875) - 1.125) < 1e-12);
     CU_ASSERT(sim_power_slowdown(&c, 0.2) == 1.0 && sim_power_slowdown(&c, 2.0) == 1.2);
