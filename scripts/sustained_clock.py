@@ -15,16 +15,28 @@ With --mix, also streams of each compute op and a 256 MiB copy interleaved at du
 the second half: how the cap's slowdown falls with the share of time compute-bound kernels run.
 With --recovery, the large GEMM back to back for 1.5 s, then an idle gap of 5-200 ms, then three
 GEMMs timed one by one: how fast the clock comes back (pipeline bubbles, waits).
+With --gemms MxNxK,..., bf16 GEMMs of those shapes join the table (gemm_MxNxK): how far a GEMM's
+size and efficiency set the power it draws back to back.
 Prints one JSON object; usage:
-  sustained_clock.py [--seconds S] [--rounds R] [--mix] [--recovery] [--only REGEX] > out.json
+  sustained_clock.py [--seconds S] [--rounds R] [--mix] [--recovery] [--only REGEX]
+                     [--gemms MxNxK,...] > out.json
 """
 import argparse, json, re, statistics, subprocess, sys, threading, time
 
 import torch
 
 
-def ops(dev):
-    """(name, fn, flops, bytes, class): class is the epsim op kind whose power the op stands for."""
+def gemm_op(dev, m, n, k, g):
+    """A bf16 GEMM [m x k] x [k x n], as ops() lists it."""
+    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16, generator=g)
+    b = torch.randn(k, n, device=dev, dtype=torch.bfloat16, generator=g)
+    return (f"gemm_{m}x{n}x{k}", lambda: torch.mm(a, b), 2 * m * n * k, (m * k + k * n + m * n) * 2,
+            "gemm")
+
+
+def ops(dev, gemms=()):
+    """(name, fn, flops, bytes, class): class is the epsim op kind whose power the op stands for.
+    gemms: extra bf16 GEMM shapes (m, n, k), named gemm_MxNxK."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     g = torch.Generator(device=dev).manual_seed(1)
@@ -55,7 +67,7 @@ def ops(dev):
 
     src = torch.empty(1 << 30, device=dev, dtype=torch.uint8)
     dst = torch.empty_like(src)
-    return [
+    return [gemm_op(dev, m, n, k, g) for m, n, k in gemms] + [
         ("gemm_8192", lambda: torch.mm(a, b), 2 * 8192 ** 3, 3 * 8192 * 8192 * 2, "gemm"),
         ("gemm_4096", lambda: torch.mm(a4, b4), 2 * 4096 ** 3, 3 * 4096 * 4096 * 2, "gemm"),
         ("fp8_gemm_8192", lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one,
@@ -123,12 +135,15 @@ def main():
     p.add_argument("--mix", action="store_true")
     p.add_argument("--recovery", action="store_true")
     p.add_argument("--only", default=None, help="regex of op names to time")
+    p.add_argument("--gemms", default="",
+                   help="extra bf16 GEMM shapes MxNxK,... (how a GEMM's size sets its power draw)")
     args = p.parse_args()
+    gemms = [tuple(int(v) for v in x.split("x")) for x in args.gemms.split(",") if x]
     dev = torch.device("cuda")
     res = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "seconds": args.seconds, "rounds": args.rounds, "ops": []}
     table = {}
-    for name, fn, flops, bytes_, cls in ops(dev):
+    for name, fn, flops, bytes_, cls in ops(dev, gemms):
         if args.only and not re.search(args.only, name) and not name.startswith("copy"):
             continue
         try:
