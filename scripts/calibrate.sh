@@ -18,6 +18,7 @@ mkdir -p "$out"
 # nvl_a2a records come first, the NCCL curves of traces/h200x2/calib join them (same machine kind;
 # a file's records whose op and ranks are already loaded are left out)
 x2_nvl=traces/h200x2/nvl-push-20261128:comm.json
+x4_nvl=traces/h200x4/bench-push-20261128/nvl:comm.json
 # 2 x H200: everything timed on the two-GPU machine itself: the compute shape grid and the
 # validation models' own op shapes timed cold (traces/h200x2/grid-cool-20261128 and
 # models-cool-20261128: a hold of 1.5x the op's time before each timing, so no record is taken at
@@ -41,14 +42,15 @@ x2_rest="traces/h200/torch:power.json $x2_nvl traces/h200x2/calib traces/h200x2/
 "$epsim" calibrate traces/h200/torch:kernels.json traces/h200/calib traces/h200x4/torch:host_torch.json \
   traces/h100/torch:host_megatron.json $x2_nvl traces/h200x2/calib traces/h200x2/bench --topo h200x2 \
   --out "$out"/h200-megatron.json
-# 4 x H200: its own NCCL (over all four GPUs, and over two of them for groups of two:
+# 4 x H200: the deepep / hybridep transport as one kernel at EP 4 (2026-11-28) first, then its own
+# NCCL (over all four GPUs, and over two of them for groups of two:
 # traces/h200x4/comm-pairs), host and interference files, the same GPU's compute: the shape grid of
 # the 2 x H200 machine with the model shapes timed on one H200 (and grid only)
-"$epsim" calibrate traces/h200x4/calib traces/h200x4/comm-pairs traces/h200x2/grid \
+"$epsim" calibrate $x4_nvl traces/h200x4/calib traces/h200x4/comm-pairs traces/h200x2/grid \
   traces/h200/calib:corun.json,host.json traces/h200x4/bench --kind-from attention:traces/h200/grid-attention/compute.json \
   --kind-from +grouped_gemm:traces/h200/grid-grouped-steps/compute.json.xz \
   --model-shapes traces/h200/calib/compute.json --topo h200x4 --out "$out"/h200x4.json
-"$epsim" calibrate traces/h200x4/calib traces/h200x4/comm-pairs traces/h200x2/grid \
+"$epsim" calibrate $x4_nvl traces/h200x4/calib traces/h200x4/comm-pairs traces/h200x2/grid \
   traces/h200/calib:corun.json,host.json traces/h200x4/bench \
   --kind-from attention:traces/h200/grid-attention/compute.json --grid-only \
   --kind-from +grouped_gemm:traces/h200/grid-grouped-steps/compute.json.xz \

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # gpu_nvl_push.sh: what a change of `epref run`'s NVLink transport (ep_nvl_push, the deepep /
-# hybridep all-to-alls) must measure again, on a 2-GPU machine, one PHASE per device call:
-#   OUT=dir BIN_DIR=dir BASE=dir PHASE=check|runs|heldout bash scripts/gpu_nvl_push.sh
+# hybridep all-to-alls) must measure again, on a 2-GPU machine (NPROC=4: the 4 x H200 sets), one
+# PHASE per device call:
+#   OUT=dir BIN_DIR=dir BASE=dir [NPROC=2|4] PHASE=check|runs|heldout bash scripts/gpu_nvl_push.sh
 #   check    the GPU tests of BIN_DIR's binaries; then the transport's calibration records
 #            (`bench calib --parts nvl`, nvl_a2a) of BIN_DIR's epref and, as the same call's
 #            baseline, BASE's (`--parts comm`: its NCCL curves too) -> $OUT/calib_{new,base}/
 #   runs     the deepep / hybridep runs (ONLY: another regex of run names) of scripts/gpu_runs.sh's
 #            2 x H200 set -> $OUT/runs.tgz
-#   heldout  those of the held-out set (RUNSET=heldout2), three launches each -> $OUT/heldout.tgz
+#   heldout  those of the held-out set (RUNSET=heldout2|4), REPEAT launches each (default 3)
+#            -> $OUT/heldout.tgz
 #   ab       the runs of ONLY (default the fused overlap runs) with BASE's epref and BIN_DIR's, with
 #            and without a row budget (--moe-permute-budget: no host read of the row count), two
 #            rounds -> $OUT/ab.tgz (ab/<binary>_<budget|sync>_<round>/ of gpu_runs.sh)
@@ -41,9 +43,10 @@ check)
 runs | heldout)
     W=/tmp/nvl_push/$PHASE
     mkdir -p "$W"
-    set=h200x2 rep=1
-    [ "$PHASE" = heldout ] && set=heldout2 rep=3
-    RUNSET=$set NPROC=2 ITERS=3 WARMUP=1 RUN_TIMEOUT=90 REPEAT=$rep ONLY="${ONLY:-deepep|hybridep}" \
+    n=${NPROC:-2}
+    set=h200x$n rep=1
+    [ "$PHASE" = heldout ] && set=heldout$n rep=${REPEAT:-3}
+    RUNSET=$set NPROC=$n ITERS=3 WARMUP=1 RUN_TIMEOUT=90 REPEAT=$rep ONLY="${ONLY:-deepep|hybridep}" \
         timeout "${BUDGET_S:-540}" bash scripts/gpu_runs.sh "$B/epref" "$W" > "$W/runs.log" 2>&1
     echo "$PHASE rc=$? at +$(($(date +%s) - t0)) s"
     cut -d, -f1-3 "$W/index.csv" 2>/dev/null
