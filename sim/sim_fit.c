@@ -149,9 +149,9 @@ static int load(fit *x, int which, char **dirs, int ndirs) {
             snprintf(want, sizeof want, ",%s,", FILES[which]);
             if (!strstr(list, want)) continue;
         }
-        char want[4200];
-        snprintf(want, sizeof want, "%s/%s", dir, FILES[which]);
-        if (ep_infile_find(want, path, sizeof path) != 0) continue; /* or committed as FILE.xz */
+        char name[4200];
+        snprintf(name, sizeof name, "%s/%s", dir, FILES[which]);
+        if (ep_infile_find(name, path, sizeof path) != 0) continue; /* or committed as FILE.xz */
         json_error_t je;
         json_t *r = sim_json_load(path, 0, &je);
         if (!r || !json_is_array(r) || json_array_size(r) < 1 ||

@@ -750,26 +750,27 @@ static void test_fit_host_stack(void) {
  * table leaves 1 at duty 0.3, so GEMMs demand (700 - 0.7 x 400) / 0.3 = 1400 W and attention at 550
  * W weighs 150 / 1000. After a 100 ms gap GEMMs at 1.15 and 1.05 sit at the duties of those
  * slowdowns: tau = 0.1 / ln(1 / d), their median. */
+/* A power.json of one launch: ops alone, mixes with copies, recovery (test_fit_power, test_fit_reads_xz). */
+static const char POWER_JSON[] =
+    "[{\"meta\": {\"gpu\": \"test\"}}, {\"ops\": ["
+    "{\"op\": \"g\", \"class\": \"gemm\", \"slowdown\": 1.2, \"power_w_second_half\": 700},"
+    "{\"op\": \"c\", \"class\": \"memory\", \"slowdown\": 1.0, \"power_w_second_half\": 400},"
+    "{\"op\": \"a\", \"class\": \"attention\", \"slowdown\": 1.0, \"power_w_second_half\": "
+    "550}],"
+    "\"mix\": ["
+    "{\"class\": \"gemm\", \"duty_isolated\": 0.3, \"op_slowdown\": 1.0, \"copy_slowdown\": "
+    "1.0},"
+    "{\"class\": \"gemm_fp8\", \"duty_isolated\": 0.6, \"op_slowdown\": 1.05, "
+    "\"copy_slowdown\": 1.0},"
+    "{\"class\": \"attention\", \"duty_isolated\": 0.6, \"op_slowdown\": 1.5, "
+    "\"copy_slowdown\": 1.0},"
+    "{\"class\": \"grouped_gemm\", \"duty_isolated\": 0.8, \"op_slowdown\": 1.15, "
+    "\"copy_slowdown\": 1.0}],"
+    "\"recovery\": [{\"gap_ms\": 100, \"slowdown_after\": [1.3, 1.15, 1.05]}]}]\n";
+
 static void test_fit_power(void) {
     sim_calib c;
-    calibrate_one_file(
-        "power.json",
-        "[{\"meta\": {\"gpu\": \"test\"}}, {\"ops\": ["
-        "{\"op\": \"g\", \"class\": \"gemm\", \"slowdown\": 1.2, \"power_w_second_half\": 700},"
-        "{\"op\": \"c\", \"class\": \"memory\", \"slowdown\": 1.0, \"power_w_second_half\": 400},"
-        "{\"op\": \"a\", \"class\": \"attention\", \"slowdown\": 1.0, \"power_w_second_half\": "
-        "550}],"
-        "\"mix\": ["
-        "{\"class\": \"gemm\", \"duty_isolated\": 0.3, \"op_slowdown\": 1.0, \"copy_slowdown\": "
-        "1.0},"
-        "{\"class\": \"gemm_fp8\", \"duty_isolated\": 0.6, \"op_slowdown\": 1.05, "
-        "\"copy_slowdown\": 1.0},"
-        "{\"class\": \"attention\", \"duty_isolated\": 0.6, \"op_slowdown\": 1.5, "
-        "\"copy_slowdown\": 1.0},"
-        "{\"class\": \"grouped_gemm\", \"duty_isolated\": 0.8, \"op_slowdown\": 1.15, "
-        "\"copy_slowdown\": 1.0}],"
-        "\"recovery\": [{\"gap_ms\": 100, \"slowdown_after\": [1.3, 1.15, 1.05]}]}]\n",
-        &c);
+    calibrate_one_file("power.json", POWER_JSON, &c);
     const sim_table *t = &c.power_duty_slowdown;
     const double x[] = {0.3, 0.63 / 1.03, 0.92 / 1.12, 1.0}, y[] = {1.0, 1.05, 1.15, 1.2};
     CU_ASSERT_EQUAL_FATAL(t->n, 4);
@@ -781,6 +782,30 @@ static void test_fit_power(void) {
     double tau = (0.1 / log(1 / x[2]) + 0.1 / log(1 / x[1])) / 2;
     CU_ASSERT(near(c.power_tau_s, tau, 1e-5));
     sim_calib_free(&c);
+}
+
+/* A raw file committed compressed (DIR/power.json.xz) is read as DIR/power.json. */
+static void test_fit_reads_xz(void) {
+    char dir[512], path[600], out[600], cmd[800];
+    sim_calib plain, packed;
+    calibrate_one_file("power.json", POWER_JSON, &plain);
+    tmp_path(dir, sizeof dir, "xzfile");
+    write_raw_file(dir, "power.json", POWER_JSON, path, sizeof path);
+    snprintf(cmd, sizeof cmd, "xz -f %s", path);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    snprintf(out, sizeof out, "%s.calib.json", dir);
+    calibrate_into(dir, out, &packed);
+    CU_ASSERT_EQUAL(packed.power_duty_slowdown.n, plain.power_duty_slowdown.n);
+    CU_ASSERT(plain.power_duty_slowdown.n > 0);
+    for (int i = 0; i < plain.power_duty_slowdown.n; i++)
+        CU_ASSERT(packed.power_duty_slowdown.y[i] == plain.power_duty_slowdown.y[i]);
+    CU_ASSERT(packed.power_tau_s == plain.power_tau_s && packed.power_tau_s > 0);
+    remove(out);
+    snprintf(cmd, sizeof cmd, "%s.xz", path);
+    remove(cmd);
+    rmdir(dir);
+    sim_calib_free(&plain);
+    sim_calib_free(&packed);
 }
 
 /* interference.json of a later DIR adds only the aggressors the first file lacks: the 4 x H100
@@ -1040,6 +1065,7 @@ void ep_suite_calibrate(void) {
     CU_add_test(s, "topologies name their calibration; --calib none", test_topology_calibration);
     CU_add_test(s, "an FP8 cast costs the host one launch", test_fp8_cast_host);
     CU_add_test(s, "power.json: duty table, attention weight and time constant", test_fit_power);
+    CU_add_test(s, "a raw file committed as FILE.xz is read", test_fit_reads_xz);
     CU_add_test(s, "host_megatron.json: a communication op's extra from two-GPU launches",
                 test_fit_comm_call);
     CU_add_test(s, "permute.json: unfused permutation per byte, used only without fusion",
