@@ -744,13 +744,8 @@ static void test_fit_host_stack(void) {
     remove(out);
 }
 
-/* power.json (scripts/sustained_clock.py launches): one launch written here, worked on paper.
- * Mix duties 0.3, 0.6 and 0.8 of the GEMM's isolated time with slowdowns 1.0, 1.05 and 1.15 (copies
- * 1.0) are 0.3, 0.63 / 1.03 and 0.92 / 1.12 of the measured time; back to back 1.2 at duty 1. The
- * table leaves 1 at duty 0.3, so GEMMs demand (700 - 0.7 x 400) / 0.3 = 1400 W and attention at 550
- * W weighs 150 / 1000. After a 100 ms gap GEMMs at 1.15 and 1.05 sit at the duties of those
- * slowdowns: tau = 0.1 / ln(1 / d), their median. */
-/* A power.json of one launch: ops alone, mixes with copies, recovery (test_fit_power, test_fit_reads_xz). */
+/* A power.json of one launch: ops alone, mixes with copies, recovery (test_fit_power,
+ * test_fit_reads_xz). */
 static const char POWER_JSON[] =
     "[{\"meta\": {\"gpu\": \"test\"}}, {\"ops\": ["
     "{\"op\": \"g\", \"class\": \"gemm\", \"slowdown\": 1.2, \"power_w_second_half\": 700},"
@@ -768,6 +763,12 @@ static const char POWER_JSON[] =
     "\"copy_slowdown\": 1.0}],"
     "\"recovery\": [{\"gap_ms\": 100, \"slowdown_after\": [1.3, 1.15, 1.05]}]}]\n";
 
+/* power.json (scripts/sustained_clock.py launches): one launch written here, worked on paper.
+ * Mix duties 0.3, 0.6 and 0.8 of the GEMM's isolated time with slowdowns 1.0, 1.05 and 1.15 (copies
+ * 1.0) are 0.3, 0.63 / 1.03 and 0.92 / 1.12 of the measured time; back to back 1.2 at duty 1. The
+ * table leaves 1 at duty 0.3, so GEMMs demand (700 - 0.7 x 400) / 0.3 = 1400 W and attention at 550
+ * W weighs 150 / 1000. After a 100 ms gap GEMMs at 1.15 and 1.05 sit at the duties of those
+ * slowdowns: tau = 0.1 / ln(1 / d), their median. */
 static void test_fit_power(void) {
     sim_calib c;
     calibrate_one_file("power.json", POWER_JSON, &c);
