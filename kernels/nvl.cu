@@ -922,8 +922,12 @@ extern "C" cudaError_t ep_nvl_combine(ep_nvl *c, const ep_bf16 *expout, ep_bf16 
     return ep_combine_reduce(&c->layout, recv, out, c->hidden, fl, c->seq, c->d_err, st);
 }
 
+extern "C" size_t ep_nvl_slot_bytes(const ep_nvl *c) {
+    return (size_t)c->max_tokens * c->hidden * 2;
+}
+
 extern "C" size_t ep_nvl_stage_bytes(const ep_nvl *c) {
-    return (size_t)c->ep * c->max_tokens * c->hidden * 2;
+    return (size_t)c->ep * ep_nvl_slot_bytes(c);
 }
 
 extern "C" cudaError_t ep_nvl_store_ceiling(ep_nvl *c, const void *src, size_t bytes, int peer,
@@ -950,11 +954,7 @@ extern "C" cudaError_t ep_nvl_peer_copy(ep_nvl *c, const void *src, size_t bytes
 // This rank's slot in a peer's staging: the rows it sends there in a dispatch
 static void *stage_slot(ep_nvl *c, int peer) {
     return static_cast<char *>(c->peer_region[peer]) + c->off_stage +
-           (size_t)c->me * c->max_tokens * c->hidden * 2;
-}
-
-extern "C" size_t ep_nvl_slot_bytes(const ep_nvl *c) {
-    return (size_t)c->max_tokens * c->hidden * 2;
+           (size_t)c->me * ep_nvl_slot_bytes(c);
 }
 
 // This rank's peer_bytes[p] for every peer p, into its slot of p's staging (peers with no bytes
