@@ -1216,6 +1216,14 @@ sim_engine_opts sim_engine_defaults(void) {
                              .direct = !(t && strcmp(t, "simgrid") == 0)};
 }
 
+/* Runs the engine's schedule to completion under SimGrid (once per process). */
+static void simulate(engine *e) {
+    E = e;
+    sg_actor_create("epsim", e->p->host[0], actor_main, 0, NULL);
+    simgrid_run();
+    E = NULL;
+}
+
 /* Steps at least this many power time constants long start at duty 0: the cold start then
  * slows at most the first 1/STEADY_TAUS of the step less than it should (under 0.4% of it). */
 #define STEADY_TAUS 50.0
@@ -1255,9 +1263,7 @@ static void steady_power_start(engine *e) {
     if (pid == 0) {
         close(fd[0]);
         e->progress = 0;
-        E = e;
-        sg_actor_create("epsim", e->p->host[0], actor_main, 0, NULL);
-        simgrid_run();
+        simulate(e);
         double makespan = 0;
         for (long o = 0; o < e->nops && !e->failed; o++)
             if (e->rec[o].t.end > makespan) makespan = e->rec[o].t.end;
@@ -1343,10 +1349,7 @@ int sim_engine_run(const ep_sched *s, const sim_platform *p, const sim_calib *c,
         goto done;
     }
     steady_power_start(&e);
-    E = &e;
-    sg_actor_create("epsim", p->host[0], actor_main, 0, NULL);
-    simgrid_run();
-    E = NULL;
+    simulate(&e);
     if (e.failed) goto done;
     for (long o = 0, r = 0; o < e.nops; o++) {
         while (o >= e.off[r + 1])
