@@ -125,8 +125,18 @@ static double mamba_weights(const ep_config *c) {
     return in_proj + conv + 3.0 * m.nheads + m.d_inner * h;
 }
 
+/* Parameter tensors of an attention block: linear_qkv (its fused input norm) and linear_proj, QK
+ * norms; MLA: a separate input norm, the query's down and up projections with the fused query
+ * norm (one projection without --q-lora-rank), the key-value's down and up with theirs, and the
+ * output projection. */
+static int attention_tensors(const ep_config *c) {
+    if (c->multi_latent_attention) return 1 + (c->q_lora_rank > 0 ? 3 : 1) + 3 + 1;
+    return 3 + (c->qk_layernorm ? 2 : 0) + (c->disable_bias_linear ? 0 : 2);
+}
+
 void ep_cost_layer_params(const ep_config *cfg, const ep_layer *layer, ep_layer_params *out) {
     double h = cfg->hidden_size;
+    int bias = cfg->disable_bias_linear ? 0 : 1;
     *out = (ep_layer_params){0};
     for (int i = 0; i < layer->nblocks; i++) {
         switch (layer->blocks[i]) {
@@ -134,28 +144,39 @@ void ep_cost_layer_params(const ep_config *cfg, const ep_layer *layer, ep_layer_
         case 'D': /* DS-attention sized as the configured attention (indexer not counted) */
             out->attn += attention_weights(cfg);
             out->norm += h + attention_inner_norms(cfg);
+            out->tensors += attention_tensors(cfg);
             break;
         case 'M':
         case 'G':
             out->attn += mamba_weights(cfg);
             out->norm += h + mamba(cfg).d_inner; /* input norm, gated inner norm */
+            /* in_proj and its fused norm, conv1d weight and bias, A_log, D, dt_bias, the gated
+             * norm, out_proj */
+            out->tensors += 9;
             break;
         case '-':
             out->dense_mlp += mlp_mats(cfg) * h * ffn(cfg);
             out->norm += h;
+            out->tensors += 3 + 2 * bias; /* fc1 and its fused norm, fc2 */
             break;
         case 'E':
             out->expert = mlp_mats(cfg) * h * moe_ffn(cfg);
             out->shared = mlp_mats(cfg) * h * cfg->moe_shared_expert_intermediate_size;
             out->router = h * cfg->num_experts;
             out->norm += h;
+            /* the pre-MLP norm, the router, a shared expert's fc1 and fc2; each routed expert's
+             * fc1 and fc2 (TE's GroupedLinear holds a weight per expert, as SequentialMLP does) */
+            out->tensors += 2 + (cfg->moe_shared_expert_intermediate_size > 0 ? 2 + 2 * bias : 0);
+            out->expert_tensors = 2 + 2 * bias;
             break;
         default:
             break;
         }
     }
-    if (layer->is_mtp)
+    if (layer->is_mtp) {
         out->mtp = 2.0 * h * h + 3.0 * h; /* eh projection [e;h] -> h, enorm, hnorm, final norm */
+        out->tensors += 4;
+    }
 }
 
 double ep_cost_layer_fwd_flops_per_token(const ep_config *cfg, const ep_layer *layer) {

@@ -57,6 +57,11 @@ typedef struct {
     double router;
     double norm; /* every norm weight of the layer (block input norms, MLA/Mamba inner norms) */
     double mtp;  /* MTP layers: the 2H x H projection and its three norms */
+    /* parameter tensors as Megatron's Transformer Engine modules hold them (a norm fused into the
+     * linear layer after it is that module's layer_norm_weight): the optimizer's host loops issue
+     * a kernel per tensor (sched_dp.c). Linear biases count, norm biases do not. */
+    int tensors;        /* all but the routed experts' */
+    int expert_tensors; /* one routed expert's */
 } ep_layer_params;
 void ep_cost_layer_params(const ep_config *cfg, const ep_layer *layer, ep_layer_params *out);
 

@@ -42,7 +42,8 @@ typedef enum {
     EP_OP_PERMUTE,      /* gather rows into expert-grouped order (memory bound) */
     EP_OP_UNPERMUTE,    /* scatter back, weighted sum of k outputs (memory bound) */
     EP_OP_LOSS,         /* output layer cross-entropy */
-    EP_OP_OPTIMIZER,    /* optimizer step (memory bound over local params) */
+    EP_OP_OPTIMIZER,    /* optimizer step (memory bound over local params); batch: the parameter
+                           tensors its host loops walk */
     EP_OP_A2A_DISPATCH, /* token all-to-all, dispatch direction (traffic matrix as drawn) */
     EP_OP_A2A_COMBINE,  /* token all-to-all, combine direction (traffic matrix transposed) */
     EP_OP_ALLTOALL,     /* small uniform all-to-all (count exchange): bytes per peer */

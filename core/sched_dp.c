@@ -499,6 +499,29 @@ static double local_params(const ep_rank_builder *rb) {
     return dense / adam_shards(rb, 0) + expert / adam_shards(rb, 1);
 }
 
+/* Parameter tensors the optimizer's host loops walk on this rank: those of its layers (every TP
+ * and ETP rank holds a slice of each; its local experts' own), the embedding on the first stage,
+ * the output layer and final norm on the last, spread over the ranks Adam's state is sharded
+ * over (the distributed optimizer copies the tensors of its shard). */
+static double local_tensors(const ep_rank_builder *rb) {
+    double dense = 0, expert = 0;
+    const ep_layer_plan *plan = &rb->s->plan;
+    int local_experts = rb->cfg->num_experts / rb->cfg->expert_model_parallel_size;
+    for (int c = 0; c < rb->vpp; c++) {
+        int first, count;
+        ep_layer_range(plan, rb->pp, rb->vpp, rb->stage, c, &first, &count);
+        for (int l = first; l < first + count; l++) {
+            ep_layer_params p;
+            ep_cost_layer_params(rb->cfg, &plan->layers[l], &p);
+            dense += p.tensors;
+            if (plan->layers[l].is_moe) expert += (double)p.expert_tensors * local_experts;
+        }
+    }
+    if (rb->stage == 0) dense += 1;
+    if (rb->stage == rb->pp - 1) dense += 2;
+    return dense / adam_shards(rb, 0) + expert / adam_shards(rb, 1);
+}
+
 /* Bytes of model state this rank holds through the step (Megatron-LM's accounting in
  * theoretical_memory_usage.py, with EP/ETP sharding of the experts): bf16 weights (2 B), main
  * gradients (fp32 4 B, bf16 2 B), Adam's master weights, m and v (12 B in fp32). The distributed
@@ -533,6 +556,7 @@ int ep_dp_end(ep_rank_builder *rb) {
     ep_op op = ep_op_blank();
     op.kind = EP_OP_OPTIMIZER;
     op.label = "optimizer.step";
+    op.batch = (int)(local_tensors(rb) + 0.5); /* what its host loops walk (sim_op_host_s) */
     op.bytes = params * optimizer_bytes_per_param(rb);
     op.flops = params * OPTIMIZER_FLOPS_PER_PARAM;
     int idx = ep_rb_emit(rb, &op);

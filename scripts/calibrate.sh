@@ -83,14 +83,16 @@ h100_comm="traces/h100x4/calib:comm.json,interference.json,host.json traces/h100
 # (traces/h100/torch-cool: every timing after a hold of 1.5x the op's time, 2026-11-27), its host
 # costs there: Megatron-Core's own layers (scripts/megatron_host.py: the bookkeeping per op, per
 # expert call), a CUDA graph's replay and torch.distributed's NCCL call (scripts/torch_host.py),
-# and the power cap (traces/h100/torch/power.json). Its expert GEMMs are timed as Transformer
+# and the power cap (traces/h100/torch/power.json); Megatron's step outside the layers
+# (scripts/megatron_step_host.py on one H200's host, scaled to the H100 host by the dense layer
+# timed in the same rounds). Its expert GEMMs are timed as Transformer
 # Engine's GroupedLinear runs them on Hopper: one cuBLAS GEMM per expert on four streams (bf16:
 # traces/h100/torch-multistream; FP8 with tensorwise scales: traces/h100/torch-fp8-multistream),
 # not as torch's grouped kernel. Only this file has the power model: the other
 # calibrations' compute records were timed partly at a capped clock (docs/calibration.md,
 # "Sustained load"), so they leave power.json out
 "$epsim" calibrate traces/h100/torch-cool traces/h100/torch traces/h100/grid traces/h100/calib \
-  $h100_comm --model-shapes traces/h100/calib/compute.json \
+  $h100_comm traces/h200/torch:step_megatron.json --model-shapes traces/h100/calib/compute.json \
   --kind-from grouped_gemm/bf16:traces/h100/torch-multistream/kernels.json.xz \
   --kind-from grouped_gemm/fp8:traces/h100/torch-fp8-multistream/kernels.json \
   --topo dgx8 --out "$out"/h100-megatron.json

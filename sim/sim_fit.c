@@ -43,12 +43,13 @@ enum {
     F_PERMUTE,
     F_MAMBA,
     F_EXPERT_EXTRAS,
+    F_STEP_HOST,
     F_NUM
 };
 static const char *FILES[F_NUM] = {
-    "compute.json", "comm.json",    "host.json",    "interference.json", "dispatch.json",
-    "combine.json", "corun.json",   "kernels.json", "host_torch.json",   "host_megatron.json",
-    "power.json",   "permute.json", "mamba.json",   "expert_extras.json"};
+    "compute.json", "comm.json",    "host.json",    "interference.json",  "dispatch.json",
+    "combine.json", "corun.json",   "kernels.json", "host_torch.json",    "host_megatron.json",
+    "power.json",   "permute.json", "mamba.json",   "expert_extras.json", "step_megatron.json"};
 
 enum { HOST_LAYERS_MAX = 16, HOST_LAUNCHES_MAX = 16 };
 
@@ -71,6 +72,11 @@ typedef struct {
     int nhost_layers;
     char host_layer_line[HOST_LAYERS_MAX][200];
     int comm_layer, ncomm_launches; /* the layer comm_call_s came from, and its launches */
+    /* the fitted dense layer's name and median host time: step_megatron.json's launches are
+     * scaled to it; the launches and models its step costs came from */
+    const char *host_dense_name;
+    double host_dense_s;
+    int nstep_launches, nstep_models;
     /* power.json: median powers of a copy, attention and GEMMs at the cap, and the GEMM's demand
      * at full clock that the table implies (W); recovery records the time constant came from */
     double power_watts[4];
@@ -717,6 +723,8 @@ static int fit_host_layers(fit *x) {
     moe = host_layer_of(L, nl, "moe_sdpa", "moe");
     if (dense < 0 || !(nops[dense] > 0 && t[dense] > calls[dense])) return 0;
     x->c.op_overhead_s = (t[dense] - calls[dense]) / nops[dense];
+    x->host_dense_name = L[dense].name;
+    x->host_dense_s = t[dense];
     if (moe >= 0 && nexp[moe] > 0) {
         double rest = t[moe] - calls[moe] - nops[moe] * x->c.op_overhead_s;
         if (rest > 0) x->c.expert_call_s = rest / nexp[moe];
@@ -734,6 +742,80 @@ static int fit_host_layers(fit *x) {
                  k == dense || k == moe || k == x->comm_layer ? ", fitted" : "");
     }
     return 0;
+}
+
+/* Least squares y = a + b n over k points; 0 when n does not vary. */
+static int line_fit(const double *n, const double *y, int k, double *a, double *b) {
+    double sn = 0, sy = 0, snn = 0, sny = 0;
+    for (int i = 0; i < k; i++)
+        sn += n[i], sy += y[i], snn += n[i] * n[i], sny += n[i] * y[i];
+    double d = k * snn - sn * sn;
+    if (k < 2 || !(d > 0)) return 0;
+    *b = (k * sny - sn * sy) / d;
+    *a = (sy - *b * sn) / k;
+    return 1;
+}
+
+enum { STEP_MODELS_MAX = 32 };
+
+/* step_megatron.json (scripts/megatron_step_host.py): the host time of Megatron's step outside
+ * the layers (finalize_model_grads, the optimizer step, zeroing the gradients) of models with
+ * different numbers of parameter tensors under the distributed optimizer, and in the same rounds
+ * the dense layer host_megatron.json fits the per-op cost from. Per launch, least squares over the
+ * models: the tail less the parameter copy = a + b x tensors, the copy = c + d x tensors, each
+ * scaled by the fitted layer's median host time over this launch's (hosts differ by up to 1.55x:
+ * docs/calibration.md); without host_megatron.json the launch's own times. The medians over the
+ * launches are optimizer_step_s (a + c), optimizer_tensor_s (b) and optimizer_copy_tensor_s (d). */
+static void fit_step_host(fit *x) {
+    double a[HOST_LAUNCHES_MAX], b[HOST_LAUNCHES_MAX], d[HOST_LAUNCHES_MAX];
+    int nl = 0, launches[HOST_LAUNCHES_MAX], nmodels = 0;
+    json_t *r;
+    FOR_RECORDS(x, F_STEP_HOST, i, r) {
+        int l = (int)num(r, "launch"), seen = 0;
+        for (int j = 0; j < nl; j++)
+            seen |= launches[j] == l;
+        if (!seen && nl < HOST_LAUNCHES_MAX) launches[nl++] = l;
+    }
+    int nfit = 0;
+    for (int j = 0; j < nl; j++) {
+        const char *model[STEP_MODELS_MAX];
+        double n[STEP_MODELS_MAX], tail[STEP_MODELS_MAX], copy[STEP_MODELS_MAX], layer = NAN;
+        int k = 0;
+        FOR_RECORDS(x, F_STEP_HOST, i, r) {
+            if ((int)num(r, "launch") != launches[j]) continue;
+            if (!strcmp(str(r, "what"), "megatron_layer") &&
+                !strcmp(str(r, "layer"), x->host_dense_name ? x->host_dense_name : "dense_sdpa"))
+                layer = num(r, "time_us") * 1e-6;
+            if (strcmp(str(r, "what"), "megatron_step") || num(r, "distopt") != 1) continue;
+            const char *piece = str(r, "piece"), *m = str(r, "model");
+            int is_tail = !strcmp(piece, "tail"), is_copy = !strcmp(piece, "step.copy_params");
+            if (!is_tail && !is_copy) continue;
+            int q = 0;
+            while (q < k && strcmp(model[q], m))
+                q++;
+            if (q == k) {
+                if (k == STEP_MODELS_MAX) continue;
+                model[k] = m, n[k] = num(r, "tensors"), tail[k] = copy[k] = NAN, k++;
+            }
+            (is_tail ? tail : copy)[q] = num(r, "time_us") * 1e-6;
+        }
+        double scale = x->host_dense_s > 0 && layer > 0 ? x->host_dense_s / layer : 1;
+        double pre[STEP_MODELS_MAX], cp[STEP_MODELS_MAX], nn[STEP_MODELS_MAX];
+        int m = 0;
+        for (int q = 0; q < k; q++)
+            if (tail[q] > 0 && copy[q] >= 0 && n[q] > 0)
+                pre[m] = (tail[q] - copy[q]) * scale, cp[m] = copy[q] * scale, nn[m++] = n[q];
+        double a0, b0, c0, d0;
+        if (!line_fit(nn, pre, m, &a0, &b0) || !line_fit(nn, cp, m, &c0, &d0)) continue;
+        a[nfit] = fmax(a0 + c0, 0), b[nfit] = fmax(b0, 0), d[nfit] = fmax(d0, 0), nfit++;
+        if (m > nmodels) nmodels = m;
+    }
+    x->nstep_launches = nfit;
+    x->nstep_models = nmodels;
+    if (!nfit) return;
+    x->c.optimizer_step_s = ep_median(a, nfit);
+    x->c.optimizer_tensor_s = ep_median(b, nfit);
+    x->c.optimizer_copy_tensor_s = ep_median(d, nfit);
 }
 
 /* Host time per cuBLAS GEMM call and per attention op, from the compute records' host_us (the
@@ -1568,6 +1650,7 @@ int sim_fit_main(int argc, char **argv) {
     }
     fit_host_stack(&x);
     if (fit_host_layers(&x) != 0) goto done;
+    fit_step_host(&x); /* after the layers: its launches are scaled to the fitted layer */
     fit_interference(&x);
     fit_corun(&x);
     if (fit_comm(&x) != 0) goto done;
@@ -1597,6 +1680,11 @@ int sim_fit_main(int argc, char **argv) {
                x.ncomm_launches, x.c.graph_launch_s * 1e6);
     for (int k = 0; k < x.nhost_layers; k++)
         printf("  host layer %s\n", x.host_layer_line[k]);
+    if (x.nstep_launches)
+        printf("  step outside the layers (%d launches, %d models): %.0f us per step + %.2f us "
+               "per parameter tensor, copy of the updated parameters %.2f us per tensor\n",
+               x.nstep_launches, x.nstep_models, x.c.optimizer_step_s * 1e6,
+               x.c.optimizer_tensor_s * 1e6, x.c.optimizer_copy_tensor_s * 1e6);
     if (grid_only)
         printf("  --grid-only: %d compute records of model shapes left out\n", ndropped);
     if (nadded)

@@ -682,6 +682,84 @@ static void test_fit_comm_call(void) {
     rmdir(dir);
 }
 
+/* step_megatron.json: the step's host time outside the layers, a line in the parameter tensors,
+ * fitted launch by launch in units of the fitted dense layer: launches on a host twice as fast
+ * as host_megatron.json's give twice their own costs; DDP records (distopt 0) are left out. The
+ * optimizer step then costs the host what the fit found before Adam (sim_op_host_s) and lasts at
+ * least the copy loop issued while Adam runs (sim_op_work). */
+static void test_fit_step_host(void) {
+    char dir[512], path[600], step[600], out[512];
+    tmp_path(dir, sizeof dir, "stephost");
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/host_megatron.json", dir);
+    snprintf(step, sizeof step, "%s/step_megatron.json", dir);
+    sim_calib slow;
+    sim_calib_default(&slow);
+    slow.op_overhead_s = 200e-6;
+    double t1 = flags_host_s(&slow, TOY_DENSE);
+    CU_ASSERT_FATAL(t1 > 0);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fprintf(f,
+            "[{\"meta\": {\"gpu\": \"test\"}},\n"
+            "{\"layer\": \"dense_sdpa\", \"pass\": \"fwd_bwd\", \"time_us\": %.6f, "
+            "\"launch\": 1, \"config\": \"%s\"}]\n",
+            t1 * 1e6, TOY_DENSE);
+    fclose(f);
+    /* the fast host's own costs: 1000 us per step, 30 us per tensor, 10 us per copied tensor */
+    f = fopen(step, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fprintf(f, "[{\"meta\": {\"gpu\": \"test\"}}");
+    const int tensors[] = {10, 100, 400};
+    for (int launch = 1; launch <= 2; launch++) {
+        fprintf(f,
+                ",\n{\"what\": \"megatron_layer\", \"layer\": \"dense_sdpa\", \"pass\": "
+                "\"fwd_bwd\", \"time_us\": %.6f, \"launch\": %d}",
+                t1 * 1e6 / 2, launch);
+        for (int m = 0; m < 3; m++)
+            for (int distopt = 0; distopt <= 1; distopt++) {
+                double n = tensors[m], k = distopt ? 1 : 3; /* DDP's must not enter the fit */
+                fprintf(f,
+                        ",\n{\"what\": \"megatron_step\", \"model\": \"m%d\", \"distopt\": %d, "
+                        "\"tensors\": %d, \"piece\": \"tail\", \"time_us\": %.3f, \"launch\": %d}"
+                        ",\n{\"what\": \"megatron_step\", \"model\": \"m%d\", \"distopt\": %d, "
+                        "\"tensors\": %d, \"piece\": \"step.copy_params\", \"time_us\": %.3f, "
+                        "\"launch\": %d}",
+                        m, distopt, tensors[m], k * (1000 + 40 * n), launch, m, distopt, tensors[m],
+                        k * 10 * n, launch);
+            }
+    }
+    fprintf(f, "]\n");
+    fclose(f);
+    tmp_path(out, sizeof out, "stephost.json");
+    sim_calib c;
+    calibrate_into(dir, out, &c);
+    CU_ASSERT(near(c.op_overhead_s, 200e-6, 1e-5));
+    CU_ASSERT(near(c.optimizer_step_s, 2000e-6, 1e-6));
+    CU_ASSERT(near(c.optimizer_tensor_s, 60e-6, 1e-6));
+    CU_ASSERT(near(c.optimizer_copy_tensor_s, 20e-6, 1e-6));
+    ep_op op = {.kind = EP_OP_OPTIMIZER, .batch = 300, .group = -1, .traffic = -1};
+    sim_cost x;
+    ep_config cfg;
+    ep_config_defaults(&cfg);
+    sim_cost_init(&x, &c, &cfg);
+    CU_ASSERT(near(sim_op_host_s(&x, &op, 0), c.op_overhead_s + c.launch_s + 2000e-6 + 300 * 60e-6,
+                   1e-6));
+    sim_work w;
+    op.bytes = 1e6; /* Adam's kernels: well under the 6 ms loop */
+    sim_op_work(&x, &op, 1e15, 3e12, &w);
+    CU_ASSERT(near(sim_work_alone(&w), 300 * 20e-6, 1e-9));
+    op.bytes = 1e11; /* longer than the loop: Adam's time alone */
+    sim_op_work(&x, &op, 1e15, 3e12, &w);
+    CU_ASSERT(sim_work_alone(&w) > 0.02 && w.t0 < 1e-5);
+    sim_cost_free(&x);
+    sim_calib_free(&c);
+    remove(out);
+    remove(path);
+    remove(step);
+    rmdir(dir);
+}
+
 /* An FP8 cast runs inside its GEMM's Transformer Engine module: one kernel launch on the host,
  * no op bookkeeping of its own; its GEMM pays both. */
 static void test_fp8_cast_host(void) {
@@ -1069,6 +1147,8 @@ void ep_suite_calibrate(void) {
     CU_add_test(s, "a raw file committed as FILE.xz is read", test_fit_reads_xz);
     CU_add_test(s, "host_megatron.json: a communication op's extra from two-GPU launches",
                 test_fit_comm_call);
+    CU_add_test(s, "step_megatron.json: the step's host time by parameter tensors",
+                test_fit_step_host);
     CU_add_test(s, "permute.json: unfused permutation per byte, used only without fusion",
                 test_fit_unfused_permute);
     CU_add_test(s, "with CP the attention is read at one ring step's kernel",

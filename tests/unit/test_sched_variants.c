@@ -422,6 +422,30 @@ static void test_optimizer_dtypes(void) {
     ep_sched_free(&b);
 }
 
+/* The optimizer's host loops walk the parameter tensors of the rank's Adam shard, counted by hand
+ * for two MoE layers without biases: per layer linear_qkv with its fused norm and linear_proj (3),
+ * the pre-MLP norm and the router (2), fc1 and fc2 of each of the 4 local experts (EP 2); the
+ * embedding, the output layer and the final norm. The distributed optimizer spreads the dense
+ * ones over DP 2 (13 / 2) and keeps the experts (expert DP 1): 6.5 + 16, rounded to 23; without
+ * it, 13 + 16. */
+static void test_optimizer_tensors(void) {
+    const char *variants[] = {"--use-distributed-optimizer", ""};
+    const int want[] = {23, 29};
+    for (int v = 0; v < 2; v++) {
+        char flags[512];
+        snprintf(flags, sizeof flags,
+                 SCHED_SMALL "--world-size 2 --global-batch-size 2 --disable-bias-linear "
+                             "--expert-model-parallel-size 2 %s",
+                 variants[v]);
+        ep_sched s;
+        if (sched_build_flags(&s, flags) != 0) return;
+        int opt = sched_find(&s, 0, "optimizer.step");
+        CU_ASSERT_FATAL(opt >= 0);
+        CU_ASSERT_EQUAL(s.ranks[0].ops[opt].batch, want[v]);
+        ep_sched_free(&s);
+    }
+}
+
 /* The optimizer step updates what the rank's Adam state covers: all of its parameters with FSDP
  * no_shard (a whole copy per rank, like DDP), 1/DP of them from optim up. */
 static void test_fsdp_optimizer_shard(void) {
@@ -1026,6 +1050,7 @@ void ep_suite_sched_variants(void) {
                 test_optimizer_dtypes);
     CU_add_test(s, "FSDP: the optimizer step covers the rank's Adam shard",
                 test_fsdp_optimizer_shard);
+    CU_add_test(s, "optimizer: the parameter tensors its host loops walk", test_optimizer_tensors);
     CU_add_test(s, "alltoall: a row per (token, expert) pair; per rank on request",
                 test_alltoall_rows);
     CU_add_test(s, "--use-torch-fsdp2: per-layer units, bf16 reduce-scatters", test_torch_fsdp2);
