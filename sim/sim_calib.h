@@ -62,12 +62,14 @@ typedef struct {
                                   module call each (Megatron's SequentialMLP, --moe-grouped-gemm off) */
     double comm_call_s;        /* host time of a communication op beyond op_overhead_s and its NCCL
                                   launch (Megatron's autograd functions around torch.distributed) */
-    /* Megatron's step outside the layers (finalize, optimizer, zeroing): host time once per step
-     * and per parameter tensor before Adam's kernels (sim_op_host_s), and per tensor of the copy
-     * of the updated parameters issued while they run, the least the step then lasts
-     * (sim_op_work) */
-    double optimizer_step_s;
+    /* Megatron's step outside the layers (finalize, optimizer, zeroing), by the parameter tensors
+     * of the rank's Adam shard: host time per tensor before the gradient norm's read-back, which
+     * can run ahead of the GPU (sim_op_host_s); once per step and per tensor after it, with the
+     * GPU drained, before Adam's kernels; per tensor of the copy of the updated parameters issued
+     * while they run, the least they then last (the last three: sim_op_work) */
     double optimizer_tensor_s;
+    double optimizer_step_s;
+    double optimizer_sync_tensor_s;
     double optimizer_copy_tensor_s;
     /* GPU compute */
     double kernel_overhead_s; /* fixed GPU time per kernel (launch gap, tail) */

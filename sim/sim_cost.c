@@ -195,12 +195,14 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
     } else {
         w->t_flop = op->flops > 0 ? op->flops / (peak * eff) : 0;
     }
-    /* Megatron issues the copy of the updated parameters into the model's, a kernel per tensor,
-     * while Adam's kernels run: the step ends no earlier than that loop (sim_op_host_s has the
-     * rest of its host time) */
+    /* Megatron's optimizer step reads the gradient norm back (a host sync): what its host does
+     * after that, with the GPU drained, comes before Adam's kernels; then it issues the copy of
+     * the updated parameters into the model's, a kernel per tensor, while they run, so they end
+     * no earlier than that loop (sim_op_host_s has the host time before the sync) */
     if (op->kind == EP_OP_OPTIMIZER) {
         double loop = c->optimizer_copy_tensor_s * op->batch;
         if (loop > sim_work_alone(w)) w->t0 += loop - sim_work_alone(w);
+        w->t0 += c->optimizer_step_s + c->optimizer_sync_tensor_s * op->batch;
     }
 }
 
@@ -222,8 +224,8 @@ double sim_op_host_s(const sim_cost *x, const ep_op *op, int group_size) {
                (op->batch > 1 ? op->batch : 1);
     else if (op->kind == EP_OP_ATTENTION)
         call = c->attention_launch_s;
-    else if (op->kind == EP_OP_OPTIMIZER) /* Python loops over the parameter tensors */
-        call = c->launch_s + c->optimizer_step_s + c->optimizer_tensor_s * op->batch;
+    else if (op->kind == EP_OP_OPTIMIZER) /* its loops before the norm's sync (sim_op_work) */
+        call = c->launch_s + c->optimizer_tensor_s * op->batch;
     else
         call = c->launch_s; /* memory kernels; a host sync's device-to-host copy */
     return c->op_overhead_s + call;

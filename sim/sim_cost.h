@@ -39,7 +39,7 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak_flops, double hbm_bw,
  * per GEMM and per expert of a grouped GEMM (gemm_launch_s), attention_launch_s, one NCCL
  * operation (nccl_launch_s + comm_call_s; none for a group of one, which moves nothing), and
  * expert_call_s per expert where the experts run one module call each; the optimizer step its
- * Python loops over the parameter tensors before Adam (optimizer_step_s, optimizer_tensor_s).
+ * Python loops over the parameter tensors before the gradient norm's sync (optimizer_tensor_s).
  * An op captured in a CUDA graph costs nothing, the first of its graph graph_launch_s
  * (ep_op.graph). */
 double sim_op_host_s(const sim_cost *x, const ep_op *op, int group_size);

@@ -760,14 +760,22 @@ enum { STEP_MODELS_MAX = 32 };
 
 /* step_megatron.json (scripts/megatron_step_host.py): the host time of Megatron's step outside
  * the layers (finalize_model_grads, the optimizer step, zeroing the gradients) of models with
- * different numbers of parameter tensors under the distributed optimizer, and in the same rounds
- * the dense layer host_megatron.json fits the per-op cost from. Per launch, least squares over the
- * models: the tail less the parameter copy = a + b x tensors, the copy = c + d x tensors, each
- * scaled by the fitted layer's median host time over this launch's (hosts differ by up to 1.55x:
- * docs/calibration.md); without host_megatron.json the launch's own times. The medians over the
- * launches are optimizer_step_s (a + c), optimizer_tensor_s (b) and optimizer_copy_tensor_s (d). */
+ * different numbers of parameter tensors under the distributed optimizer, its parts, and in the
+ * same rounds the dense layer host_megatron.json fits the per-op cost from. Three parts, each a
+ * line in the tensors fitted per launch by least squares over the models and scaled by the fitted
+ * layer's median host time over this launch's (hosts differ by up to 1.55x: docs/calibration.md;
+ * without host_megatron.json the launch's own times): before the gradient norm's read-back
+ * (finalize and the gradient copies: optimizer_tensor_s), the copy of the updated parameters
+ * (optimizer_copy_tensor_s), and the rest of the tail after the read-back (the norm, clipping,
+ * Adam's issue, zeroing: optimizer_sync_tensor_s); optimizer_step_s is the three intercepts.
+ * Medians over the launches. */
+enum { STEP_PRE, STEP_COPY, STEP_POST, STEP_PARTS };
+static const char *const STEP_PIECES[] = {"tail", "finalize", "step.copy_grads",
+                                          "step.copy_params"};
+enum { PIECE_TAIL, PIECE_FINALIZE, PIECE_COPY_GRADS, PIECE_COPY_PARAMS, NPIECES };
+
 static void fit_step_host(fit *x) {
-    double a[HOST_LAUNCHES_MAX], b[HOST_LAUNCHES_MAX], d[HOST_LAUNCHES_MAX];
+    double fixed[HOST_LAUNCHES_MAX], slope[STEP_PARTS][HOST_LAUNCHES_MAX];
     int nl = 0, launches[HOST_LAUNCHES_MAX], nmodels = 0;
     json_t *r;
     FOR_RECORDS(x, F_STEP_HOST, i, r) {
@@ -779,7 +787,7 @@ static void fit_step_host(fit *x) {
     int nfit = 0;
     for (int j = 0; j < nl; j++) {
         const char *model[STEP_MODELS_MAX];
-        double n[STEP_MODELS_MAX], tail[STEP_MODELS_MAX], copy[STEP_MODELS_MAX], layer = NAN;
+        double n[STEP_MODELS_MAX], t[STEP_MODELS_MAX][NPIECES], layer = NAN;
         int k = 0;
         FOR_RECORDS(x, F_STEP_HOST, i, r) {
             if ((int)num(r, "launch") != launches[j]) continue;
@@ -787,35 +795,50 @@ static void fit_step_host(fit *x) {
                 !strcmp(str(r, "layer"), x->host_dense_name ? x->host_dense_name : "dense_sdpa"))
                 layer = num(r, "time_us") * 1e-6;
             if (strcmp(str(r, "what"), "megatron_step") || num(r, "distopt") != 1) continue;
-            const char *piece = str(r, "piece"), *m = str(r, "model");
-            int is_tail = !strcmp(piece, "tail"), is_copy = !strcmp(piece, "step.copy_params");
-            if (!is_tail && !is_copy) continue;
+            int p = 0;
+            while (p < NPIECES && strcmp(STEP_PIECES[p], str(r, "piece")))
+                p++;
+            if (p == NPIECES) continue;
+            const char *m = str(r, "model");
             int q = 0;
             while (q < k && strcmp(model[q], m))
                 q++;
             if (q == k) {
                 if (k == STEP_MODELS_MAX) continue;
-                model[k] = m, n[k] = num(r, "tensors"), tail[k] = copy[k] = NAN, k++;
+                model[k] = m, n[k] = num(r, "tensors");
+                for (int z = 0; z < NPIECES; z++)
+                    t[k][z] = NAN;
+                k++;
             }
-            (is_tail ? tail : copy)[q] = num(r, "time_us") * 1e-6;
+            t[q][p] = num(r, "time_us") * 1e-6;
         }
         double scale = x->host_dense_s > 0 && layer > 0 ? x->host_dense_s / layer : 1;
-        double pre[STEP_MODELS_MAX], cp[STEP_MODELS_MAX], nn[STEP_MODELS_MAX];
+        double y[STEP_PARTS][STEP_MODELS_MAX], nn[STEP_MODELS_MAX];
         int m = 0;
-        for (int q = 0; q < k; q++)
-            if (tail[q] > 0 && copy[q] >= 0 && n[q] > 0)
-                pre[m] = (tail[q] - copy[q]) * scale, cp[m] = copy[q] * scale, nn[m++] = n[q];
-        double a0, b0, c0, d0;
-        if (!line_fit(nn, pre, m, &a0, &b0) || !line_fit(nn, cp, m, &c0, &d0)) continue;
-        a[nfit] = fmax(a0 + c0, 0), b[nfit] = fmax(b0, 0), d[nfit] = fmax(d0, 0), nfit++;
+        for (int q = 0; q < k; q++) {
+            double pre = t[q][PIECE_FINALIZE] + t[q][PIECE_COPY_GRADS],
+                   copy = t[q][PIECE_COPY_PARAMS];
+            if (!(n[q] > 0 && pre >= 0 && copy >= 0 && t[q][PIECE_TAIL] >= pre + copy)) continue;
+            y[STEP_PRE][m] = pre * scale, y[STEP_COPY][m] = copy * scale;
+            y[STEP_POST][m] = (t[q][PIECE_TAIL] - pre - copy) * scale, nn[m++] = n[q];
+        }
+        double a = 0, ab[STEP_PARTS][2];
+        int ok = 1;
+        for (int part = 0; part < STEP_PARTS; part++)
+            ok &= line_fit(nn, y[part], m, &ab[part][0], &ab[part][1]);
+        if (!ok) continue;
+        for (int part = 0; part < STEP_PARTS; part++)
+            a += ab[part][0], slope[part][nfit] = fmax(ab[part][1], 0);
+        fixed[nfit++] = fmax(a, 0);
         if (m > nmodels) nmodels = m;
     }
     x->nstep_launches = nfit;
     x->nstep_models = nmodels;
     if (!nfit) return;
-    x->c.optimizer_step_s = ep_median(a, nfit);
-    x->c.optimizer_tensor_s = ep_median(b, nfit);
-    x->c.optimizer_copy_tensor_s = ep_median(d, nfit);
+    x->c.optimizer_step_s = ep_median(fixed, nfit);
+    x->c.optimizer_tensor_s = ep_median(slope[STEP_PRE], nfit);
+    x->c.optimizer_sync_tensor_s = ep_median(slope[STEP_POST], nfit);
+    x->c.optimizer_copy_tensor_s = ep_median(slope[STEP_COPY], nfit);
 }
 
 /* Host time per cuBLAS GEMM call and per attention op, from the compute records' host_us (the
@@ -1681,10 +1704,12 @@ int sim_fit_main(int argc, char **argv) {
     for (int k = 0; k < x.nhost_layers; k++)
         printf("  host layer %s\n", x.host_layer_line[k]);
     if (x.nstep_launches)
-        printf("  step outside the layers (%d launches, %d models): %.0f us per step + %.2f us "
-               "per parameter tensor, copy of the updated parameters %.2f us per tensor\n",
-               x.nstep_launches, x.nstep_models, x.c.optimizer_step_s * 1e6,
-               x.c.optimizer_tensor_s * 1e6, x.c.optimizer_copy_tensor_s * 1e6);
+        printf("  step outside the layers (%d launches, %d models): per parameter tensor %.2f us "
+               "before the norm's sync, %.2f us after it + %.0f us per step, the parameter "
+               "copy %.2f us\n",
+               x.nstep_launches, x.nstep_models, x.c.optimizer_tensor_s * 1e6,
+               x.c.optimizer_sync_tensor_s * 1e6, x.c.optimizer_step_s * 1e6,
+               x.c.optimizer_copy_tensor_s * 1e6);
     if (grid_only)
         printf("  --grid-only: %d compute records of model shapes left out\n", ndropped);
     if (nadded)

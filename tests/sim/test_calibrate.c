@@ -682,11 +682,12 @@ static void test_fit_comm_call(void) {
     rmdir(dir);
 }
 
-/* step_megatron.json: the step's host time outside the layers, a line in the parameter tensors,
- * fitted launch by launch in units of the fitted dense layer: launches on a host twice as fast
- * as host_megatron.json's give twice their own costs; DDP records (distopt 0) are left out. The
- * optimizer step then costs the host what the fit found before Adam (sim_op_host_s) and lasts at
- * least the copy loop issued while Adam runs (sim_op_work). */
+/* step_megatron.json: the step's host time outside the layers, three lines in the parameter
+ * tensors (before the norm's sync: finalize and the gradient copies; the parameter copy; the rest
+ * of the tail), fitted launch by launch in units of the fitted dense layer: launches on a host
+ * twice as fast as host_megatron.json's give twice their own costs; DDP records (distopt 0) are
+ * left out. The optimizer step then costs the host the first before the sync (sim_op_host_s) and
+ * lasts the fixed and after-sync parts plus at least the copy loop (sim_op_work). */
 static void test_fit_step_host(void) {
     char dir[512], path[600], step[600], out[512];
     tmp_path(dir, sizeof dir, "stephost");
@@ -706,28 +707,29 @@ static void test_fit_step_host(void) {
             "\"launch\": 1, \"config\": \"%s\"}]\n",
             t1 * 1e6, TOY_DENSE);
     fclose(f);
-    /* the fast host's own costs: 1000 us per step, 30 us per tensor, 10 us per copied tensor */
+    /* the fast host's own costs (us, n tensors): finalize 100 + 5 n, gradient copies 10 n,
+     * parameter copies 10 n, the whole tail 1000 + 40 n (so 900 + 15 n after the sync) */
     f = fopen(step, "w");
     CU_ASSERT_FATAL(f != NULL);
     fprintf(f, "[{\"meta\": {\"gpu\": \"test\"}}");
     const int tensors[] = {10, 100, 400};
+    const char *pieces[] = {"tail", "finalize", "step.copy_grads", "step.copy_params"};
     for (int launch = 1; launch <= 2; launch++) {
         fprintf(f,
                 ",\n{\"what\": \"megatron_layer\", \"layer\": \"dense_sdpa\", \"pass\": "
                 "\"fwd_bwd\", \"time_us\": %.6f, \"launch\": %d}",
                 t1 * 1e6 / 2, launch);
         for (int m = 0; m < 3; m++)
-            for (int distopt = 0; distopt <= 1; distopt++) {
-                double n = tensors[m], k = distopt ? 1 : 3; /* DDP's must not enter the fit */
-                fprintf(f,
-                        ",\n{\"what\": \"megatron_step\", \"model\": \"m%d\", \"distopt\": %d, "
-                        "\"tensors\": %d, \"piece\": \"tail\", \"time_us\": %.3f, \"launch\": %d}"
-                        ",\n{\"what\": \"megatron_step\", \"model\": \"m%d\", \"distopt\": %d, "
-                        "\"tensors\": %d, \"piece\": \"step.copy_params\", \"time_us\": %.3f, "
-                        "\"launch\": %d}",
-                        m, distopt, tensors[m], k * (1000 + 40 * n), launch, m, distopt, tensors[m],
-                        k * 10 * n, launch);
-            }
+            for (int distopt = 0; distopt <= 1; distopt++)
+                for (int p = 0; p < 4; p++) {
+                    double n = tensors[m], k = distopt ? 1 : 3; /* DDP's must not enter the fit */
+                    double us[] = {1000 + 40 * n, 100 + 5 * n, 10 * n, 10 * n};
+                    fprintf(f,
+                            ",\n{\"what\": \"megatron_step\", \"model\": \"m%d\", "
+                            "\"distopt\": %d, \"tensors\": %d, \"piece\": \"%s\", "
+                            "\"time_us\": %.3f, \"launch\": %d}",
+                            m, distopt, tensors[m], pieces[p], k * us[p], launch);
+                }
     }
     fprintf(f, "]\n");
     fclose(f);
@@ -735,23 +737,23 @@ static void test_fit_step_host(void) {
     sim_calib c;
     calibrate_into(dir, out, &c);
     CU_ASSERT(near(c.op_overhead_s, 200e-6, 1e-5));
-    CU_ASSERT(near(c.optimizer_step_s, 2000e-6, 1e-6));
-    CU_ASSERT(near(c.optimizer_tensor_s, 60e-6, 1e-6));
+    CU_ASSERT(near(c.optimizer_tensor_s, 30e-6, 1e-6));
+    CU_ASSERT(near(c.optimizer_sync_tensor_s, 30e-6, 1e-6));
     CU_ASSERT(near(c.optimizer_copy_tensor_s, 20e-6, 1e-6));
+    CU_ASSERT(near(c.optimizer_step_s, 2000e-6, 1e-6));
     ep_op op = {.kind = EP_OP_OPTIMIZER, .batch = 300, .group = -1, .traffic = -1};
     sim_cost x;
     ep_config cfg;
     ep_config_defaults(&cfg);
     sim_cost_init(&x, &c, &cfg);
-    CU_ASSERT(near(sim_op_host_s(&x, &op, 0), c.op_overhead_s + c.launch_s + 2000e-6 + 300 * 60e-6,
-                   1e-6));
+    CU_ASSERT(near(sim_op_host_s(&x, &op, 0), c.op_overhead_s + c.launch_s + 300 * 30e-6, 1e-6));
     sim_work w;
-    op.bytes = 1e6; /* Adam's kernels: well under the 6 ms loop */
+    op.bytes = 1e6; /* Adam's kernels: well under the 6 ms copy loop */
     sim_op_work(&x, &op, 1e15, 3e12, &w);
-    CU_ASSERT(near(sim_work_alone(&w), 300 * 20e-6, 1e-9));
-    op.bytes = 1e11; /* longer than the loop: Adam's time alone */
+    CU_ASSERT(near(sim_work_alone(&w), 300 * 20e-6 + 2000e-6 + 300 * 30e-6, 1e-9));
+    op.bytes = 1e11; /* longer than the loop: Adam's own time after the host's part */
     sim_op_work(&x, &op, 1e15, 3e12, &w);
-    CU_ASSERT(sim_work_alone(&w) > 0.02 && w.t0 < 1e-5);
+    CU_ASSERT(w.t_mem > 0.02 && near(w.t0, 2000e-6 + 300 * 30e-6 + c.kernel_overhead_s, 1e-6));
     sim_cost_free(&x);
     sim_calib_free(&c);
     remove(out);
