@@ -69,3 +69,11 @@ gpu_scratch() {
         > "$1/machine.txt" 2>&1
     head -3 "$1/machine.txt"
 }
+
+# machine_and_ep_test DIR BIN_DIR: the GPUs into DIR/machine.txt, then BIN_DIR/test_gpu_ep (its log
+# DIR/test_gpu_ep.log); prints "test_gpu_ep rc=N".
+machine_and_ep_test() {
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$1/machine.txt"
+    timeout 200 "$2/test_gpu_ep" > "$1/test_gpu_ep.log" 2>&1
+    echo "test_gpu_ep rc=$?"
+}

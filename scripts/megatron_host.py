@@ -204,9 +204,22 @@ def epsim_flags(name):
             + VARIANTS[name][2])
 
 
-def write_launch(path, meta, recs, append):
+LAYERS_WHAT = ("host time of Megatron-Core layers, forward and forward+backward; one record per "
+               "layer, pass and launch; epsim calibrate takes the median over launches")
+
+
+def add_common_args(ap, iters):
+    """The arguments every Megatron host timing script takes."""
+    ap.add_argument("--megatron", required=True, help="a Megatron-LM checkout (holds megatron/)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--append", action="store_true", help="add this run to --out as a launch")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=iters)
+
+
+def write_launch(path, meta, recs, append, what=LAYERS_WHAT):
     """Writes meta and recs to path as one launch, or with append adds them to the launches the
-    file holds; atomically (a temporary file renamed)."""
+    file holds; atomically (a temporary file renamed). Each record gets "launch": k."""
     launches, old = [], []
     if append and os.path.exists(path):
         with open(path) as f:
@@ -214,10 +227,7 @@ def write_launch(path, meta, recs, append):
         launches, old = prev[0]["meta"].get("launches", []), prev[1:]
     k = 1 + max([r.get("launch", 0) for r in old] + [0])
     launch_meta = dict(meta, launch=k)
-    out = [{"meta": {"program": "scripts/megatron_host.py",
-                     "what": "host time of Megatron-Core layers, forward and forward+backward; one "
-                             "record per layer, pass and launch; epsim calibrate takes the median "
-                             "over launches",
+    out = [{"meta": {"program": meta["program"], "what": what,
                      "gpu": meta["gpu"], "megatron": meta["megatron"],
                      "launches": launches + [launch_meta]}}]
     out += old + [dict(r, launch=k) for r in recs]
@@ -306,11 +316,7 @@ def spawn(nproc):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--megatron", required=True, help="a Megatron-LM checkout (holds megatron/)")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--append", action="store_true", help="add this run to --out as a launch")
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--iters", type=int, default=30)
+    add_common_args(ap, iters=30)
     ap.add_argument("--nproc", type=int, default=1,
                     help="ranks (GPUs); layers of VARIANTS that need more are left out")
     ap.add_argument("--layers", default="", help="comma-separated names of VARIANTS (default all)")

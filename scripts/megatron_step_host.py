@@ -37,7 +37,6 @@ Usage: python3 scripts/megatron_step_host.py --megatron DIR --out FILE [--append
        [--iters 8] [--models a,b] [--stack fused|local]
 """
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -204,35 +203,9 @@ def timed(fn):
     return (t1 - t0) * 1e6
 
 
-def write_launch(path, meta, recs, append):
-    """Writes the run to path as launch 1, or with append as the next launch of the file there;
-    atomically (a temporary file renamed). epsim calibrate takes medians over launches."""
-    launches, old = [], []
-    if append and os.path.exists(path):
-        with open(path) as f:
-            prev = json.load(f)
-        launches, old = prev[0]["meta"].get("launches", []), prev[1:]
-    k = 1 + max([r.get("launch", 0) for r in old] + [0])
-    out = [{"meta": {"program": meta["program"], "gpu": meta["gpu"],
-                     "megatron": meta["megatron"],
-                     "what": "host time of Megatron-Core's step tail (finalize, optimizer step and "
-                             "its parts, zeroing) by parameter tensors, and of the dense_sdpa "
-                             "layer in the same rounds",
-                     "launches": launches + [dict(meta, launch=k)]}}]
-    out += old + [dict(r, launch=k) for r in recs]
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(out, f, indent=1)
-    os.replace(tmp, path)
-
-
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--megatron", required=True, help="a Megatron-LM checkout (holds megatron/)")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--append", action="store_true", help="add this run to --out as a launch")
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--iters", type=int, default=8)
+    mh.add_common_args(ap, iters=8)
     ap.add_argument("--models", default="", help="comma-separated names of MODELS (default all)")
     ap.add_argument("--stack", choices=("fused", "local"), default="fused",
                     help="fused: torch's fused multi-tensor Adam / norm / scale in place of "
@@ -332,7 +305,10 @@ def main():
                     "experts, fused SDPA core attention), bf16, toy sizes, "
                     "DistributedDataParallel (overlap_grad_reduce off), Adam, clip_grad 1.0, "
                     "one rank"}
-    write_launch(args.out, meta, recs, args.append)
+    mh.write_launch(args.out, meta, recs, args.append,
+                    what="host time of Megatron-Core's step tail (finalize, optimizer step and its "
+                         "parts, zeroing) by parameter tensors, and of the dense_sdpa layer in "
+                         "the same rounds")
     parallel_state.destroy_model_parallel()
     torch.distributed.destroy_process_group()
     return 0 if len(built) == 2 * len(names) else 1
