@@ -28,8 +28,10 @@ tensor) run as they are; --stack local times Megatron's fallbacks unchanged.
 Output: a JSON array (first element {"meta": ...}), records
   {"what": "megatron_step", "model": name, "distopt": 0|1, "tensors": parameter tensors,
    "params": parameters, "piece": "finalize"|"step"|"zero"|"tail" (the three), or a part of
-   "step": "step.copy_grads"|"step.norm_clip"|"step.adam"|"step.copy_params", "time_us": median
-   over rounds of the mean per call, "samples": [per round], "kernels": per call (null for parts)}
+   "step": "step.copy_grads"|"step.adam"|"step.copy_params", "time_us": median over rounds of the
+   mean per call, "samples": [per round], "kernels": per call (null for parts)}
+(traces/h200/torch/step_megatron.json also has "step.norm_clip" records of 0 from a first version
+that wrapped clip_grad_norm, which Megatron's chained optimizer does not call; nothing reads them.)
   {"what": "megatron_layer", "layer": "dense_sdpa", "pass": "fwd_bwd", "time_us", "samples",
    "kernels"}  (the same rounds)
 Each record has "launch": k; with --append, FILE gains this run as launch k + 1.
@@ -160,7 +162,6 @@ def step_pieces(ddp, opt):
 # return; the copies issue one kernel per parameter tensor): piece name -> method names wrapped
 # on every (chained) optimizer. "adam" is the inner torch optimizer's step.
 STEP_PARTS = {"copy_grads": ("_copy_model_grads_to_main_grads",),
-              "norm_clip": ("clip_grad_norm",),
               "copy_params": ("_copy_main_params_to_model_params",)}
 
 
@@ -178,12 +179,11 @@ def wrap_step_parts(opt, spent):
                 spent[piece] = spent.get(piece, 0.0) + (time.perf_counter() - t0) * 1e6
         return call
 
-    # the chained optimizer clips over all of them at once: time its own norm and clip
-    targets = [(opt, "norm_clip", "clip_grad_norm")] if subs != [opt] else []
+    targets = []
     for sub in subs:
         for piece, names in STEP_PARTS.items():
             for n in names:
-                if hasattr(sub, n) and not (piece == "norm_clip" and targets):
+                if hasattr(sub, n):
                     targets.append((sub, piece, n))
         inner = getattr(sub, "optimizer", None)
         if inner is not None and hasattr(inner, "step"):
