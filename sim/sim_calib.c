@@ -29,6 +29,7 @@ void sim_calib_default(sim_calib *c) {
     c->attention_launch_s = 4e-6;
     c->host_sync_s = 10e-6;    /* cudaStreamSynchronize wake-up + D2H copy of a few bytes */
     c->graph_launch_s = 10e-6; /* cudaGraphLaunch of a layer's graph, until measured */
+    c->optimizer_ddp_factor = 1.0;
     c->kernel_overhead_s = 2e-6;
     /* docs/epsim.md, "Calibration": 2048x7168x2048 594, 4096x4096x7168 714, 16384x2048x7168 736,
      * 8192^3 790 TFLOP/s of 989; below 6e10 flops the curve falls towards launch-bound kernels. */
@@ -208,6 +209,7 @@ static const field FIELDS[] = {
     F(optimizer_step_s),
     F(optimizer_sync_tensor_s),
     F(optimizer_copy_tensor_s),
+    F(optimizer_ddp_factor),
     F(kernel_overhead_s),
     F(op_gap_s),
     F(op_event_s),

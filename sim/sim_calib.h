@@ -71,6 +71,8 @@ typedef struct {
     double optimizer_step_s;
     double optimizer_sync_tensor_s;
     double optimizer_copy_tensor_s;
+    double optimizer_ddp_factor; /* those per-tensor costs under DDP's optimizer (Megatron's
+                                    Float16OptimizerWithFloat16Params) over the distributed one's */
     /* GPU compute */
     double kernel_overhead_s; /* fixed GPU time per kernel (launch gap, tail) */
     double op_gap_s;   /* GPU time from one op's end to the next op's start on a stream (events) */

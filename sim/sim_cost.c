@@ -26,6 +26,9 @@ void sim_cost_init(sim_cost *x, const sim_calib *c, const ep_config *cfg) {
         x->act = cfg->activation_func_clamp_value > 0 ? c->act_geglu_clamp : c->act_geglu;
     else if (cfg && cfg->swiglu)
         x->act = c->act_swiglu;
+    int ddp = cfg && !cfg->use_distributed_optimizer && !cfg->use_megatron_fsdp &&
+              !cfg->use_torch_fsdp2 && cfg->num_distributed_optimizer_instances <= 1;
+    x->optimizer_factor = ddp ? c->optimizer_ddp_factor : 1.0;
 }
 
 /* The measured time per byte of the experts' activation or fc2 bias op as Megatron runs them;
@@ -200,9 +203,10 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
      * the updated parameters into the model's, a kernel per tensor, while they run, so they end
      * no earlier than that loop (sim_op_host_s has the host time before the sync) */
     if (op->kind == EP_OP_OPTIMIZER) {
-        double loop = c->optimizer_copy_tensor_s * op->batch;
+        double per = x->optimizer_factor * op->batch;
+        double loop = c->optimizer_copy_tensor_s * per;
         if (loop > sim_work_alone(w)) w->t0 += loop - sim_work_alone(w);
-        w->t0 += c->optimizer_step_s + c->optimizer_sync_tensor_s * op->batch;
+        w->t0 += c->optimizer_step_s + c->optimizer_sync_tensor_s * per;
     }
 }
 
@@ -225,7 +229,7 @@ double sim_op_host_s(const sim_cost *x, const ep_op *op, int group_size) {
     else if (op->kind == EP_OP_ATTENTION)
         call = c->attention_launch_s;
     else if (op->kind == EP_OP_OPTIMIZER) /* its loops before the norm's sync (sim_op_work) */
-        call = c->launch_s + c->optimizer_tensor_s * op->batch;
+        call = c->launch_s + c->optimizer_tensor_s * x->optimizer_factor * op->batch;
     else
         call = c->launch_s; /* memory kernels; a host sync's device-to-host copy */
     return c->op_overhead_s + call;

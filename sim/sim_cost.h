@@ -26,6 +26,8 @@ typedef struct {
     int sequential_experts; /* experts one module call each (--moe-grouped-gemm off) */
     int unfused_permute; /* Megatron's PyTorch permutation (alltoall, --moe-permute-fusion off) */
     const sim_table *act; /* [2] Megatron's MoE activation of this model (NULL: not measured) */
+    double optimizer_factor; /* the optimizer's per-tensor host costs: DDP's factor without the
+                                distributed optimizer (FSDP and HSDP keep the distributed one's) */
     long memo_n, memo_cap;
     sim_cost_memo *memo;
 } sim_cost;

@@ -768,14 +768,15 @@ enum { STEP_MODELS_MAX = 32 };
  * (finalize and the gradient copies: optimizer_tensor_s), the copy of the updated parameters
  * (optimizer_copy_tensor_s), and the rest of the tail after the read-back (the norm, clipping,
  * Adam's issue, zeroing: optimizer_sync_tensor_s); optimizer_step_s is the three intercepts.
- * Medians over the launches. */
+ * DDP's records (distopt 0) give its tail's slope over the sum of those three slopes
+ * (optimizer_ddp_factor). Medians over the launches. */
 enum { STEP_PRE, STEP_COPY, STEP_POST, STEP_PARTS };
 static const char *const STEP_PIECES[] = {"tail", "finalize", "step.copy_grads",
                                           "step.copy_params"};
 enum { PIECE_TAIL, PIECE_FINALIZE, PIECE_COPY_GRADS, PIECE_COPY_PARAMS, NPIECES };
 
 static void fit_step_host(fit *x) {
-    double fixed[HOST_LAUNCHES_MAX], slope[STEP_PARTS][HOST_LAUNCHES_MAX];
+    double fixed[HOST_LAUNCHES_MAX], slope[STEP_PARTS][HOST_LAUNCHES_MAX], ddp[HOST_LAUNCHES_MAX];
     int nl = 0, launches[HOST_LAUNCHES_MAX], nmodels = 0;
     json_t *r;
     FOR_RECORDS(x, F_STEP_HOST, i, r) {
@@ -788,13 +789,20 @@ static void fit_step_host(fit *x) {
     for (int j = 0; j < nl; j++) {
         const char *model[STEP_MODELS_MAX];
         double n[STEP_MODELS_MAX], t[STEP_MODELS_MAX][NPIECES], layer = NAN;
-        int k = 0;
+        double dn[STEP_MODELS_MAX], dtail[STEP_MODELS_MAX]; /* DDP's tails */
+        int k = 0, kd = 0;
         FOR_RECORDS(x, F_STEP_HOST, i, r) {
             if ((int)num(r, "launch") != launches[j]) continue;
             if (!strcmp(str(r, "what"), "megatron_layer") &&
                 !strcmp(str(r, "layer"), x->host_dense_name ? x->host_dense_name : "dense_sdpa"))
                 layer = num(r, "time_us") * 1e-6;
-            if (strcmp(str(r, "what"), "megatron_step") || num(r, "distopt") != 1) continue;
+            if (strcmp(str(r, "what"), "megatron_step")) continue;
+            if (num(r, "distopt") == 0) {
+                if (!strcmp(str(r, "piece"), "tail") && kd < STEP_MODELS_MAX)
+                    dn[kd] = num(r, "tensors"), dtail[kd++] = num(r, "time_us") * 1e-6;
+                continue;
+            }
+            if (num(r, "distopt") != 1) continue;
             int p = 0;
             while (p < NPIECES && strcmp(STEP_PIECES[p], str(r, "piece")))
                 p++;
@@ -827,8 +835,11 @@ static void fit_step_host(fit *x) {
         for (int part = 0; part < STEP_PARTS; part++)
             ok &= line_fit(nn, y[part], m, &ab[part][0], &ab[part][1]);
         if (!ok) continue;
+        double per = 0, da, db;
         for (int part = 0; part < STEP_PARTS; part++)
-            a += ab[part][0], slope[part][nfit] = fmax(ab[part][1], 0);
+            a += ab[part][0], per += ab[part][1], slope[part][nfit] = fmax(ab[part][1], 0);
+        /* DDP's tail per tensor over the distributed optimizer's, in the same launch */
+        ddp[nfit] = per > 0 && line_fit(dn, dtail, kd, &da, &db) ? db * scale / per : 1.0;
         fixed[nfit++] = fmax(a, 0);
         if (m > nmodels) nmodels = m;
     }
@@ -839,6 +850,7 @@ static void fit_step_host(fit *x) {
     x->c.optimizer_tensor_s = ep_median(slope[STEP_PRE], nfit);
     x->c.optimizer_sync_tensor_s = ep_median(slope[STEP_POST], nfit);
     x->c.optimizer_copy_tensor_s = ep_median(slope[STEP_COPY], nfit);
+    x->c.optimizer_ddp_factor = ep_median(ddp, nfit);
 }
 
 /* Host time per cuBLAS GEMM call and per attention op, from the compute records' host_us (the
@@ -1706,10 +1718,10 @@ int sim_fit_main(int argc, char **argv) {
     if (x.nstep_launches)
         printf("  step outside the layers (%d launches, %d models): per parameter tensor %.2f us "
                "before the norm's sync, %.2f us after it + %.0f us per step, the parameter "
-               "copy %.2f us\n",
+               "copy %.2f us; DDP x%.3f\n",
                x.nstep_launches, x.nstep_models, x.c.optimizer_tensor_s * 1e6,
                x.c.optimizer_sync_tensor_s * 1e6, x.c.optimizer_step_s * 1e6,
-               x.c.optimizer_copy_tensor_s * 1e6);
+               x.c.optimizer_copy_tensor_s * 1e6, x.c.optimizer_ddp_factor);
     if (grid_only)
         printf("  --grid-only: %d compute records of model shapes left out\n", ndropped);
     if (nadded)

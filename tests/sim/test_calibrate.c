@@ -685,9 +685,10 @@ static void test_fit_comm_call(void) {
 /* step_megatron.json: the step's host time outside the layers, three lines in the parameter
  * tensors (before the norm's sync: finalize and the gradient copies; the parameter copy; the rest
  * of the tail), fitted launch by launch in units of the fitted dense layer: launches on a host
- * twice as fast as host_megatron.json's give twice their own costs; DDP records (distopt 0) are
- * left out. The optimizer step then costs the host the first before the sync (sim_op_host_s) and
- * lasts the fixed and after-sync parts plus at least the copy loop (sim_op_work). */
+ * twice as fast as host_megatron.json's give twice their own costs; DDP's records (distopt 0,
+ * 3x here) give its factor on the per-tensor costs. The optimizer step then costs the host the
+ * first before the sync (sim_op_host_s) and lasts the fixed and after-sync parts plus at least the
+ * copy loop (sim_op_work); without the distributed optimizer the per-tensor parts x the factor. */
 static void test_fit_step_host(void) {
     char dir[512], path[600], step[600], out[512];
     tmp_path(dir, sizeof dir, "stephost");
@@ -722,7 +723,7 @@ static void test_fit_step_host(void) {
         for (int m = 0; m < 3; m++)
             for (int distopt = 0; distopt <= 1; distopt++)
                 for (int p = 0; p < 4; p++) {
-                    double n = tensors[m], k = distopt ? 1 : 3; /* DDP's must not enter the fit */
+                    double n = tensors[m], k = distopt ? 1 : 3; /* DDP: 3x every part */
                     double us[] = {1000 + 40 * n, 100 + 5 * n, 10 * n, 10 * n};
                     fprintf(f,
                             ",\n{\"what\": \"megatron_step\", \"model\": \"m%d\", "
@@ -741,10 +742,12 @@ static void test_fit_step_host(void) {
     CU_ASSERT(near(c.optimizer_sync_tensor_s, 30e-6, 1e-6));
     CU_ASSERT(near(c.optimizer_copy_tensor_s, 20e-6, 1e-6));
     CU_ASSERT(near(c.optimizer_step_s, 2000e-6, 1e-6));
+    CU_ASSERT(near(c.optimizer_ddp_factor, 3.0, 1e-6));
     ep_op op = {.kind = EP_OP_OPTIMIZER, .batch = 300, .group = -1, .traffic = -1};
     sim_cost x;
     ep_config cfg;
     ep_config_defaults(&cfg);
+    cfg.use_distributed_optimizer = 1;
     sim_cost_init(&x, &c, &cfg);
     CU_ASSERT(near(sim_op_host_s(&x, &op, 0), c.op_overhead_s + c.launch_s + 300 * 30e-6, 1e-6));
     sim_work w;
@@ -754,6 +757,11 @@ static void test_fit_step_host(void) {
     op.bytes = 1e11; /* longer than the loop: Adam's own time after the host's part */
     sim_op_work(&x, &op, 1e15, 3e12, &w);
     CU_ASSERT(w.t_mem > 0.02 && near(w.t0, 2000e-6 + 300 * 30e-6 + c.kernel_overhead_s, 1e-6));
+    sim_cost_free(&x);
+    cfg.use_distributed_optimizer = 0; /* DDP */
+    sim_cost_init(&x, &c, &cfg);
+    CU_ASSERT(
+        near(sim_op_host_s(&x, &op, 0), c.op_overhead_s + c.launch_s + 3 * 300 * 30e-6, 1e-6));
     sim_cost_free(&x);
     sim_calib_free(&c);
     remove(out);
