@@ -197,6 +197,11 @@ const char *ep_comm_class_name(ep_comm_class c);
 ep_comm_class ep_op_comm_class(const ep_op *op);
 int ep_op_is_comm(const ep_op *op);
 
+/* The run's optimizer step is DDP's (Megatron's Float16OptimizerWithFloat16Params): no
+ * distributed optimizer, FSDP or HSDP, whose host loops over the parameter tensors cost less
+ * (sim_cost.c). Decided in sched_dp.c with the rest of the data-parallel layout. */
+int ep_dp_ddp_optimizer(const ep_config *cfg);
+
 /* The start and end (seconds) of op i of rank r, from an executor's timing. */
 typedef void (*ep_op_span)(void *ctx, int r, int i, double *start, double *end);
 /* Writes the schedule's ops with their spans as a Chrome trace (core/sched_trace.c, ep_trace.h):

@@ -60,6 +60,23 @@ void ep_dp_layer_params(const ep_config *cfg, const ep_layer *l, double *dense, 
     *expert = l->is_moe && cfg->num_experts > 0 ? p.expert * (cfg->num_experts / ep) / etp : 0;
 }
 
+/* The same layer's parameter tensors on one rank: every TP and ETP rank holds a slice of each,
+ * and its local experts their own. */
+static void layer_tensors(const ep_config *cfg, const ep_layer *l, double *dense, double *expert) {
+    ep_layer_params p;
+    ep_cost_layer_params(cfg, l, &p);
+    *dense = p.tensors;
+    *expert = l->is_moe && cfg->num_experts > 0
+                  ? (double)p.expert_tensors * (cfg->num_experts / cfg->expert_model_parallel_size)
+                  : 0;
+}
+
+/* ep_sched.h */
+int ep_dp_ddp_optimizer(const ep_config *c) {
+    return !c->use_distributed_optimizer && !c->use_megatron_fsdp && !c->use_torch_fsdp2 &&
+           c->num_distributed_optimizer_instances <= 1;
+}
+
 /* Bytes an all-gather of a layer's parameters moves per copy: bf16, or with --fp8-param-gather the
  * linear layers' weights in FP8 (Transformer Engine keeps them as FP8 tensors; the router, norms
  * and embeddings stay bf16). FSDP's unsharded buffers hold the same bytes (memory_fsdp.c). */
@@ -457,8 +474,10 @@ int ep_dp_after_embedding_bwd(ep_rank_builder *rb, int mb, int last_op) {
  */
 
 /* Dense and expert parameters of this rank's layers (embedding on the first stage, output layer
- * on the last), before any data-parallel sharding. */
-static void stage_params(const ep_rank_builder *rb, double *dense_out, double *expert_out) {
+ * on the last), before any data-parallel sharding; with tensors set, their parameter tensors
+ * instead (the output layer's with the final norm). */
+static void stage_params(const ep_rank_builder *rb, int tensors, double *dense_out,
+                         double *expert_out) {
     double dense = 0, expert = 0;
     const ep_layer_plan *plan = &rb->s->plan;
     for (int c = 0; c < rb->vpp; c++) {
@@ -466,13 +485,13 @@ static void stage_params(const ep_rank_builder *rb, double *dense_out, double *e
         ep_layer_range(plan, rb->pp, rb->vpp, rb->stage, c, &first, &count);
         for (int l = first; l < first + count; l++) {
             double d, e;
-            ep_dp_layer_params(rb->cfg, &plan->layers[l], &d, &e);
+            (tensors ? layer_tensors : ep_dp_layer_params)(rb->cfg, &plan->layers[l], &d, &e);
             dense += d;
             expert += e;
         }
     }
-    if (rb->stage == 0) dense += emb_params(rb);
-    if (rb->stage == rb->pp - 1) dense += emb_params(rb);
+    if (rb->stage == 0) dense += tensors ? 1 : emb_params(rb);
+    if (rb->stage == rb->pp - 1) dense += tensors ? 2 : emb_params(rb);
     *dense_out = dense;
     *expert_out = expert;
 }
@@ -492,33 +511,12 @@ static double adam_shards(const ep_rank_builder *rb, int expert) {
     return g * (outer ? gsize(rb, expert ? rb->g_edp_out : rb->g_dp_out) : 1);
 }
 
-/* Parameters the optimizer step updates on this rank: its shard of Adam's state. */
-static double local_params(const ep_rank_builder *rb) {
+/* Parameters the optimizer step updates on this rank: its shard of Adam's state; with tensors
+ * set, the parameter tensors its host loops walk there (the distributed optimizer copies those
+ * of its shard). */
+static double local_params(const ep_rank_builder *rb, int tensors) {
     double dense, expert;
-    stage_params(rb, &dense, &expert);
-    return dense / adam_shards(rb, 0) + expert / adam_shards(rb, 1);
-}
-
-/* Parameter tensors the optimizer's host loops walk on this rank: those of its layers (every TP
- * and ETP rank holds a slice of each; its local experts' own), the embedding on the first stage,
- * the output layer and final norm on the last, spread over the ranks Adam's state is sharded
- * over (the distributed optimizer copies the tensors of its shard). */
-static double local_tensors(const ep_rank_builder *rb) {
-    double dense = 0, expert = 0;
-    const ep_layer_plan *plan = &rb->s->plan;
-    int local_experts = rb->cfg->num_experts / rb->cfg->expert_model_parallel_size;
-    for (int c = 0; c < rb->vpp; c++) {
-        int first, count;
-        ep_layer_range(plan, rb->pp, rb->vpp, rb->stage, c, &first, &count);
-        for (int l = first; l < first + count; l++) {
-            ep_layer_params p;
-            ep_cost_layer_params(rb->cfg, &plan->layers[l], &p);
-            dense += p.tensors;
-            if (plan->layers[l].is_moe) expert += (double)p.expert_tensors * local_experts;
-        }
-    }
-    if (rb->stage == 0) dense += 1;
-    if (rb->stage == rb->pp - 1) dense += 2;
+    stage_params(rb, tensors, &dense, &expert);
     return dense / adam_shards(rb, 0) + expert / adam_shards(rb, 1);
 }
 
@@ -530,7 +528,7 @@ static double local_tensors(const ep_rank_builder *rb) {
  * as well. */
 static double model_state_bytes(const ep_rank_builder *rb) {
     double dense, expert;
-    stage_params(rb, &dense, &expert);
+    stage_params(rb, 0, &dense, &expert);
     int strategy = fsdp(rb) ? (int)shard_strategy(rb) : EP_SHARD_NO_SHARD;
     double bytes = 0;
     for (int k = 0; k < 2; k++) {
@@ -552,11 +550,11 @@ int ep_dp_end(ep_rank_builder *rb) {
             if (b != rb->emb_bucket && reduce_bucket(rb, b, last_comp) != 0) return -1;
         if (rb->emb_bucket >= 0 && reduce_bucket(rb, rb->emb_bucket, last_comp) != 0) return -1;
     }
-    double params = local_params(rb);
+    double params = local_params(rb, 0);
     ep_op op = ep_op_blank();
     op.kind = EP_OP_OPTIMIZER;
     op.label = "optimizer.step";
-    op.batch = (int)(local_tensors(rb) + 0.5); /* what its host loops walk (sim_op_host_s) */
+    op.batch = (int)(local_params(rb, 1) + 0.5); /* what its host loops walk (sim_op_host_s) */
     op.bytes = params * optimizer_bytes_per_param(rb);
     op.flops = params * OPTIMIZER_FLOPS_PER_PARAM;
     int idx = ep_rb_emit(rb, &op);

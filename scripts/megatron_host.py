@@ -166,12 +166,13 @@ def parallel_of(name):
     return cfg_kw.get("tensor_model_parallel_size", 1), cfg_kw.get("expert_model_parallel_size", 1)
 
 
-def build(name):
+def config_and_spec(cfg_kw, spec_kw):
+    """The toy TransformerConfig with cfg_kw's changes, and Megatron's local (PyTorch-only) layer
+    spec with spec_kw's: its core attention replaced by spec_kw's "core_attention" where given,
+    its norms by SequenceParallelRMSNorm with sequence parallelism. Returns (config, spec)."""
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
-    from megatron.core.transformer.spec_utils import build_module
     from megatron.core.transformer.transformer_config import (MLATransformerConfig,
                                                               TransformerConfig)
-    cfg_kw, spec_kw, _ = VARIANTS[name]
     spec_kw = dict(spec_kw)
     core_attention = spec_kw.pop("core_attention", None)
     kw = dict(num_layers=1, hidden_size=H, num_attention_heads=HEADS, ffn_hidden_size=FFN,
@@ -191,6 +192,12 @@ def build(name):
     if kw.get("sequence_parallel"):
         spec.submodules.input_layernorm = SequenceParallelRMSNorm
         spec.submodules.pre_mlp_layernorm = SequenceParallelRMSNorm
+    return cfg, spec
+
+
+def build(name):
+    from megatron.core.transformer.spec_utils import build_module
+    cfg, spec = config_and_spec(*VARIANTS[name][:2])
     layer = build_module(spec, config=cfg, layer_number=1)
     return layer.cuda().to(torch.bfloat16)
 

@@ -46,7 +46,6 @@ import time
 import traceback
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import megatron_host as mh  # noqa: E402  (the layer timing and its toy sizes)
@@ -99,29 +98,15 @@ def use_fused_stack():
 def build_model(name, distopt):
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.models.gpt import GPTModel
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
-    from megatron.core.transformer.transformer_config import TransformerConfig
     layers, experts, shared = MODELS[name]
-    kw = dict(num_layers=layers, hidden_size=mh.H, num_attention_heads=mh.HEADS,
-              ffn_hidden_size=mh.FFN, bf16=True, params_dtype=torch.bfloat16,
-              add_bias_linear=False, gated_linear_unit=True, activation_func=F.silu,
-              normalization="RMSNorm", hidden_dropout=0.0, attention_dropout=0.0,
-              bias_dropout_fusion=False, use_cpu_initialization=False,
-              pipeline_dtype=torch.bfloat16)
-    spec_kw = {}
+    cfg_kw, spec_kw = {"num_layers": layers}, {"core_attention": mh.SdpaCoreAttention}
     if experts:
-        kw.update(mh.MOE, num_moe_experts=experts)
+        cfg_kw.update(mh.MOE, num_moe_experts=experts)
         spec_kw["num_experts"] = experts
         if shared:
-            kw["moe_shared_expert_intermediate_size"] = mh.MOE_FFN
-    cfg = TransformerConfig(**kw)
-    try:
-        spec = get_gpt_layer_local_spec(moe_grouped_gemm=False, normalization="RMSNorm",
-                                        **spec_kw)
-    except TypeError:
-        spec = get_gpt_layer_local_spec(moe_grouped_gemm=False, **spec_kw)
-    spec.submodules.self_attention.submodules.core_attention = mh.SdpaCoreAttention
+            cfg_kw["moe_shared_expert_intermediate_size"] = mh.MOE_FFN
+    cfg, spec = mh.config_and_spec(cfg_kw, spec_kw)
     model = GPTModel(config=cfg, transformer_layer_spec=spec, vocab_size=VOCAB,
                      max_sequence_length=mh.SEQ, position_embedding_type="rope").cuda()
     ddp_cfg = DistributedDataParallelConfig(grad_reduce_in_fp32=False, overlap_grad_reduce=False,

@@ -26,9 +26,7 @@ void sim_cost_init(sim_cost *x, const sim_calib *c, const ep_config *cfg) {
         x->act = cfg->activation_func_clamp_value > 0 ? c->act_geglu_clamp : c->act_geglu;
     else if (cfg && cfg->swiglu)
         x->act = c->act_swiglu;
-    int ddp = cfg && !cfg->use_distributed_optimizer && !cfg->use_megatron_fsdp &&
-              !cfg->use_torch_fsdp2 && cfg->num_distributed_optimizer_instances <= 1;
-    x->optimizer_factor = ddp ? c->optimizer_ddp_factor : 1.0;
+    x->optimizer_factor = cfg && ep_dp_ddp_optimizer(cfg) ? c->optimizer_ddp_factor : 1.0;
 }
 
 /* The measured time per byte of the experts' activation or fc2 bias op as Megatron runs them;
