@@ -204,6 +204,8 @@ static const ep_flag k_flags[] = {
        "overlap gradient reduction with backward"),
     FB("overlap-param-gather", overlap_param_gather, "0", GP,
        "overlap parameter all-gather with forward"),
+    FB("overlap-param-gather-with-optimizer-step", overlap_param_gather_with_optimizer_step, "0",
+       GP, "gather the first model chunk's parameters beside the optimizer step, not the forward"),
     FB("fp8-param-gather", fp8_param_gather, "0", GP,
        "keep linear weights in FP8: parameter all-gathers move 1 B per weight"),
     FI("ddp-bucket-size", ddp_bucket_size, "0", GP,

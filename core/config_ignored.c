@@ -68,6 +68,7 @@ static const struct {
     {"moe-router-pre-softmax", B},
     {"moe-router-dtype", V},
     {"moe-input-jitter-eps", V},
+    {"mtp-loss-scaling-factor", V},
     /* kernel choices: the calibration (epsim) or epref's kernels decide the time */
     {"use-flash-attn", B},
     {"attention-backend", V},
@@ -177,6 +178,9 @@ static const struct {
     {"cpu-offloading", "moving activations and weights to the host over PCIe is not modelled"},
     {"moe-latent-size", "the latent MoE's down and up projections around the experts are not "
                         "modelled"},
+    {"no-align-param-gather", "each pipeline stage gathering its parameters at its own first "
+                              "forward is not modelled: epsim gathers them at the start of the "
+                              "iteration, as Megatron-LM does by default with interleaving"},
 };
 
 const char *ep_config_unmodelled_flag(const char *name) {

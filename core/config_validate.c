@@ -517,6 +517,12 @@ static int check_data_parallel(ep_config *c, long long edp, char err[EP_ERRLEN])
         FAIL("--overlap-param-gather needs --use-distributed-optimizer or --use-megatron-fsdp");
     if (c->overlap_param_gather && !c->overlap_grad_reduce)
         FAIL("--overlap-param-gather needs --overlap-grad-reduce");
+    /* Megatron-LM's conditions (arguments.py): its own optimizer for the first model chunk */
+    if (c->overlap_param_gather_with_optimizer_step &&
+        (!distopt || !c->overlap_param_gather || c->virtual_pipeline_model_parallel_size < 2))
+        FAIL("--overlap-param-gather-with-optimizer-step needs --use-distributed-optimizer, "
+             "--overlap-param-gather and an interleaved schedule "
+             "(--num-virtual-stages-per-pipeline-rank > 1)");
     return 0;
 }
 

@@ -176,6 +176,7 @@ typedef struct {
     int grad_reduce_in_bf16;           /* --grad-reduce-in-bf16 */
     int overlap_grad_reduce;           /* --overlap-grad-reduce */
     int overlap_param_gather;          /* --overlap-param-gather */
+    int overlap_param_gather_with_optimizer_step; /* --overlap-param-gather-with-optimizer-step */
     int fp8_param_gather;              /* --fp8-param-gather (FP8 weights gathered, 1 B) */
     int gpus_per_node;                 /* project --gpus-per-node (epsim: from the topology) */
     int ddp_bucket_size;               /* --ddp-bucket-size in parameters (0 = one per layer) */

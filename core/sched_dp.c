@@ -5,7 +5,8 @@
  * bf16 (2 bytes). Variants (docs/schedule.md, "Data parallel"):
  *  - DDP: one all-reduce per bucket; distributed optimizer: reduce-scatter per bucket, then a
  *    parameter all-gather after the optimizer (or, with --overlap-param-gather, at the start of
- *    the iteration, each layer's first forward waiting for its bucket);
+ *    the iteration, each layer's first forward waiting for its bucket; with
+ *    --overlap-param-gather-with-optimizer-step the first model chunk's beside the optimizer);
  *    --overlap-grad-reduce launches a bucket once the last microbatch's backward of its layers is
  *    done, otherwise all buckets go after the last backward;
  *  - FSDP (--use-megatron-fsdp): one unit per layer; all-gather before each forward and each
@@ -310,11 +311,12 @@ void ep_dp_free(ep_rank_builder *rb) {
     free(rb->bucket_dep);
 }
 
-/* Buckets in forward order: the embedding's, then each chunk's from its lowest layer up, so that
- * with --overlap-param-gather the first forward's parameters come first on the dp stream. */
-static int gather_all(ep_rank_builder *rb, int dep) {
-    if (rb->emb_bucket >= 0 && gather_bucket(rb, rb->emb_bucket, dep) == -2) return -1;
-    for (int c = 0; c < rb->vpp; c++) {
+/* The buckets of model chunks [c0, c1) in forward order: the embedding's (chunk 0 holds it), then
+ * each chunk's from its lowest layer up, so that with --overlap-param-gather the first forward's
+ * parameters come first on the dp stream. */
+static int gather_chunks(ep_rank_builder *rb, int c0, int c1, int dep) {
+    if (c0 == 0 && rb->emb_bucket >= 0 && gather_bucket(rb, rb->emb_bucket, dep) == -2) return -1;
+    for (int c = c0; c < c1; c++) {
         int first, count;
         ep_layer_range(&rb->s->plan, rb->pp, rb->vpp, rb->stage, c, &first, &count);
         for (int l = first; l < first + count; l++) {
@@ -329,8 +331,16 @@ static int gather_all(ep_rank_builder *rb, int dep) {
     return 0;
 }
 
+/* --overlap-param-gather-with-optimizer-step: Megatron gives the first model chunk an optimizer of
+ * its own, steps it first and starts that chunk's all-gathers right after it, beside the other
+ * chunks' step (ChainedOptimizer._step), so the next iteration's first forward finds them done. */
+static int chunk0_with_optimizer(const ep_rank_builder *rb) {
+    return rb->cfg->overlap_param_gather_with_optimizer_step;
+}
+
 int ep_dp_begin(ep_rank_builder *rb) {
-    if (!fsdp(rb) && sharded_params(rb) && rb->cfg->overlap_param_gather) return gather_all(rb, -1);
+    if (!fsdp(rb) && sharded_params(rb) && rb->cfg->overlap_param_gather)
+        return gather_chunks(rb, chunk0_with_optimizer(rb) ? 1 : 0, rb->vpp, -1);
     return 0;
 }
 
@@ -565,7 +575,11 @@ int ep_dp_end(ep_rank_builder *rb) {
      * them (measured on 2 x H200: +0.1 s of a 0.63 s PP 2 step). */
     if (ep_rb_dep(rb, idx, rb->last_on_stream[EP_STREAM_PP]) != 0) return -1;
     if (!fsdp(rb) && sharded_params(rb) && !rb->cfg->overlap_param_gather)
-        return gather_all(rb, idx);
+        return gather_chunks(rb, 0, rb->vpp, idx);
+    /* issued after the step by the host, on the dp stream beside its kernels (the chunk's own
+     * share of the step comes first in Megatron: a small part of it with 2 or more chunks) */
+    if (!fsdp(rb) && sharded_params(rb) && chunk0_with_optimizer(rb))
+        return gather_chunks(rb, 0, 1, -1);
     if (fsdp(rb) && !fsdp_params_sharded(rb) && shard_strategy(rb) != EP_SHARD_NO_SHARD) {
         /* optimizer state sharded, parameters replicated: gather the updated shards */
         const ep_layer_plan *plan = &rb->s->plan;

@@ -427,6 +427,9 @@ static const bad_case k_bad[] = {
      {"--overlap-param-gather", "--use-distributed-optimizer"}},
     {"--overlap-param-gather --use-distributed-optimizer",
      {"--overlap-param-gather", "--overlap-grad-reduce"}},
+    {"--overlap-param-gather-with-optimizer-step --use-distributed-optimizer --overlap-grad-reduce "
+     "--overlap-param-gather",
+     {"--overlap-param-gather-with-optimizer-step", "interleaved schedule"}},
     {"--moe-hybridep-fuse-permute",
      {"--moe-hybridep-fuse-permute", "--moe-token-dispatcher-type flex",
       "--moe-flex-dispatcher-backend hybridep"}},

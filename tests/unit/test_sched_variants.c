@@ -776,6 +776,55 @@ static int op_waits(const ep_sched *s, const char *a, const char *b) {
     return w;
 }
 
+/* Rank 0's parameter all-gathers after its optimizer step, and whether its forward `fwd` of the
+ * first microbatch waits for any of them. */
+static void param_gathers(const ep_sched *s, const char *fwd, int *after_step, int *fwd_waits) {
+    int opt = sched_find(s, 0, "optimizer.step"), f = sched_find(s, 0, fwd);
+    CU_ASSERT_FATAL(opt >= 0 && f >= 0);
+    char *seen = calloc((size_t)s->ranks[0].nops, 1);
+    CU_ASSERT_FATAL(seen != NULL);
+    char name[160];
+    *after_step = *fwd_waits = 0;
+    for (int i = 0; i < s->ranks[0].nops; i++) {
+        ep_op_name(&s->ranks[0].ops[i], name, sizeof name);
+        if (!strstr(name, "distopt.ag_")) continue;
+        *after_step += i > opt;
+        memset(seen, 0, (size_t)s->ranks[0].nops);
+        *fwd_waits |= waits_for(s, 0, f, i, seen);
+    }
+    free(seen);
+}
+
+/* --overlap-param-gather-with-optimizer-step: the first model chunk's gathers (the embedding's
+ * bucket and layer 0's) follow the optimizer step, so its first forward waits for none; the second
+ * chunk's stay at the start of the iteration; the same gathers either way. */
+static void test_param_gather_with_optimizer_step(void) {
+    const char *base = SCHED_SMALL "--num-layers 4 --pipeline-model-parallel-size 2 "
+                                   "--num-virtual-stages-per-pipeline-rank 2 --world-size 4 "
+                                   "--global-batch-size 8 --use-distributed-optimizer "
+                                   "--overlap-grad-reduce --overlap-param-gather ";
+    char flags[512];
+    snprintf(flags, sizeof flags, "%s--overlap-param-gather-with-optimizer-step", base);
+    ep_sched a, b;
+    if (sched_build_flags(&a, base) != 0) return;
+    if (sched_build_flags(&b, flags) != 0) {
+        ep_sched_free(&a);
+        return;
+    }
+    CU_ASSERT_EQUAL(sched_count(&a, 0, "distopt.ag_"), sched_count(&b, 0, "distopt.ag_"));
+    int after, waits;
+    param_gathers(&a, "mb0.c0.L0.attn_norm.fwd", &after, &waits);
+    CU_ASSERT_EQUAL(after, 0);
+    CU_ASSERT(waits);
+    param_gathers(&b, "mb0.c0.L0.attn_norm.fwd", &after, &waits);
+    CU_ASSERT_EQUAL(after, 3); /* the embedding's dense bucket, layer 0's dense and expert */
+    CU_ASSERT(!waits);
+    param_gathers(&b, "mb0.c1.L2.attn_norm.fwd", &after, &waits);
+    CU_ASSERT(waits);
+    ep_sched_free(&a);
+    ep_sched_free(&b);
+}
+
 /* --moe-shared-expert-overlap: fc1 beside the dispatch all-to-all, fc2 beside the combine, in both
  * passes, and the next node waits for both; the same ops as without it. */
 static void test_shared_expert_overlap(void) {
@@ -1045,6 +1094,8 @@ void ep_suite_sched_variants(void) {
     CU_add_test(s, "device padding pads the expert GEMM rows", test_padding_rows);
     CU_add_test(s, "HSDP inner/outer groups (16 GPUs, EP 4, N 2)", test_hsdp_groups);
     CU_add_test(s, "DDP buckets and distributed optimizer order", test_ddp_buckets);
+    CU_add_test(s, "--overlap-param-gather-with-optimizer-step: chunk 0 gathered after the step",
+                test_param_gather_with_optimizer_step);
     CU_add_test(s, "model state per GPU: weights, gradients, Adam, sharding", test_model_state);
     CU_add_test(s, "optimizer and gradient dtypes: collective and step bytes",
                 test_optimizer_dtypes);
