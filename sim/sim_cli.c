@@ -23,6 +23,7 @@
 #include "sim_engine.h"
 #include "sim_platform.h"
 #include "sim_report.h"
+#include "sim_sample.h"
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_cli, root, "epsim: command line");
 
@@ -32,6 +33,7 @@ XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_cli, root, "epsim: command line");
 typedef struct {
     const char *topo, *calib, *summary, *trace, *csv, *max_memory;
     int stats, no_preset, help, version, has_argfile;
+    int sample;   /* --sample-microbatches N (0: the whole step) */
     int progress; /* -1: when stderr is a terminal */
 } cli_opts;
 
@@ -80,7 +82,7 @@ static int cli_other(const char *arg, void *ctx, char err[EP_ERRLEN]) {
 static const ep_opt *cli_table(split_ctx *c) {
     static cli_opts none;
     cli_opts *o = c ? c->o : &none;
-    static ep_opt rows[16];
+    static ep_opt rows[20];
     const ep_opt t[] = {
         {.name = "--topo",
          .takes = EP_OPT_VALUE,
@@ -129,6 +131,16 @@ static const ep_opt *cli_table(split_ctx *c) {
          .arg = "GIB", /* checked after --help, in sim_cli_run */
          .help = "refuse a run whose estimated memory exceeds GIB (default: 80%\n"
                  "of this machine's memory; 0: no limit)"},
+        {.name = "--sample-microbatches",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_INT,
+         .target = &o->sample,
+         .arg = "N",
+         .min = 0,
+         .max = 1 << 20,
+         .help = "simulate the steps of N and 2N microbatches per pipeline and\n"
+                 "extrapolate the step linearly (N >= 2 x PP; 0: the whole step;\n"
+                 "docs/epsim.md, \"Sampled steps\")"},
         {.name = "--stats",
          .kind = EP_OPT_FLAG,
          .target = &o->stats,
@@ -383,15 +395,16 @@ static double default_memory_limit(void) {
 }
 
 /* The simulator's memory for a configuration, estimated before the schedule is built (measured
- * with --stats: about 54 ops per rank, microbatch and layer with MoE layers, 36 for dense ones
- * with TP and FP8 casts; ~130 bytes per op with its times (Llama 3.1 405B on dgx1024: 14.2 GiB
- * resident for 1.1e8 ops), plus SimGrid and the platform; docs/epsim.md, "Failure behaviour").
- * The op counts carry the margin. */
+ * with --stats: 54-78 ops per rank, microbatch and layer with MoE layers - 78 for DeepSeek-V3 with
+ * MLA, TP 2 and recomputation on dgx1024, whose 1.6e8 ops took 21.3 GB resident -, 36 for dense
+ * ones with TP and FP8 casts; ~130 bytes per op with its times (Llama 3.1 405B on dgx1024: 14.2
+ * GiB resident for 1.1e8 ops), plus SimGrid and the platform; docs/epsim.md, "Failure
+ * behaviour"). The op counts carry the margin. */
 static double memory_estimate(const ep_config *c, double *ops) {
     double nmb = ep_config_num_microbatches(c);
     double layers = (double)(c->num_layers + c->mtp_num_layers) / c->pipeline_model_parallel_size;
     if (layers < 1) layers = 1;
-    *ops = (double)c->world_size * nmb * layers * (c->num_experts > 0 ? 64 : 40);
+    *ops = (double)c->world_size * nmb * layers * (c->num_experts > 0 ? 84 : 40);
     return 64.0 * 1048576 + *ops * 130;
 }
 
@@ -604,15 +617,30 @@ int sim_cli_run(int argc, char **argv) {
         rc = fail2(err);
         goto out_plat;
     }
-    double ops_est, mem_est = memory_estimate(&cfg, &ops_est);
+    /* --sample-microbatches: the steps of N and 2N microbatches instead of the whole step */
+    ep_config short_cfg, long_cfg;
+    int sampled = 0;
+    if (o.sample > 0) {
+        sampled = sim_sample_configs(&cfg, o.sample, &short_cfg, &long_cfg, err);
+        if (sampled < 0 || (sampled && (o.csv || o.trace))) {
+            if (sampled > 0)
+                snprintf(err, EP_ERRLEN,
+                         "--sample-microbatches simulates part of the step: --csv and --trace "
+                         "need the whole step");
+            rc = fail2(err);
+            goto out_plat;
+        }
+    }
+    const ep_config *run_cfg = sampled ? &long_cfg : &cfg;
+    double ops_est, mem_est = memory_estimate(run_cfg, &ops_est);
     if (mem_limit > 0 && mem_est > mem_limit) {
         char a[64], b[64];
         snprintf(err, EP_ERRLEN,
                  "the simulation would need about %s of memory (%.3g ops: %d ranks x %d "
-                 "microbatches x %d layers), above the limit of %s (%s); use fewer microbatches "
-                 "(--global-batch-size) or set --max-memory GIB",
+                 "microbatches x %d layers), above the limit of %s (%s); simulate part of the "
+                 "step (--sample-microbatches N) or set --max-memory GIB",
                  human_bytes(mem_est, a, sizeof a), ops_est, cfg.world_size,
-                 ep_config_num_microbatches(&cfg), cfg.num_layers + cfg.mtp_num_layers,
+                 ep_config_num_microbatches(run_cfg), cfg.num_layers + cfg.mtp_num_layers,
                  human_bytes(mem_limit, b, sizeof b),
                  o.max_memory ? "--max-memory" : "80% of this machine's memory");
         rc = fail2(err);
@@ -623,8 +651,14 @@ int sim_cli_run(int argc, char **argv) {
         fprintf(stderr, "epsim: note: accepted without effect on the simulated step: %s\n",
                 ep_escape_text(cfg.ignored_flags, safe, sizeof safe));
     }
+    sim_metrics short_m;
+    if (sampled && sim_sample_run_child(&short_cfg, &plat, &calib, &short_m, err) != 0) {
+        fprintf(stderr, "epsim: %s\n", err);
+        rc = 1;
+        goto out_plat;
+    }
     ep_sched s;
-    if (ep_sched_build(&cfg, &s, err) != 0) {
+    if (ep_sched_build(run_cfg, &s, err) != 0) {
         rc = fail2(err);
         goto out_plat;
     }
@@ -645,6 +679,13 @@ int sim_cli_run(int argc, char **argv) {
         if (sim_metrics_compute(&s, &res, &plat, &m) != 0) {
             fprintf(stderr, "epsim: out of memory computing metrics\n");
             rc = 1;
+        }
+        if (rc == 0 && sampled) { /* the figures and the config of the step asked for */
+            sim_metrics long_m = m;
+            sim_sample_extrapolate(&short_m, &long_m, o.sample, ep_config_num_microbatches(&cfg),
+                                   &m);
+            s.cfg = cfg;
+            s.num_microbatches = ep_config_num_microbatches(&cfg);
         }
         int note = eo.progress && (o.csv || o.trace) && t_sim - t0 > 2.0;
         if (note) fputs("epsim: writing the per-op outputs\r", stderr);

@@ -91,6 +91,8 @@ int sim_write_summary_json(const char *path, const char *model, const ep_sched *
     fputc('}', f);
     fprintf(f, ",\"microbatches\":%d,\"ops\":%ld,\"transfers\":%ld", s->num_microbatches,
             m->step.nops, m->ntransfers);
+    if (m->sample_n) /* the steps simulated; the figures above are extrapolated from them */
+        fprintf(f, ",\"sampled_microbatches\":[%d,%d]", m->sample_n, 2 * m->sample_n);
     fprintf(f, ",\"compute_outside_calibration\":{\"ops\":%ld,\"of_ops\":%ld", m->noutside,
             m->ncompute);
     num(f, "time_fraction", m->outside_fraction, 1);
@@ -232,6 +234,11 @@ void sim_print_summary(FILE *f, const char *model, const ep_sched *s, const sim_
                 "beyond the timed grid, extrapolated)\n",
                 m->noutside, m->ncompute, 100 * m->outside_fraction);
     fprintf(f, "  ops simulated         %12ld  (%ld transfers)\n", m->step.nops, m->ntransfers);
+    if (m->sample_n)
+        fprintf(f,
+                "  sampled: the steps of %d and %d microbatches simulated, the step of %d "
+                "extrapolated from them (--sample-microbatches)\n",
+                m->sample_n, 2 * m->sample_n, s->num_microbatches);
     if (T > 0 && m->step.host_wait_s > LAUNCH_BOUND * T) /* what such a figure rests on */
         fprintf(f,
                 "  launch-bound: %.0f%% of the step waits for the host; it scales with the "

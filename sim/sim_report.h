@@ -17,6 +17,8 @@ typedef struct {
     long ntransfers, nevents;
     long ncompute, noutside;   /* compute ops, of them outside the calibrated shapes */
     double outside_fraction;   /* their share of the compute ops' time alone */
+    int sample_n; /* --sample-microbatches: the steps of n and 2n microbatches simulated and the
+                     figures extrapolated (sim_sample.h); 0: the whole step simulated */
 } sim_metrics;
 
 int sim_metrics_compute(const ep_sched *s, const sim_result *r, const sim_platform *p,

@@ -654,6 +654,55 @@ static void test_megatron_flags_ignored(void) {
     remove(err);
 }
 
+/* --sample-microbatches: a pipeline of 32 microbatches (PP 2, VPP 2) from the steps of 4 and 8
+ * gives the whole step's figures (its ranks' waits for each other vary a little from microbatch
+ * to microbatch: within 0.2% of the step), the config asked for and the steps it simulated; too
+ * short a sample and per-op outputs are refused. */
+static void test_sampled_step(void) {
+    const char *pipe = "--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+                       "--global-batch-size 256";
+    char whole[512], sampled[512], args[4096];
+    tmp_path(whole, sizeof whole, "whole.json");
+    tmp_path(sampled, sizeof sampled, "sampled.json");
+    CU_ASSERT_EQUAL_FATAL(run_summary(pipe, whole), 0);
+    snprintf(args, sizeof args, "%s --sample-microbatches 4", pipe);
+    CU_ASSERT_EQUAL_FATAL(run_summary(args, sampled), 0);
+    double T = json_num(whole, "iteration_time_s");
+    static const char *rates[] = {"iteration_time_s", "tokens_per_s", "mfu"};
+    for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++)
+        CU_ASSERT(fabs(json_num(sampled, rates[i]) / json_num(whole, rates[i]) - 1) < 2e-3);
+    static const char *parts[] = {"idle_s", "exposed_comm_s.dispatch", "exposed_comm_s.pp",
+                                  "exposed_comm_s.total", "pipeline_wait_s"};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        CU_ASSERT(fabs(json_num(sampled, parts[i]) - json_num(whole, parts[i])) < 2e-3 * T);
+    /* the peak holds the fill's microbatches, whose expert rows differ by the draw */
+    CU_ASSERT(fabs(json_num(sampled, "memory_peak_bytes") / json_num(whole, "memory_peak_bytes") -
+                   1) < 1e-3);
+    static const char *same[] = {"host_syncs", "config.global_batch_size", "microbatches"};
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        CU_ASSERT_EQUAL(json_num(sampled, same[i]), json_num(whole, same[i]));
+    CU_ASSERT_EQUAL(json_num(sampled, "microbatches"), 32);
+    json_error_t je;
+    json_t *root = json_load_file(sampled, 0, &je),
+           *steps = json_object_get(root, "sampled_microbatches");
+    CU_ASSERT(json_integer_value(json_array_get(steps, 0)) == 4 &&
+              json_integer_value(json_array_get(steps, 1)) == 8);
+    json_decref(root);
+    root = json_load_file(whole, 0, &je);
+    CU_ASSERT(root && !json_object_get(root, "sampled_microbatches"));
+    json_decref(root);
+    CU_ASSERT(json_num(sampled, "ops") < json_num(whole, "ops") / 2);
+    snprintf(args, sizeof args, SMALL " %s --sample-microbatches 3", pipe);
+    expect_error(args); /* below 2 x PP */
+    char csv[512];
+    tmp_path(csv, sizeof csv, "sampled.csv");
+    snprintf(args, sizeof args, SMALL " %s --sample-microbatches 4 --csv %s", pipe, csv);
+    expect_error(args);
+    CU_ASSERT(access(csv, F_OK) != 0);
+    remove(whole);
+    remove(sampled);
+}
+
 void ep_suite_cli(void) {
     CU_pSuite s = CU_add_suite("sim_cli", NULL, NULL);
     CU_add_test(s, "errors: one line, exit 2, no output file", test_errors);
@@ -683,4 +732,6 @@ void ep_suite_cli(void) {
     CU_add_test(s, "a hybrid pattern or --num-layers replaces the preset's MoE layer list",
                 test_pattern_over_preset);
     CU_add_test(s, "Megatron-LM flags without effect change nothing", test_megatron_flags_ignored);
+    CU_add_test(s, "--sample-microbatches: the whole step from two shorter ones",
+                test_sampled_step);
 }

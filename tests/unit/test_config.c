@@ -896,6 +896,16 @@ static void test_presets(void) {
                               0);
         CU_ASSERT_EQUAL(count_moe(), 0);
     }
+    /* whole recipe launch lines (configs/recipes/), as they are */
+    CU_ASSERT_EQUAL_FATAL(load_preset("recipes/deepseek-v3-h100x1024-bf16.args", ""), 0);
+    CU_ASSERT_EQUAL(g_cfg.world_size, 1024);
+    CU_ASSERT_EQUAL(g_cfg.virtual_pipeline_model_parallel_size, 4);
+    CU_ASSERT_EQUAL(g_cfg.expert_tensor_parallel_size, 1);
+    CU_ASSERT_EQUAL(ep_config_num_microbatches(&g_cfg), 256);
+    CU_ASSERT_EQUAL_FATAL(load_preset("recipes/qwen3-235b-a22b-h100x256-bf16.args", ""), 0);
+    CU_ASSERT_EQUAL(g_cfg.world_size, 256);
+    CU_ASSERT_EQUAL(ep_config_num_microbatches(&g_cfg), 512);
+    CU_ASSERT_EQUAL(g_cfg.overlap_param_gather_with_optimizer_step, 1);
 }
 
 void ep_suite_config(void) {

@@ -1,0 +1,39 @@
+/* sim_sample: the step of many microbatches from two shorter ones (--sample-microbatches N;
+ * docs/epsim.md, "Sampled steps").
+ *
+ * Once a pipeline is full, each further microbatch adds the same ops to every rank, each waiting
+ * for what the one before it waited for, so every additive figure of the step (its time, the
+ * idle and exposed times, host syncs, bytes, ops) grows by the same amount per microbatch. The
+ * step of M microbatches per pipeline is then the step of 2N plus (M - 2N) / N times the
+ * difference between the steps of 2N and N, with N past the pipeline's fill (N >= 2 x PP). The
+ * rates follow from that time and the whole batch; the memory peak and the model state are the
+ * 2N step's (a step holds at most its fill's microbatches at once). Routing is drawn per
+ * microbatch as in the whole step.
+ */
+#ifndef SIM_SAMPLE_H
+#define SIM_SAMPLE_H
+
+#include "ep_config.h"
+#include "sim_calib.h"
+#include "sim_platform.h"
+#include "sim_report.h"
+
+/* The configurations of n and 2n microbatches per pipeline (global batch n x DP x micro batch).
+ * Returns 1 when cfg (validated) has more than 2n microbatches, 0 when it has at most 2n (simulate
+ * the whole step), -1 with err when n is too small for the pipeline or not a step Megatron can
+ * schedule. */
+int sim_sample_configs(const ep_config *cfg, int n, ep_config *a, ep_config *b,
+                       char err[EP_ERRLEN]);
+
+/* Simulates the step of cfg in a child process (SimGrid runs once per process) and returns its
+ * figures in m. Returns 0, or -1 with err (the child's own message where it gave one). */
+int sim_sample_run_child(const ep_config *cfg, const sim_platform *p, const sim_calib *c,
+                         sim_metrics *m, char err[EP_ERRLEN]);
+
+/* out = b + (total - 2n) / n x (b - a) for the additive figures of the steps a (n microbatches
+ * per pipeline) and b (2n); rates from the extrapolated time; the simulator's own counts (ops
+ * simulated, transfers, events) are the two runs' sums; out->sample_n = n. */
+void sim_sample_extrapolate(const sim_metrics *a, const sim_metrics *b, int n, int total,
+                            sim_metrics *out);
+
+#endif
