@@ -33,7 +33,7 @@ XBT_LOG_NEW_DEFAULT_SUBCATEGORY(epsim_cli, root, "epsim: command line");
 typedef struct {
     const char *topo, *calib, *summary, *trace, *csv, *max_memory;
     int stats, no_preset, help, version, has_argfile;
-    int sample;   /* --sample-microbatches N (0: the whole step) */
+    const char *sample; /* --sample-microbatches N or auto (NULL, 0: the whole step) */
     int progress; /* -1: when stderr is a terminal */
 } cli_opts;
 
@@ -133,14 +133,12 @@ static const ep_opt *cli_table(split_ctx *c) {
                  "of this machine's memory; 0: no limit)"},
         {.name = "--sample-microbatches",
          .takes = EP_OPT_VALUE,
-         .kind = EP_OPT_INT,
+         .kind = EP_OPT_STRING,
          .target = &o->sample,
-         .arg = "N",
-         .min = 0,
-         .max = 1 << 20,
+         .arg = "N", /* checked once the layout is known, in sim_cli_run */
          .help = "simulate the steps of N and 2N microbatches per pipeline and\n"
-                 "extrapolate the step linearly (N >= 2 x PP; 0: the whole step;\n"
-                 "docs/epsim.md, \"Sampled steps\")"},
+                 "extrapolate the step linearly (N >= 2 x PP; auto: 2 x PP;\n"
+                 "0: the whole step; docs/epsim.md, \"Sampled steps\")"},
         {.name = "--stats",
          .kind = EP_OPT_FLAG,
          .target = &o->stats,
@@ -619,9 +617,24 @@ int sim_cli_run(int argc, char **argv) {
     }
     /* --sample-microbatches: the steps of N and 2N microbatches instead of the whole step */
     ep_config short_cfg, long_cfg;
-    int sampled = 0;
-    if (o.sample > 0) {
-        sampled = sim_sample_configs(&cfg, o.sample, &short_cfg, &long_cfg, err);
+    int sampled = 0, sample_n = 0;
+    if (o.sample && !strcmp(o.sample, "auto")) {
+        sample_n = sim_sample_min(&cfg);
+    } else if (o.sample) {
+        char *end;
+        errno = 0;
+        long v = strtol(o.sample, &end, 10);
+        if (*end || end == o.sample || errno || v < 0 || v > (1 << 20)) {
+            snprintf(err, EP_ERRLEN,
+                     "--sample-microbatches '%.64s' is not a number of microbatches or auto",
+                     o.sample);
+            rc = fail2(err);
+            goto out_plat;
+        }
+        sample_n = (int)v;
+    }
+    if (sample_n > 0) {
+        sampled = sim_sample_configs(&cfg, sample_n, &short_cfg, &long_cfg, err);
         if (sampled < 0 || (sampled && (o.csv || o.trace))) {
             if (sampled > 0)
                 snprintf(err, EP_ERRLEN,
@@ -682,7 +695,7 @@ int sim_cli_run(int argc, char **argv) {
         }
         if (rc == 0 && sampled) { /* the figures and the config of the step asked for */
             sim_metrics long_m = m;
-            sim_sample_extrapolate(&short_m, &long_m, o.sample, ep_config_num_microbatches(&cfg),
+            sim_sample_extrapolate(&short_m, &long_m, sample_n, ep_config_num_microbatches(&cfg),
                                    &m);
             s.cfg = cfg;
             s.num_microbatches = ep_config_num_microbatches(&cfg);

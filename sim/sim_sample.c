@@ -20,9 +20,14 @@ static int with_microbatches(const ep_config *cfg, int n, ep_config *out, char e
     return -1;
 }
 
+int sim_sample_min(const ep_config *cfg) {
+    int pp = cfg->pipeline_model_parallel_size;
+    return 2 * pp > 2 ? 2 * pp : 2;
+}
+
 int sim_sample_configs(const ep_config *cfg, int n, ep_config *a, ep_config *b,
                        char err[EP_ERRLEN]) {
-    int pp = cfg->pipeline_model_parallel_size, fill = 2 * pp > 2 ? 2 * pp : 2;
+    int fill = sim_sample_min(cfg);
     if (n < fill) {
         snprintf(err, EP_ERRLEN,
                  "--sample-microbatches %d: at least %d microbatches per pipeline (2 x PP, past "

@@ -18,6 +18,9 @@
 #include "sim_platform.h"
 #include "sim_report.h"
 
+/* The smallest n past the pipeline's fill: 2 x PP, at least 2 (--sample-microbatches auto). */
+int sim_sample_min(const ep_config *cfg);
+
 /* The configurations of n and 2n microbatches per pipeline (global batch n x DP x micro batch).
  * Returns 1 when cfg (validated) has more than 2n microbatches, 0 when it has at most 2n (simulate
  * the whole step), -1 with err when n is too small for the pipeline or not a step Megatron can

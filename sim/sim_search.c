@@ -104,6 +104,7 @@ typedef struct {
 
 typedef struct {
     const char *topo, *calib, *out, *max_mem;
+    const char *sample; /* --sample-microbatches, passed to every simulation */
     int jobs, budget, show;
     sim_runs_shard shard;
     char **common;
@@ -661,13 +662,14 @@ typedef struct {
 static char **run_args(void *ctx, long i) {
     run_ctx *r = ctx;
     const cand *c = &r->c[r->pick[i]];
-    char **a = calloc((size_t)r->so->ncommon + NAXES * MAX_WORDS + 4, sizeof *a);
+    char **a = calloc((size_t)r->so->ncommon + NAXES * MAX_WORDS + 6, sizeof *a);
     if (!a) return NULL;
     int k = 0;
     for (int j = 0; j < r->so->ncommon; j++)
         a[k++] = r->so->common[j];
     if (r->so->topo) a[k++] = "--topo", a[k++] = (char *)r->so->topo;
     if (r->so->calib) a[k++] = "--calib", a[k++] = (char *)r->so->calib;
+    if (r->so->sample) a[k++] = "--sample-microbatches", a[k++] = (char *)r->so->sample;
     for (int x = 0; x < NAXES; x++) {
         const value *v = &r->ax[x].v[c->vi[x]];
         for (int w = 0; w < v->nwords; w++)
@@ -740,6 +742,10 @@ int sim_search_main(int argc, char **argv) {
          .takes = EP_OPT_VALUE,
          .kind = EP_OPT_STRING,
          .target = &so.max_mem},
+        {.name = "--sample-microbatches",
+         .takes = EP_OPT_VALUE,
+         .kind = EP_OPT_STRING,
+         .target = &so.sample},
         SIM_RUNS_OPT_ROWS(&so.jobs, &so.shard, &so.show, "a search"),
         {.name = NULL},
     };

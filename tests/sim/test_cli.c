@@ -692,8 +692,16 @@ static void test_sampled_step(void) {
     CU_ASSERT(root && !json_object_get(root, "sampled_microbatches"));
     json_decref(root);
     CU_ASSERT(json_num(sampled, "ops") < json_num(whole, "ops") / 2);
+    char autod[512];
+    tmp_path(autod, sizeof autod, "auto.json");
+    snprintf(args, sizeof args, "%s --sample-microbatches auto", pipe); /* 2 x PP = 4 */
+    CU_ASSERT_EQUAL_FATAL(run_summary(args, autod), 0);
+    CU_ASSERT_EQUAL(json_num(autod, "iteration_time_s"), json_num(sampled, "iteration_time_s"));
+    remove(autod);
     snprintf(args, sizeof args, SMALL " %s --sample-microbatches 3", pipe);
     expect_error(args); /* below 2 x PP */
+    snprintf(args, sizeof args, SMALL " %s --sample-microbatches some", pipe);
+    expect_error(args);
     char csv[512];
     tmp_path(csv, sizeof csv, "sampled.csv");
     snprintf(args, sizeof args, SMALL " %s --sample-microbatches 4 --csv %s", pipe, csv);
