@@ -617,32 +617,15 @@ int sim_cli_run(int argc, char **argv) {
     }
     /* --sample-microbatches: the steps of N and 2N microbatches instead of the whole step */
     ep_config short_cfg, long_cfg;
-    int sampled = 0, sample_n = 0;
-    if (o.sample && !strcmp(o.sample, "auto")) {
-        sample_n = sim_sample_min(&cfg);
-    } else if (o.sample) {
-        char *end;
-        errno = 0;
-        long v = strtol(o.sample, &end, 10);
-        if (*end || end == o.sample || errno || v < 0 || v > (1 << 20)) {
-            snprintf(err, EP_ERRLEN,
-                     "--sample-microbatches '%.64s' is not a number of microbatches or auto",
-                     o.sample);
-            rc = fail2(err);
-            goto out_plat;
-        }
-        sample_n = (int)v;
-    }
-    if (sample_n > 0) {
-        sampled = sim_sample_configs(&cfg, sample_n, &short_cfg, &long_cfg, err);
-        if (sampled < 0 || (sampled && (o.csv || o.trace))) {
-            if (sampled > 0)
-                snprintf(err, EP_ERRLEN,
-                         "--sample-microbatches simulates part of the step: --csv and --trace "
-                         "need the whole step");
-            rc = fail2(err);
-            goto out_plat;
-        }
+    int sample_n;
+    int sampled = sim_sample_plan(o.sample, &cfg, &sample_n, &short_cfg, &long_cfg, err);
+    if (sampled > 0 && (o.csv || o.trace))
+        snprintf(err, EP_ERRLEN,
+                 "--sample-microbatches simulates part of the step: --csv and --trace need the "
+                 "whole step");
+    if (sampled < 0 || (sampled > 0 && (o.csv || o.trace))) {
+        rc = fail2(err);
+        goto out_plat;
     }
     const ep_config *run_cfg = sampled ? &long_cfg : &cfg;
     double ops_est, mem_est = memory_estimate(run_cfg, &ops_est);

@@ -1,7 +1,9 @@
 /* sim_sample: the step of many microbatches from two shorter ones (sim_sample.h). */
 #include "sim_sample.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,23 +22,34 @@ static int with_microbatches(const ep_config *cfg, int n, ep_config *out, char e
     return -1;
 }
 
-int sim_sample_min(const ep_config *cfg) {
-    int pp = cfg->pipeline_model_parallel_size;
-    return 2 * pp > 2 ? 2 * pp : 2;
-}
-
-int sim_sample_configs(const ep_config *cfg, int n, ep_config *a, ep_config *b,
-                       char err[EP_ERRLEN]) {
-    int fill = sim_sample_min(cfg);
-    if (n < fill) {
+int sim_sample_plan(const char *arg, const ep_config *cfg, int *n, ep_config *a, ep_config *b,
+                    char err[EP_ERRLEN]) {
+    int pp = cfg->pipeline_model_parallel_size, fill = 2 * pp > 2 ? 2 * pp : 2;
+    *n = 0;
+    if (!arg) return 0;
+    if (!strcmp(arg, "auto")) {
+        *n = fill;
+    } else {
+        char *end;
+        errno = 0;
+        long v = strtol(arg, &end, 10);
+        if (*end || end == arg || errno || v < 0 || v > (1 << 20)) {
+            snprintf(err, EP_ERRLEN,
+                     "--sample-microbatches '%.64s' is not a number of microbatches or auto", arg);
+            return -1;
+        }
+        *n = (int)v;
+    }
+    if (*n == 0) return 0;
+    if (*n < fill) {
         snprintf(err, EP_ERRLEN,
                  "--sample-microbatches %d: at least %d microbatches per pipeline (2 x PP, past "
                  "the pipeline's fill) are needed",
-                 n, fill);
+                 *n, fill);
         return -1;
     }
-    if (ep_config_num_microbatches(cfg) <= 2 * n) return 0;
-    if (with_microbatches(cfg, n, a, err) != 0 || with_microbatches(cfg, 2 * n, b, err) != 0)
+    if (ep_config_num_microbatches(cfg) <= 2 * *n) return 0;
+    if (with_microbatches(cfg, *n, a, err) != 0 || with_microbatches(cfg, 2 * *n, b, err) != 0)
         return -1;
     return 1;
 }

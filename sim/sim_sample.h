@@ -18,15 +18,13 @@
 #include "sim_platform.h"
 #include "sim_report.h"
 
-/* The smallest n past the pipeline's fill: 2 x PP, at least 2 (--sample-microbatches auto). */
-int sim_sample_min(const ep_config *cfg);
-
-/* The configurations of n and 2n microbatches per pipeline (global batch n x DP x micro batch).
- * Returns 1 when cfg (validated) has more than 2n microbatches, 0 when it has at most 2n (simulate
- * the whole step), -1 with err when n is too small for the pipeline or not a step Megatron can
- * schedule. */
-int sim_sample_configs(const ep_config *cfg, int n, ep_config *a, ep_config *b,
-                       char err[EP_ERRLEN]);
+/* What --sample-microbatches ARG asks of the validated cfg: ARG a number of microbatches per
+ * pipeline n, or "auto" for 2 x PP (at least 2: past the pipeline's fill). Returns 1 with *n and
+ * the configurations of n and 2n microbatches (global batch n x DP x micro batch) in a and b; 0
+ * when the whole step is to be simulated (no ARG, n 0, or at most 2n microbatches); -1 with err
+ * when ARG is no count, n is below 2 x PP or not a step Megatron can schedule. */
+int sim_sample_plan(const char *arg, const ep_config *cfg, int *n, ep_config *a, ep_config *b,
+                    char err[EP_ERRLEN]);
 
 /* Simulates the step of cfg in a child process (SimGrid runs once per process) and returns its
  * figures in m. Returns 0, or -1 with err (the child's own message where it gave one). */
