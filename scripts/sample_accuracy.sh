@@ -29,12 +29,13 @@ while [ $# -ge 3 ]; do
   shift 3
 done
 
-# run NAME OUT ARGS...: epsim with --summary-json OUT; prints "wall_s rss_mib"
+# run OUT ARGS...: epsim with --summary-json OUT and --stats; prints "wall_s rss_mib" (its stats)
 run() {
   local out=$1
   shift
-  /usr/bin/time -f '%e %M' -o "$tmp/time" "$epsim" "$@" --summary-json "$out" > "$tmp/stdout" 2> "$tmp/stderr" || return 1
-  awk '{printf "%.1f %.0f\n", $1, $2 / 1024}' "$tmp/time"
+  "$epsim" "$@" --stats --summary-json "$out" > "$tmp/stdout" 2> "$tmp/stderr" || return 1
+  awk '/^epsim stats: wall/ {w = $4} /^epsim stats: cpu/ {for (i = 1; i < NF; i++) if ($i == "RSS") r = $(i + 1)}
+       END {printf "%.1f %s\n", w, r}' "$tmp/stderr"
 }
 # num FILE KEY: a number of the summary JSON (KEY "a" or "a.b")
 num() {
