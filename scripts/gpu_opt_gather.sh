@@ -15,6 +15,7 @@ ARGS="--num-layers 8 --hidden-size 4096 --ffn-hidden-size 11008 --num-attention-
 --micro-batch-size 1 --global-batch-size 16 --padded-vocab-size 151936 --swiglu --disable-bias-linear \
 --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 --expert-model-parallel-size 2 \
 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --moe-grouped-gemm"
+# shellcheck disable=SC2086  # ARGS and extra are lists of words
 for r in $(seq 1 "${REPEAT:-2}"); do
     for v in base opt; do
         extra=

@@ -9,7 +9,7 @@
 # usage: scripts/sample_accuracy.sh [BUILD_DIR] [TOPO WORLD FILE ...]
 #        ONLY=REGEX runs the suite's cases whose name matches (NONE: none of them).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 build=${1:-build}
 shift || true
 epsim="$build/sim/epsim"
@@ -73,8 +73,10 @@ parts = [("idle", a["idle_s"], b["idle_s"])] + [(k, a["exposed_comm_s"][k], b["e
 k, x, y = max(parts, key=lambda p: abs(p[2] - p[1]))
 print("%.6f\t%.6f\t%+.4f%%\t%s %+.4f%%\t%.4f\t%.4f" % (T, b["iteration_time_s"], d, k, 100 * (y - x) / T, abs(d), abs(100 * (y - x) / T)))' "$tmp/whole.json" "$tmp/sampled.json")
   IFS=$'\t' read -r tw ts d part ad ap <<< "$line"
+  # shellcheck disable=SC2086  # "wall rss": two words
   set -- $w
   ww=$1 rw=$2
+  # shellcheck disable=SC2086
   set -- $s
   echo "| $name | $world | $mb | $N | $tw | $ts | $d | $part | $ww / $1 | $rw / $2 |"
   worst=$(awk -v a="$worst" -v b="$ad" 'BEGIN {print (b > a) ? b : a}')
