@@ -16,7 +16,11 @@ static int with_microbatches(const ep_config *cfg, int n, ep_config *out, char e
     *out = *cfg;
     out->global_batch_size = n * cfg->data_parallel_size * cfg->micro_batch_size;
     char e[EP_ERRLEN];
-    if (ep_config_validate(out, e) == 0) return 0;
+    int valid = ep_config_validate(out, e) == 0;
+    if (valid && ep_config_num_microbatches(out) == n) return 0;
+    if (valid) /* validated, but the batch splits otherwise */
+        snprintf(e, EP_ERRLEN, "global batch %d gives %d microbatches", out->global_batch_size,
+                 ep_config_num_microbatches(out));
     snprintf(err, EP_ERRLEN, "--sample-microbatches %d: a step of %d microbatches: %.400s", n, n,
              e);
     return -1;
