@@ -11,13 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 #include <xbt/config.h>
 #include <xbt/log.h>
 
 #include "sim_bigmem.h"
+#include "sim_child.h"
 #include "sim_cost.h"
 #include "sim_power.h"
 #include "sim_share.h"
@@ -1246,44 +1245,30 @@ static int step_is_long(engine *e) {
     return 0;
 }
 
+/* In the child of steady_power_start: the step from a cold start, then each GPU's steady duty. */
+static int cold_pass(void *ctx, void *out) {
+    engine *e = ctx;
+    double *d = out;
+    e->progress = 0;
+    simulate(e);
+    if (e->failed) return -1;
+    double makespan = 0;
+    for (long o = 0; o < e->nops; o++)
+        if (e->rec[o].t.end > makespan) makespan = e->rec[o].t.end;
+    for (int r = 0; r < e->world; r++) {
+        sim_power_set(&e->gpu[r].power, e->c, makespan, 0);
+        d[r] = sim_power_steady_start(e->c, e->gpu[r].power.duty, makespan);
+    }
+    return 0;
+}
+
 /* The duty each GPU enters the step at (sim_power_steady_start): the step simulated once from a
- * cold start in a child process (SimGrid runs once per process), which hands back each GPU's duty
- * at its end and the step's length. On any failure the GPUs start cold, as before. */
+ * cold start in a child process (sim_child.h), which hands back each GPU's duty at its end and
+ * the step's length. On any failure the GPUs start cold, as before. */
 static void steady_power_start(engine *e) {
     if (!sim_power_on(e->c) || step_is_long(e)) return;
-    int fd[2];
-    if (pipe(fd) != 0) return;
-    fflush(NULL); /* nothing buffered is written twice */
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fd[0]);
-        close(fd[1]);
-        return;
-    }
-    if (pid == 0) {
-        close(fd[0]);
-        e->progress = 0;
-        simulate(e);
-        double makespan = 0;
-        for (long o = 0; o < e->nops && !e->failed; o++)
-            if (e->rec[o].t.end > makespan) makespan = e->rec[o].t.end;
-        int ok = !e->failed;
-        for (int r = 0; r < e->world && ok; r++) {
-            sim_power_set(&e->gpu[r].power, e->c, makespan, 0);
-            double d = sim_power_steady_start(e->c, e->gpu[r].power.duty, makespan);
-            ok = write(fd[1], &d, sizeof d) == (ssize_t)sizeof d;
-        }
-        _exit(ok ? 0 : 1);
-    }
-    close(fd[1]);
     double *d = malloc(sizeof(double) * (size_t)e->world);
-    int got = 0;
-    while (d && got < e->world && read(fd[0], &d[got], sizeof d[got]) == (ssize_t)sizeof d[got])
-        got++;
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (d && got == e->world && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    if (d && sim_child_call(cold_pass, e, d, sizeof(double) * (size_t)e->world) == 0)
         for (int r = 0; r < e->world; r++)
             e->gpu[r].power.duty = d[r];
     free(d);

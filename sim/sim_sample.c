@@ -5,10 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "ep_sched.h"
+#include "sim_child.h"
 #include "sim_engine.h"
 
 /* a copy of cfg with n microbatches per pipeline, validated */
@@ -65,58 +64,38 @@ typedef struct {
     char err[EP_ERRLEN];
 } child_reply;
 
-static void run_step(const ep_config *cfg, const sim_platform *p, const sim_calib *c,
-                     child_reply *r) {
+typedef struct {
+    const ep_config *cfg;
+    const sim_platform *p;
+    const sim_calib *c;
+} child_step;
+
+/* In the child (sim_child.h): the step of ctx's config, its figures or its error in out. */
+static int run_step(void *ctx, void *out) {
+    const child_step *st = ctx;
+    child_reply *r = out;
+    r->rc = -1;
     ep_sched s;
-    if (ep_sched_build(cfg, &s, r->err) != 0) return;
+    if (ep_sched_build(st->cfg, &s, r->err) != 0) return 0;
     sim_result res;
     sim_engine_opts eo = sim_engine_defaults();
     eo.progress = 0;
-    if (sim_engine_run(&s, p, c, &eo, &res, r->err) == 0) {
-        if (sim_metrics_compute(&s, &res, p, &r->m) == 0)
+    if (sim_engine_run(&s, st->p, st->c, &eo, &res, r->err) == 0) {
+        if (sim_metrics_compute(&s, &res, st->p, &r->m) == 0)
             r->rc = 0;
         else
             snprintf(r->err, EP_ERRLEN, "out of memory computing metrics");
         sim_result_free(&res);
     }
     ep_sched_free(&s);
+    return 0;
 }
 
 int sim_sample_run_child(const ep_config *cfg, const sim_platform *p, const sim_calib *c,
                          sim_metrics *m, char err[EP_ERRLEN]) {
-    int fd[2];
-    if (pipe(fd) != 0) {
-        snprintf(err, EP_ERRLEN, "--sample-microbatches: no pipe to a child process");
-        return -1;
-    }
-    fflush(NULL); /* nothing buffered is written twice */
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fd[0]);
-        close(fd[1]);
-        snprintf(err, EP_ERRLEN, "--sample-microbatches: cannot start a child process");
-        return -1;
-    }
-    if (pid == 0) {
-        close(fd[0]);
-        static child_reply r;
-        r.rc = -1;
-        run_step(cfg, p, c, &r);
-        int ok = write(fd[1], &r, sizeof r) == (ssize_t)sizeof r;
-        _exit(ok ? 0 : 1);
-    }
-    close(fd[1]);
-    static child_reply r;
-    size_t got = 0;
-    while (got < sizeof r) {
-        ssize_t k = read(fd[0], (char *)&r + got, sizeof r - got);
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (got != sizeof r || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    static child_reply r; /* static: its message is EP_ERRLEN long */
+    child_step st = {cfg, p, c};
+    if (sim_child_call(run_step, &st, &r, sizeof r) != 0) {
         snprintf(err, EP_ERRLEN, "--sample-microbatches: the shorter step's process failed");
         return -1;
     }
