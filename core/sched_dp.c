@@ -315,7 +315,8 @@ void ep_dp_free(ep_rank_builder *rb) {
  * each chunk's from its lowest layer up, so that with --overlap-param-gather the first forward's
  * parameters come first on the dp stream. */
 static int gather_chunks(ep_rank_builder *rb, int c0, int c1, int dep) {
-    if (c0 == 0 && rb->emb_bucket >= 0 && gather_bucket(rb, rb->emb_bucket, dep) == -2) return -1;
+    if (c0 == 0 && c1 > 0 && rb->emb_bucket >= 0 && gather_bucket(rb, rb->emb_bucket, dep) == -2)
+        return -1;
     for (int c = c0; c < c1; c++) {
         int first, count;
         ep_layer_range(&rb->s->plan, rb->pp, rb->vpp, rb->stage, c, &first, &count);
@@ -331,16 +332,20 @@ static int gather_chunks(ep_rank_builder *rb, int c0, int c1, int dep) {
     return 0;
 }
 
-/* --overlap-param-gather-with-optimizer-step: Megatron gives the first model chunk an optimizer of
- * its own, steps it first and starts that chunk's all-gathers right after it, beside the other
+/* The model chunks whose parameters are gathered at the end of the step, [0, n); the others are
+ * gathered at its start, each layer's first forward waiting for its bucket. All of them after the
+ * optimizer without --overlap-param-gather; none with it, but with
+ * --overlap-param-gather-with-optimizer-step the first, whose optimizer
+ * Megatron steps first and starts that chunk's all-gathers right after it, beside the other
  * chunks' step (ChainedOptimizer._step), so the next iteration's first forward finds them done. */
-static int chunk0_with_optimizer(const ep_rank_builder *rb) {
-    return rb->cfg->overlap_param_gather_with_optimizer_step;
+static int chunks_gathered_at_end(const ep_rank_builder *rb) {
+    if (!rb->cfg->overlap_param_gather) return rb->vpp;
+    return rb->cfg->overlap_param_gather_with_optimizer_step ? 1 : 0;
 }
 
 int ep_dp_begin(ep_rank_builder *rb) {
-    if (!fsdp(rb) && sharded_params(rb) && rb->cfg->overlap_param_gather)
-        return gather_chunks(rb, chunk0_with_optimizer(rb) ? 1 : 0, rb->vpp, -1);
+    if (!fsdp(rb) && sharded_params(rb))
+        return gather_chunks(rb, chunks_gathered_at_end(rb), rb->vpp, -1);
     return 0;
 }
 
@@ -574,12 +579,12 @@ int ep_dp_end(ep_rank_builder *rb) {
      * first and hold the last send, and the neighbour's backward that waits for it, behind
      * them (measured on 2 x H200: +0.1 s of a 0.63 s PP 2 step). */
     if (ep_rb_dep(rb, idx, rb->last_on_stream[EP_STREAM_PP]) != 0) return -1;
-    if (!fsdp(rb) && sharded_params(rb) && !rb->cfg->overlap_param_gather)
-        return gather_chunks(rb, 0, rb->vpp, idx);
-    /* issued after the step by the host, on the dp stream beside its kernels (the chunk's own
-     * share of the step comes first in Megatron: a small part of it with 2 or more chunks) */
-    if (!fsdp(rb) && sharded_params(rb) && chunk0_with_optimizer(rb))
-        return gather_chunks(rb, 0, 1, -1);
+    /* after the step; with --overlap-param-gather the first chunk's are issued after it by the
+     * host and run on the dp stream beside its kernels (that chunk's own share of the step comes
+     * first in Megatron: a small part of it with 2 or more chunks) */
+    if (!fsdp(rb) && sharded_params(rb))
+        return gather_chunks(rb, 0, chunks_gathered_at_end(rb),
+                             rb->cfg->overlap_param_gather ? -1 : idx);
     if (fsdp(rb) && !fsdp_params_sharded(rb) && shard_strategy(rb) != EP_SHARD_NO_SHARD) {
         /* optimizer state sharded, parameters replicated: gather the updated shards */
         const ep_layer_plan *plan = &rb->s->plan;

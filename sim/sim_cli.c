@@ -619,11 +619,13 @@ int sim_cli_run(int argc, char **argv) {
     ep_config short_cfg, long_cfg;
     int sample_n;
     int sampled = sim_sample_plan(o.sample, &cfg, &sample_n, &short_cfg, &long_cfg, err);
-    if (sampled > 0 && (o.csv || o.trace))
+    if (sampled > 0 && (o.csv || o.trace)) {
         snprintf(err, EP_ERRLEN,
                  "--sample-microbatches simulates part of the step: --csv and --trace need the "
                  "whole step");
-    if (sampled < 0 || (sampled > 0 && (o.csv || o.trace))) {
+        sampled = -1;
+    }
+    if (sampled < 0) {
         rc = fail2(err);
         goto out_plat;
     }
