@@ -65,7 +65,8 @@ typedef struct {
     int from_kernels[EP_OP_NUM_KINDS];
     int nkernels, nfp8; /* kernels.json records fitted, FP8 ones among them */
     int grid_only;      /* compute.json without the records of model shapes (--grid-only) */
-    const char *model_shapes; /* --model-shapes FILE, or NULL */
+    const char *model_shapes[MAX_DIRS]; /* the --model-shapes [KINDS:]FILE values that added records */
+    int nmodel_shapes;
     const char *const *kind_from; /* the --kind-from KIND[/DTYPE]:FILE values, in order */
     int nkind_from;
     /* host_megatron.json's layers: measured beside epsim's host time, for the report */
@@ -299,19 +300,77 @@ static int kind_from_one(fit *x, const char *kind_from) {
     return n;
 }
 
-/* --model-shapes FILE: the model records of another compute.json join the loaded one, so a grid
- * timed on one day and the validation models' own shapes timed on another make one calibration.
+static ep_op_kind kind_of(const char *s);
+
+/* The model records (source model:*) of the kinds in a --model-shapes prefix (none: every kind). */
+typedef struct {
+    char kinds[EP_OP_NUM_KINDS][32];
+    int n;
+} kind_set;
+
+static int is_model_record_of(json_t *r, const void *arg) {
+    const kind_set *k = arg;
+    if (!is_model_record(r, NULL)) return 0;
+    for (int i = 0; i < k->n; i++)
+        if (!strcmp(str(r, "kind"), k->kinds[i])) return 1;
+    return k->n == 0;
+}
+
+/* One --model-shapes [KIND,...:]FILE: FILE's model records (of those op kinds only) join the loaded
+ * compute.json; returns how many, or -1 (x->err says why). A prefix is what precedes the first ':'
+ * when it holds only lower-case letters, '_' and ','. */
+static int model_shapes_one(fit *x, const char *spec) {
+    kind_set ks = {.n = 0};
+    const char *path = spec, *colon = strchr(spec, ':');
+    if (colon && colon > spec &&
+        strspn(spec, "abcdefghijklmnopqrstuvwxyz_,") == (size_t)(colon - spec)) {
+        for (const char *p = spec; p < colon;) {
+            size_t k = strcspn(p, ",:");
+            if (k == 0 || k >= sizeof ks.kinds[0] || ks.n == EP_OP_NUM_KINDS) {
+                snprintf(x->err, EP_ERRLEN, "--model-shapes %s: expected [KIND,...:]FILE", spec);
+                return -1;
+            }
+            memcpy(ks.kinds[ks.n], p, k);
+            ks.kinds[ks.n][k] = 0;
+            if (kind_of(ks.kinds[ks.n]) == EP_OP_NUM_KINDS) {
+                snprintf(x->err, EP_ERRLEN, "--model-shapes %s: %s is no op kind", spec,
+                         ks.kinds[ks.n]);
+                return -1;
+            }
+            ks.n++;
+            p += k + (p[k] == ',');
+        }
+        path = colon + 1;
+    }
+    json_t *more = load_compute(x, "--model-shapes", path);
+    if (!more) return -1;
+    int n = append_records(x->root[F_COMPUTE], more, is_model_record_of, &ks, 0);
+    json_decref(more);
+    if (n < 0) snprintf(x->err, EP_ERRLEN, "--model-shapes %s: out of memory", spec);
+    if (n == 0 && ks.n) {
+        snprintf(x->err, EP_ERRLEN, "--model-shapes %s: no model records of those kinds there",
+                 spec);
+        return -1;
+    }
+    return n;
+}
+
+/* --model-shapes [KINDS:]FILE, each in turn (model_shapes_one): the model records of another
+ * compute.json join the loaded one, so a grid timed on one day and the validation models' own
+ * shapes timed on another make one calibration (with KINDS, only those op kinds: the GEMMs timed
+ * on one machine, the memory-bound ops on another).
  * --kind-from KIND[/DTYPE]:FILE, each in turn (kind_from_one): the records of one op kind (of one
  * dtype) come from another file instead - that kind timed again in a later call (`epref bench
  * calib --parts attention`) or another implementation of it (TE's multi-stream expert GEMMs).
  * --grid-only: the model records are left out, so the calibration can be held against models whose
- * shapes it never timed (docs/validation.md, "Held out"). In that order; *nkind, *nmodel, *ndropped
- * say how many records each moved. Returns 0, or -1 (x->err says why). */
-static int choose_records(fit *x, const char *model_shapes, int grid_only, int *nkind, int *nmodel,
-                          int *ndropped) {
+ * shapes it never timed (docs/validation.md, "Held out"). Kinds first, then model shapes, then
+ * grid-only; *nkind, *nmodel, *ndropped say how many records each moved, and x->model_shapes
+ * keeps the specs that added any. Returns 0, or -1 (x->err says why). */
+static int choose_records(fit *x, const char *const *model_shapes, int nmodel_shapes,
+                          int grid_only, int *nkind, int *nmodel, int *ndropped) {
     json_t *a = x->root[F_COMPUTE];
     *nkind = *nmodel = *ndropped = 0;
-    if (model_shapes && !grid_only && !a) { /* --kind-from checks its own target file */
+    if (nmodel_shapes && !grid_only && !a) { /* --kind-from checks its own target file */
         snprintf(x->err, EP_ERRLEN, "--model-shapes: no compute.json to change");
         return -1;
     }
@@ -320,11 +379,11 @@ static int choose_records(fit *x, const char *model_shapes, int grid_only, int *
         if (n < 0) return -1;
         *nkind += n;
     }
-    if (model_shapes && !grid_only) {
-        json_t *more = load_compute(x, "--model-shapes", model_shapes);
-        if (!more) return -1;
-        *nmodel = append_records(a, more, is_model_record, NULL, 0);
-        json_decref(more);
+    for (int i = 0; i < nmodel_shapes && !grid_only; i++) {
+        int n = model_shapes_one(x, model_shapes[i]);
+        if (n < 0) return -1;
+        if (n > 0) x->model_shapes[x->nmodel_shapes++] = model_shapes[i];
+        *nmodel += n;
     }
     if (grid_only) *ndropped = remove_records(a, is_model_record, NULL);
     return 0;
@@ -1445,10 +1504,17 @@ static int write_out(fit *x, const char *out, const char *machine) {
     ep_json_string(f, x->plat.name);
     fprintf(f, ",\"date\":\"%s\",\"format\":\"docs/calibration.md\",%s", date,
             x->grid_only ? "\"grid_only\":true," : "");
-    if (x->model_shapes) {
+    if (x->nmodel_shapes == 1) { /* one file: its name; several: a list */
         fputs("\"model_shapes\":", f);
-        ep_json_string(f, x->model_shapes);
+        ep_json_string(f, x->model_shapes[0]);
         fputc(',', f);
+    } else if (x->nmodel_shapes > 1) {
+        fputs("\"model_shapes\":[", f);
+        for (int i = 0; i < x->nmodel_shapes; i++) {
+            if (i) fputc(',', f);
+            ep_json_string(f, x->model_shapes[i]);
+        }
+        fputs("],", f);
     }
     if (x->nkind_from) {
         fputs("\"kind_from\":[", f);
@@ -1530,17 +1596,18 @@ static void default_out(const char *dir, const char *machine, char *out, size_t 
 }
 
 #define FIT_USAGE                                                                                  \
-    "epsim calibrate DIR ... [--topo T] [--out FILE] [--model-shapes FILE] "                       \
+    "epsim calibrate DIR ... [--topo T] [--out FILE] [--model-shapes [KINDS:]FILE] "              \
     "[--kind-from [+]KIND[/DTYPE]:FILE] [--grid-only] [--holdout FILE]"
 
 static int fit_help(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
     (void)row, (void)v, (void)ctx, (void)err;
     puts("usage: epsim calibrate DIR[:file,...] [DIR ...] [--topo T] [--out FILE]\n"
-         "       [--model-shapes FILE] [--kind-from [+]KIND[/DTYPE]:FILE] [--grid-only] [--holdout "
-         "FILE]\n"
+         "       [--model-shapes [KIND,...:]FILE] [--kind-from [+]KIND[/DTYPE]:FILE] [--grid-only]\n"
+         "       [--holdout FILE]\n"
          "Fits the calibration from epref bench calib's raw files (docs/calibration.md);\n"
          "each file from the first DIR that has it (DIR:a.json,b.json: only those).\n"
-         "--model-shapes FILE adds the model records (source model:*) of another compute.json;\n"
+         "--model-shapes FILE adds the model records (source model:*) of another compute.json\n"
+         "(with KIND,...: of those op kinds only); repeatable;\n"
          "--kind-from KIND[/DTYPE]:FILE takes the records of one op kind (of one element type)\n"
          "from another compute.json or kernels.json (FILE.xz: decompressed); repeatable;\n"
          "with '+' they join the loaded ones instead (another part of the same grid);\n"
@@ -1554,7 +1621,20 @@ typedef struct {
     int ndirs;
     const char *kind_from[MAX_DIRS]; /* --kind-from, each time it is given */
     int nkind_from;
+    const char *model_shapes[MAX_DIRS]; /* --model-shapes, each time it is given */
+    int nmodel_shapes;
 } fit_dirs;
+
+static int fit_model_shapes(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
+    (void)row;
+    fit_dirs *d = ctx;
+    if (d->nmodel_shapes == MAX_DIRS) {
+        snprintf(err, EP_ERRLEN, "--model-shapes: at most %d", MAX_DIRS);
+        return -1;
+    }
+    d->model_shapes[d->nmodel_shapes++] = v;
+    return 0;
+}
 
 static int fit_kind_from(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
     (void)row;
@@ -1579,7 +1659,7 @@ static int fit_other(const char *arg, void *ctx, char err[EP_ERRLEN]) {
 }
 
 int sim_fit_main(int argc, char **argv) {
-    const char *topo = NULL, *out = NULL, *holdout = NULL, *model_shapes = NULL;
+    const char *topo = NULL, *out = NULL, *holdout = NULL;
     int grid_only = 0;
     fit_dirs d = {.ndirs = 0};
     const ep_opt rows[] = {
@@ -1596,8 +1676,8 @@ int sim_fit_main(int argc, char **argv) {
         {.name = "--grid-only", .kind = EP_OPT_FLAG, .target = &grid_only, .set = 1},
         {.name = "--model-shapes",
          .takes = EP_OPT_VALUE,
-         .kind = EP_OPT_STRING,
-         .target = &model_shapes,
+         .kind = EP_OPT_CALL,
+         .fn = fit_model_shapes,
          .missing = "unexpected argument --model-shapes (usage: " FIT_USAGE ")"},
         {.name = "--kind-from",
          .takes = EP_OPT_VALUE,
@@ -1647,8 +1727,9 @@ int sim_fit_main(int argc, char **argv) {
     int nkind, nadded, ndropped;
     x.kind_from = d.kind_from;
     x.nkind_from = d.nkind_from;
-    if (choose_records(&x, model_shapes, grid_only, &nkind, &nadded, &ndropped) != 0) goto done;
-    if (nadded) x.model_shapes = model_shapes;
+    if (choose_records(&x, d.model_shapes, d.nmodel_shapes, grid_only, &nkind, &nadded,
+                       &ndropped) != 0)
+        goto done;
     /* read before anything is written: a bad --holdout file leaves no output */
     hold = holdout ? load_compute(&x, "--holdout", holdout) : NULL;
     if (holdout && !hold) goto done;
@@ -1724,8 +1805,9 @@ int sim_fit_main(int argc, char **argv) {
                x.c.optimizer_copy_tensor_s * 1e6, x.c.optimizer_ddp_factor);
     if (grid_only)
         printf("  --grid-only: %d compute records of model shapes left out\n", ndropped);
-    if (nadded)
-        printf("  --model-shapes: %d model records of %s added\n", nadded, model_shapes);
+    for (int i = 0; nadded && i < x.nmodel_shapes; i++)
+        printf("  --model-shapes: %s\n", x.model_shapes[i]);
+    if (nadded) printf("  --model-shapes: %d model records added in all\n", nadded);
     for (int i = 0; nkind && i < x.nkind_from; i++)
         printf("  --kind-from: %s\n", x.kind_from[i]);
     if (nkind) printf("  --kind-from: %d records in all\n", nkind);

@@ -550,6 +550,76 @@ static void calibrate_one_file(const char *name, const char *text, sim_calib *c)
     rmdir(dir);
 }
 
+/* A compute record of kind "gemm" (batch 1) or "grouped_gemm" (batch experts, m rows in all), phase
+ * fwd, from `source`, into buf. */
+static void compute_record(char *buf, size_t len, const char *kind, int m, int n, int k, int batch,
+                           double us, const char *source) {
+    double flops = 2.0 * m * n * k; /* m: every expert's rows together */
+    double bytes = 2.0 * ((double)m * k + (double)batch * k * n + (double)m * n);
+    snprintf(buf, len,
+             "{\"kind\":\"%s\",\"phase\":\"fwd\",\"m\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,"
+             "\"flops\":%.0f,\"bytes\":%.0f,\"seq\":0,\"dqk\":0,\"dv\":0,\"time_us\":%g,"
+             "\"source\":\"%s\"}",
+             kind, m, n, k, batch, flops, bytes, us, source);
+}
+
+static int exact_points(const sim_shape_table *t) {
+    int n = 0;
+    for (int p = 0; p < SIM_PHASES; p++)
+        for (int i = 0; i < t[p].n; i++)
+            n += t[p].exact[i];
+    return n;
+}
+
+/* --model-shapes KIND,...:FILE adds FILE's model records of those op kinds only (the GEMMs timed
+ * on one machine, the memory-bound ops on another); repeatable; an unknown kind, or kinds with no
+ * model record there, is refused (exit 2, no output). */
+static void test_fit_model_shapes_kinds(void) {
+    char dir[512], mdir[512], path[600], mpath[600], out[600], args[2600];
+    char g1[400], g2[400], g3[400], mg[400], mq[400], text[2400];
+    tmp_path(dir, sizeof dir, "shapekinds");
+    tmp_path(mdir, sizeof mdir, "shapekinds_models");
+    snprintf(out, sizeof out, "%s.calib.json", dir);
+    compute_record(g1, sizeof g1, "gemm", 1024, 1024, 1024, 1, 40, "grid");
+    compute_record(g2, sizeof g2, "gemm", 2048, 1024, 1024, 1, 70, "grid");
+    compute_record(g3, sizeof g3, "grouped_gemm", 4096, 512, 1024, 8, 60, "grid");
+    snprintf(text, sizeof text, "[{\"meta\":{\"gpu\":\"test\"}},\n%s,\n%s,\n%s]\n", g1, g2, g3);
+    write_raw_file(dir, "compute.json", text, path, sizeof path);
+    compute_record(mg, sizeof mg, "gemm", 1536, 1024, 1024, 1, 50, "model:a");
+    compute_record(mq, sizeof mq, "grouped_gemm", 3072, 512, 1024, 8, 45, "model:a");
+    snprintf(text, sizeof text, "[{\"meta\":{\"gpu\":\"test\"}},\n%s,\n%s]\n", mg, mq);
+    write_raw_file(mdir, "compute.json", text, mpath, sizeof mpath);
+    static const struct {
+        const char *opts;
+        int gemm, grouped;
+    } cases[] = {
+        {"--model-shapes grouped_gemm:%s", 0, 1},
+        {"--model-shapes gemm:%s", 1, 0},
+        {"--model-shapes gemm:%s --model-shapes grouped_gemm,router:%s", 1, 1},
+        {"--model-shapes %s", 1, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char opts[1400];
+        snprintf(opts, sizeof opts, cases[i].opts, mpath, mpath);
+        snprintf(args, sizeof args, "%s %s", dir, opts);
+        sim_calib c;
+        calibrate_into(args, out, &c);
+        CU_ASSERT_EQUAL(exact_points(c.gemm_shapes), cases[i].gemm);
+        CU_ASSERT_EQUAL(exact_points(c.grouped_gemm_shapes), cases[i].grouped);
+        sim_calib_free(&c);
+        remove(out);
+    }
+    static const char *const bad[] = {"--model-shapes nosuch:%s", "--model-shapes router:%s",
+                                      "--model-shapes gemm,,router:%s"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char opt[800];
+        snprintf(opt, sizeof opt, bad[i], mpath);
+        snprintf(args, sizeof args, "calibrate %s --topo dgx8 %s --out %s", dir, opt, out);
+        expect_exit2(args, out);
+    }
+    remove(path), remove(mpath), rmdir(dir), rmdir(mdir);
+}
+
 /* NCCL curves by group size: the 4 x H200 machine's all-to-alls over all four GPUs and over two
  * of them (traces/h200x4/comm-pairs) each come back for a group of their own size (a pair of a
  * bigger machine moves at its own rate: docs/calibration.md, "NCCL curves by group size"). */
@@ -1147,6 +1217,8 @@ void ep_suite_calibrate(void) {
     CU_add_test(s, "comm.json over two ranks beside all: curves for groups of two",
                 test_fit_pair_curves);
     CU_add_test(s, "fit errors: one line, exit 2, no output", test_fit_errors);
+    CU_add_test(s, "--model-shapes KINDS:FILE: only those kinds' model records, repeatable",
+                test_fit_model_shapes_kinds);
     CU_add_test(s, "kernels.json: replaces kinds, compare-only out, FP8 apart, --kind-from K/DTYPE",
                 test_fit_kernels);
     CU_add_test(s, "a software stack's host costs give its layers' host times back",
