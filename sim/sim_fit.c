@@ -65,7 +65,7 @@ typedef struct {
     int from_kernels[EP_OP_NUM_KINDS];
     int nkernels, nfp8; /* kernels.json records fitted, FP8 ones among them */
     int grid_only;      /* compute.json without the records of model shapes (--grid-only) */
-    const char *model_shapes[MAX_DIRS]; /* the --model-shapes [KINDS:]FILE values that added records */
+    const char *model_shapes[MAX_DIRS]; /* the --model-shapes values that added records */
     int nmodel_shapes;
     const char *const *kind_from; /* the --kind-from KIND[/DTYPE]:FILE values, in order */
     int nkind_from;
@@ -366,8 +366,8 @@ static int model_shapes_one(fit *x, const char *spec) {
  * shapes it never timed (docs/validation.md, "Held out"). Kinds first, then model shapes, then
  * grid-only; *nkind, *nmodel, *ndropped say how many records each moved, and x->model_shapes
  * keeps the specs that added any. Returns 0, or -1 (x->err says why). */
-static int choose_records(fit *x, const char *const *model_shapes, int nmodel_shapes,
-                          int grid_only, int *nkind, int *nmodel, int *ndropped) {
+static int choose_records(fit *x, const char *const *model_shapes, int nmodel_shapes, int grid_only,
+                          int *nkind, int *nmodel, int *ndropped) {
     json_t *a = x->root[F_COMPUTE];
     *nkind = *nmodel = *ndropped = 0;
     if (nmodel_shapes && !grid_only && !a) { /* --kind-from checks its own target file */
@@ -1596,23 +1596,24 @@ static void default_out(const char *dir, const char *machine, char *out, size_t 
 }
 
 #define FIT_USAGE                                                                                  \
-    "epsim calibrate DIR ... [--topo T] [--out FILE] [--model-shapes [KINDS:]FILE] "              \
+    "epsim calibrate DIR ... [--topo T] [--out FILE] [--model-shapes [KINDS:]FILE] "               \
     "[--kind-from [+]KIND[/DTYPE]:FILE] [--grid-only] [--holdout FILE]"
 
 static int fit_help(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
     (void)row, (void)v, (void)ctx, (void)err;
-    puts("usage: epsim calibrate DIR[:file,...] [DIR ...] [--topo T] [--out FILE]\n"
-         "       [--model-shapes [KIND,...:]FILE] [--kind-from [+]KIND[/DTYPE]:FILE] [--grid-only]\n"
-         "       [--holdout FILE]\n"
-         "Fits the calibration from epref bench calib's raw files (docs/calibration.md);\n"
-         "each file from the first DIR that has it (DIR:a.json,b.json: only those).\n"
-         "--model-shapes FILE adds the model records (source model:*) of another compute.json\n"
-         "(with KIND,...: of those op kinds only); repeatable;\n"
-         "--kind-from KIND[/DTYPE]:FILE takes the records of one op kind (of one element type)\n"
-         "from another compute.json or kernels.json (FILE.xz: decompressed); repeatable;\n"
-         "with '+' they join the loaded ones instead (another part of the same grid);\n"
-         "--grid-only leaves out the compute records of model shapes (source model:*);\n"
-         "--holdout FILE predicts the model records of another compute.json and prints the error.");
+    puts(
+        "usage: epsim calibrate DIR[:file,...] [DIR ...] [--topo T] [--out FILE]\n"
+        "       [--model-shapes [KIND,...:]FILE] [--kind-from [+]KIND[/DTYPE]:FILE] [--grid-only]\n"
+        "       [--holdout FILE]\n"
+        "Fits the calibration from epref bench calib's raw files (docs/calibration.md);\n"
+        "each file from the first DIR that has it (DIR:a.json,b.json: only those).\n"
+        "--model-shapes FILE adds the model records (source model:*) of another compute.json\n"
+        "(with KIND,...: of those op kinds only); repeatable;\n"
+        "--kind-from KIND[/DTYPE]:FILE takes the records of one op kind (of one element type)\n"
+        "from another compute.json or kernels.json (FILE.xz: decompressed); repeatable;\n"
+        "with '+' they join the loaded ones instead (another part of the same grid);\n"
+        "--grid-only leaves out the compute records of model shapes (source model:*);\n"
+        "--holdout FILE predicts the model records of another compute.json and prints the error.");
     return 1;
 }
 
