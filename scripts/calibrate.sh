@@ -43,18 +43,22 @@ x2_rest="traces/h200/torch:power.json $x2_nvl traces/h200x2/calib traces/h200x2/
   traces/h100/torch:host_megatron.json $x2_nvl traces/h200x2/calib traces/h200x2/bench --topo h200x2 \
   --out "$out"/h200-megatron.json
 # 4 x H200: the deepep / hybridep transport as one kernel at EP 4 (2026-11-28) first, then its own
-# NCCL (over all four GPUs, and over two of them for groups of two:
-# traces/h200x4/comm-pairs), host and interference files, the same GPU's compute: the shape grid of
-# the 2 x H200 machine with the model shapes timed on one H200 (and grid only)
-"$epsim" calibrate $x4_nvl traces/h200x4/calib traces/h200x4/comm-pairs traces/h200x2/grid \
-  traces/h200/calib:corun.json,host.json traces/h200x4/bench --kind-from attention:traces/h200/grid-attention/compute.json \
-  --kind-from +grouped_gemm:traces/h200/grid-grouped-steps/compute.json.xz \
-  --model-shapes traces/h200/calib/compute.json --topo h200x4 --out "$out"/h200x4.json
-"$epsim" calibrate $x4_nvl traces/h200x4/calib traces/h200x4/comm-pairs traces/h200x2/grid \
-  traces/h200/calib:corun.json,host.json traces/h200x4/bench \
-  --kind-from attention:traces/h200/grid-attention/compute.json --grid-only \
-  --kind-from +grouped_gemm:traces/h200/grid-grouped-steps/compute.json.xz \
-  --topo h200x4 --out "$out"/h200x4-grid.json
+# NCCL (over all four GPUs, and over two of them for groups of two: traces/h200x4/comm-pairs), host
+# and interference files; the compute as the 2 x H200 file has it - the cold shape grid of the same
+# GPU with the power cap - and the validation models' GEMM, grouped GEMM and attention shapes timed
+# cold on this machine (traces/h200x4/models-cool-20261128, first of two launches). The memory-bound
+# kinds keep the records timed back to back (the 2 x H200 grid's memory curve, one H200's model
+# shapes): epref's memory ops in a run follow each other through the same buffers and find them in
+# L2, and this machine's cold records of them are 7-37% slower below 50 us (docs/validation.md,
+# "Held out")
+x4_compute="traces/h200x2/grid-cool-20261128 traces/h200/torch:power.json"
+x4_rest="$x4_nvl traces/h200x4/calib traces/h200x4/comm-pairs traces/h200/calib:corun.json,host.json
+  traces/h200x4/bench --kind-from elementwise:traces/h200x2/grid/compute.json --topo h200x4"
+x4_models=traces/h200x4/models-cool-20261128/launch1/compute.json.xz
+mem_kinds=elementwise,norm,router,permute,unpermute,loss,optimizer,scan
+"$epsim" calibrate $x4_compute $x4_rest --model-shapes gemm,grouped_gemm,attention:$x4_models \
+  --model-shapes $mem_kinds:traces/h200/calib/compute.json --out "$out"/h200x4.json
+"$epsim" calibrate $x4_compute $x4_rest --grid-only --out "$out"/h200x4-grid.json
 # 2 x H100 (the nvidia-h100-x2 kind, 2026-11-27): its own NCCL, host and interference files, the
 # compute of one H100 (the same H100 80GB HBM3 part): its shape grid (traces/h100/grid,
 # 2026-11-27) with the published models' op shapes (traces/h100/calib, 2026-11-25)
