@@ -29,6 +29,8 @@ void sim_runs_read_result(sim_run_result *r, const char *json, const char *errfi
             r->gpu_mem = json_number_value(json_object_get(o, "gpu_memory_bytes"));
             r->mem_peak = json_number_value(json_object_get(o, "memory_peak_bytes"));
             r->host_wait = json_number_value(json_object_get(o, "host_wait_s"));
+            r->sampled = (int)json_integer_value(
+                json_array_get(json_object_get(o, "sampled_microbatches"), 0));
             static const char *k[6] = {"dispatch", "combine", "dp", "pp", "other", "total"};
             for (int i = 0; i < 6; i++)
                 r->exp[i] = json_number_value(json_object_get(e, k[i]));

@@ -20,6 +20,8 @@ typedef struct {
     double host_wait;          /* idle waiting for launches (s, ep_metrics.h host_wait_s) */
     double state, gpu_mem;     /* model state per GPU and GPU memory, bytes (0: not given) */
     double mem_peak;           /* peak memory of the fullest GPU, bytes */
+    int sampled;               /* --sample-microbatches: the shorter simulated step's microbatches
+                                  per pipeline (0: the whole step was simulated) */
     char status[256];          /* "ok", or the child's last stderr line, CSV-safe */
 } sim_run_result;
 

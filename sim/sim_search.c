@@ -1012,7 +1012,7 @@ int sim_search_main(int argc, char **argv) {
     fputs(",iteration_time_s,tokens_per_s_per_gpu,tflops_per_gpu,mfu,exposed_dispatch_s,"
           "exposed_combine_s,exposed_dp_s,exposed_pp_s,exposed_other_s,exposed_total_s,"
           "host_wait_s,peak_memory_gib,peak_memory_of_gpu,est_peak_memory_gib,model_state_gib,"
-          "lower_bound_s,"
+          "lower_bound_s,sampled_microbatches,"
           "flags,status\n",
           o.f);
     long nok = 0;
@@ -1041,6 +1041,8 @@ int sim_search_main(int argc, char **argv) {
         if (x->state > 0) fprintf(o.f, "%.3f", x->state / GIB);
         fputc(',', o.f);
         if (x->lb > 0) fprintf(o.f, "%.6f", x->lb);
+        fputc(',', o.f);
+        if (x->status == ST_SIM && r->sampled > 0) fprintf(o.f, "%d", r->sampled);
         flags_text(ax, x, fl, sizeof fl);
         fprintf(o.f, ",%s,%s\n", fl, x->status == ST_SIM ? r->status : k_status[x->status]);
     }
@@ -1060,6 +1062,10 @@ int sim_search_main(int argc, char **argv) {
            count[ST_STATE], count[ST_MEMORY], count[ST_RECOMPUTE], count[ST_BOUND],
            count[ST_BUDGET], so.budget, count[ST_ERROR]);
     printf("  simulated %ld (%ld fit, ranked by step time) -> %s\n", count[ST_SIM], nok, so.out);
+    if (so.sample) /* docs/epsim.md, "Sampled steps" */
+        printf("  steps extrapolated from shorter ones (--sample-microbatches %s; the CSV's "
+               "sampled_microbatches)\n",
+               so.sample);
     if (nok > 0)
         printf("  %4s %10s %8s %8s %8s %8s %8s %8s %8s  %s\n", "rank", "step s", "TFLOPS",
                "peak GiB", "exp disp", "exp comb", "exp dp", "exp pp", "launch", "layout");

@@ -246,7 +246,7 @@ int sim_sweep_main(int argc, char **argv) {
             fprintf(o.f, ",%s", ax[a].flag);
         fputs(",tokens_per_s_per_gpu,iteration_time_s,tflops_per_gpu,mfu,exposed_dispatch_s,"
               "exposed_combine_s,exposed_dp_s,exposed_pp_s,host_wait_s,model_state_gib,"
-              "model_state_of_gpu,status\n",
+              "model_state_of_gpu,sampled_microbatches,status\n",
               o.f);
         long ok = 0;
         for (long i = 0; i < n; i++) {
@@ -263,9 +263,11 @@ int sim_sweep_main(int argc, char **argv) {
                         r->iter, r->tflops, r->mfu, r->exp[0], r->exp[1], r->exp[2], r->exp[3],
                         r->host_wait, r->state / (1024.0 * 1024 * 1024));
                 if (r->gpu_mem > 0) fprintf(o.f, "%.4f", r->state / r->gpu_mem);
+                fputc(',', o.f);
+                if (r->sampled > 0) fprintf(o.f, "%d", r->sampled);
                 fputs(",ok\n", o.f);
             } else {
-                fprintf(o.f, ",,,,,,,,,,,,%s\n", r->status);
+                fprintf(o.f, ",,,,,,,,,,,,,%s\n", r->status);
             }
         }
         if (ep_outfile_commit(&o, err) != 0) {

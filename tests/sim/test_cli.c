@@ -497,8 +497,9 @@ static void test_sweep(void) {
     CU_ASSERT(ok);  /* ranked by tokens/s/GPU, best first */
     char cmd[1024]; /* the model state columns, a fraction of the H100's memory on every row */
     snprintf(cmd, sizeof cmd,
-             "head -1 %s | grep -q ',model_state_gib,model_state_of_gpu,status$' && "
-             "tail -n +2 %s | awk -F, '{ if (!($(NF-1) > 0 && $(NF-2) > 0)) exit 1 }'",
+             "head -1 %s | grep -q ',model_state_gib,model_state_of_gpu,sampled_microbatches,"
+             "status$' && tail -n +2 %s | awk -F, "
+             "'{ if (!($(NF-2) > 0 && $(NF-3) > 0 && $(NF-1) == \"\")) exit 1 }'",
              out, out);
     CU_ASSERT_EQUAL(system(cmd), 0);
     snprintf(args, sizeof args, "sweep --grid \"a=1\" --shard 2/2 --out %s", out);
@@ -698,6 +699,34 @@ static void test_sampled_step(void) {
     CU_ASSERT_EQUAL_FATAL(run_summary(args, autod), 0);
     CU_ASSERT_EQUAL(json_num(autod, "iteration_time_s"), json_num(sampled, "iteration_time_s"));
     remove(autod);
+    /* a sweep and a search say in their CSVs which steps were sampled */
+    char swcsv[512], cmd[2048];
+    tmp_path(swcsv, sizeof swcsv, "sampled_sweep.csv");
+    snprintf(args, sizeof args,
+             "sweep --grid \"moe-token-dispatcher-type=alltoall\" --out %s " SMALL
+             " %s --sample-microbatches 4",
+             swcsv, pipe);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    snprintf(cmd, sizeof cmd,
+             "awk -F, 'NR==1{for(i=1;i<=NF;i++)h[$i]=i;next} {print $h[\"sampled_microbatches\"] "
+             "\" \" $h[\"iteration_time_s\"]}' %s | grep -qx '4 %.9f'",
+             swcsv, json_num(sampled, "iteration_time_s"));
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    snprintf(args, sizeof args,
+             "search --out %s --budget 1 --tensor-model-parallel-size 1 "
+             "--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+             "--expert-model-parallel-size 8 --expert-tensor-parallel-size 1 "
+             "--moe-token-dispatcher-type alltoall --no-overlap-moe-expert-parallel-comm "
+             "--micro-batch-size 1 --recompute-granularity none " SMALL
+             " --global-batch-size 256 --sample-microbatches 4",
+             swcsv);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    snprintf(cmd, sizeof cmd,
+             "awk -F, 'NR==1{for(i=1;i<=NF;i++)h[$i]=i;next} $h[\"status\"]==\"ok\"{print "
+             "$h[\"sampled_microbatches\"]}' %s | grep -qx 4",
+             swcsv);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    remove(swcsv);
     snprintf(args, sizeof args, SMALL " %s --sample-microbatches 3", pipe);
     expect_error(args); /* below 2 x PP */
     snprintf(args, sizeof args, SMALL " %s --sample-microbatches some", pipe);
