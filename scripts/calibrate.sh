@@ -42,18 +42,19 @@ x2_rest="traces/h200/torch:power.json $x2_nvl traces/h200x2/calib traces/h200x2/
 "$epsim" calibrate traces/h200/torch:kernels.json traces/h200/calib traces/h200x4/torch:host_torch.json \
   traces/h100/torch:host_megatron.json $x2_nvl traces/h200x2/calib traces/h200x2/bench --topo h200x2 \
   --out "$out"/h200-megatron.json
-# 4 x H200: the deepep / hybridep transport as one kernel at EP 4 (2026-11-28) first, then its own
-# NCCL (over all four GPUs, and over two of them for groups of two: traces/h200x4/comm-pairs), host
-# and interference files; the compute as the 2 x H200 file has it - the cold shape grid of the same
-# GPU with the power cap - and the validation models' GEMM, grouped GEMM and attention shapes timed
-# cold on this machine (traces/h200x4/models-cool-20261128, first of two launches). The memory-bound
+# 4 x H200: the deepep / hybridep transport as one kernel at EP 4 (2026-11-28) first, then the NCCL,
+# host, interference and corun files of the machine's latest call (traces/h200x4/calib-20261126:
+# its host file has the runtime's own costs per op, exec_op / exec_gap, which the 2026-11-22 one in
+# traces/h200x4/calib lacks), NCCL over two of its GPUs for groups of two (comm-pairs); the compute
+# as the 2 x H200 file has it - the cold shape grid of the same GPU with the power cap - and the
+# validation models' GEMM, grouped GEMM and attention shapes timed cold on this machine (traces/h200x4/models-cool-20261128, first of two launches). The memory-bound
 # kinds keep the records timed back to back (the 2 x H200 grid's memory curve, one H200's model
 # shapes): epref's memory ops in a run follow each other through the same buffers and find them in
 # L2, and this machine's cold records of them are 7-37% slower below 50 us (docs/validation.md,
 # "Held out")
 x4_compute="traces/h200x2/grid-cool-20261128 traces/h200/torch:power.json"
-x4_rest="$x4_nvl traces/h200x4/calib traces/h200x4/comm-pairs traces/h200/calib:corun.json,host.json
-  traces/h200x4/bench --kind-from elementwise:traces/h200x2/grid/compute.json --topo h200x4"
+x4_rest="$x4_nvl traces/h200x4/calib-20261126 traces/h200x4/comm-pairs traces/h200x4/bench
+  --kind-from elementwise:traces/h200x2/grid/compute.json --topo h200x4"
 x4_models=traces/h200x4/models-cool-20261128/launch1/compute.json.xz
 mem_kinds=elementwise,norm,router,permute,unpermute,loss,optimizer,scan
 "$epsim" calibrate $x4_compute $x4_rest --model-shapes gemm,grouped_gemm,attention:$x4_models \
