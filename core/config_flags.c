@@ -279,6 +279,10 @@ static const ep_flag k_flags[] = {
        "EP overlap: combined 1F1B of one forward and one backward"),
     FB("delay-wgrad-compute", delay_wgrad_compute, "0", GE,
        "delay weight-gradient GEMMs to overlap dispatch/combine"),
+    FB("high-priority-a2a-comm-stream", high_priority_a2a_comm_stream, "0", GE,
+       "EP overlap's communication stream at CUDA's highest priority, as Megatron-LM creates it "
+       "(epref does too; epsim: no effect, a kernel reached while a GEMM runs waits for it "
+       "either way, as measured)"),
 
     /* THD */
     FB("sequence-packing", sequence_packing, "0", GT,

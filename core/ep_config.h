@@ -209,6 +209,7 @@ typedef struct {
     ep_fp8_recipe fp8_recipe;                /* --fp8-recipe */
     int overlap_moe_expert_parallel_comm;    /* --overlap-moe-expert-parallel-comm */
     int delay_wgrad_compute;                 /* --delay-wgrad-compute */
+    int high_priority_a2a_comm_stream; /* --high-priority-a2a-comm-stream (epref's comm stream) */
     int moe_expert_capacity_permute_budget;  /* project --moe-permute-budget rows (0 = exact, syncs)
                                               */
 

@@ -149,8 +149,15 @@ exec_gpu *exec_gpu_create_rank(ref_ctx *ctx, const ep_sched *s, int rank, int wi
     g->nops = s->ranks[g->rank].nops;
     g->ops = s->ranks[g->rank].ops;
     g->deps = s->ranks[g->rank].deps;
-    for (int st = 0; st < EP_NUM_STREAMS; st++)
-        CUDA_CHECK(cudaStreamCreateWithFlags(&g->st[st], cudaStreamNonBlocking));
+    /* --high-priority-a2a-comm-stream: the EP communication stream at the greatest priority, as
+     * Megatron-LM creates it; its kernels then get SMs as a running GEMM's blocks end */
+    int least, greatest;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    for (int st = 0; st < EP_NUM_STREAMS; st++) {
+        int high = st == EP_STREAM_COMM && s->cfg.high_priority_a2a_comm_stream;
+        CUDA_CHECK(cudaStreamCreateWithPriority(&g->st[st], cudaStreamNonBlocking,
+                                                high ? greatest : least));
+    }
     g->ev0 = calloc((size_t)g->nops + 1, sizeof *g->ev0);
     g->ev1 = calloc((size_t)g->nops + 1, sizeof *g->ev1);
     g->names = calloc((size_t)g->nops + 1, sizeof *g->names);

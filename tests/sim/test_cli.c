@@ -650,6 +650,13 @@ static void test_megatron_flags_ignored(void) {
     CU_ASSERT_EQUAL(json_num(a, "tokens_per_s"), json_num(b, "tokens_per_s"));
     CU_ASSERT(file_has(err, "epsim: note: accepted without effect on the simulated step: --lr "
                             "--bf16 --use-flash-attn --moe-router-fusion --log-interval\n"));
+    /* --high-priority-a2a-comm-stream: epref's stream priority, no effect in epsim (measured) */
+    snprintf(args, sizeof args, "--overlap-moe-expert-parallel-comm");
+    CU_ASSERT_EQUAL_FATAL(run_summary(args, a), 0);
+    snprintf(args, sizeof args,
+             "--overlap-moe-expert-parallel-comm --high-priority-a2a-comm-stream");
+    CU_ASSERT_EQUAL_FATAL(run_summary(args, b), 0);
+    CU_ASSERT_EQUAL(json_num(a, "iteration_time_s"), json_num(b, "iteration_time_s"));
     remove(a);
     remove(b);
     remove(err);
