@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <xbt/config.h>
 #include <xbt/log.h>
@@ -21,6 +20,7 @@
 #include "sim_engine.h"
 #include "ep_xfer.h"
 #include "sim_algo.h"
+#include "sim_child.h"
 #include "sim_platform.h"
 
 #define HAND_MAX_RANKS 16
@@ -164,67 +164,55 @@ static inline void sim_child_init(void) {
     sg_cfg_set_string("host/model", "ptask_L07");
 }
 
-/* Simulates h on topology `topo` with calibration c and engine options o in a forked child. */
+/* What a child simulation of a hand-built schedule needs (hand_run_child). */
+typedef struct {
+    const hand_sched *h;
+    const char *topo;
+    const sim_calib *c;
+    sim_engine_opts opts;
+} hand_job;
+
+/* In the child (sim_child_call): simulates the job into *out, whose rc and err say how it went. */
+static inline int hand_run_child(void *ctx, void *result) {
+    const hand_job *j = ctx;
+    hand_result *o = result;
+    sim_child_init();
+    sim_platform pl;
+    char err[EP_ERRLEN] = "";
+    if (sim_platform_load(&pl, j->topo, err) != 0) {
+        o->rc = -2;
+    } else {
+        sim_result r;
+        o->rc = sim_engine_run(&j->h->s, &pl, j->c, &j->opts, &r, err);
+        if (o->rc == 0) {
+            o->makespan = r.makespan;
+            o->nevents = r.nevents;
+            o->nwaits = r.nwaits;
+            o->nlate = r.nlate;
+            for (int k = 0; k < j->h->s.world; k++)
+                for (int i = 0; i < j->h->rs[k].nops; i++) {
+                    o->start[k][i] = r.t[r.off[k] + i].start;
+                    o->xfer[k][i] = r.t[r.off[k] + i].xfer;
+                    o->end[k][i] = r.t[r.off[k] + i].end;
+                }
+            sim_result_free(&r);
+        }
+        sim_platform_free(&pl);
+    }
+    snprintf(o->err, sizeof o->err, "%s", o->rc ? err : "");
+    return 0; /* the result says how it went */
+}
+
+/* Simulates h on topology `topo` with calibration c and engine options o in a forked child
+ * (SimGrid runs one simulation per process); rc -8 when the child could not run or died. */
 static inline void hand_run_opts(const hand_sched *h, const char *topo, const sim_calib *c,
                                  sim_engine_opts opts, hand_result *out) {
     memset(out, 0, sizeof *out);
-    int fd[2];
-    if (pipe(fd) != 0) {
-        out->rc = -9;
-        return;
+    hand_job j = {h, topo, c, opts};
+    if (sim_child_call(hand_run_child, &j, out, sizeof *out) != 0) {
+        memset(out, 0, sizeof *out);
+        out->rc = -8;
     }
-    fflush(NULL);
-    pid_t p = fork();
-    if (p == 0) {
-        close(fd[0]);
-        hand_result *o = calloc(1, sizeof *o);
-        sim_child_init();
-        sim_platform pl;
-        char err[EP_ERRLEN];
-        if (sim_platform_load(&pl, topo, err) != 0) {
-            o->rc = -2;
-        } else {
-            sim_result r;
-            o->rc = sim_engine_run(&h->s, &pl, c, &opts, &r, err);
-            if (o->rc == 0) {
-                o->makespan = r.makespan;
-                o->nevents = r.nevents;
-                o->nwaits = r.nwaits;
-                o->nlate = r.nlate;
-                for (int k = 0; k < h->s.world; k++)
-                    for (int i = 0; i < h->rs[k].nops; i++) {
-                        o->start[k][i] = r.t[r.off[k] + i].start;
-                        o->xfer[k][i] = r.t[r.off[k] + i].xfer;
-                        o->end[k][i] = r.t[r.off[k] + i].end;
-                    }
-                sim_result_free(&r);
-            }
-            sim_platform_free(&pl);
-        }
-        snprintf(o->err, sizeof o->err, "%s", o->rc ? err : "");
-        const char *b = (const char *)o;
-        size_t left = sizeof *o;
-        while (left > 0) {
-            ssize_t w = write(fd[1], b, left);
-            if (w <= 0) break;
-            b += w;
-            left -= (size_t)w;
-        }
-        _exit(0);
-    }
-    close(fd[1]);
-    char *b = (char *)out;
-    size_t left = sizeof *out;
-    while (left > 0) {
-        ssize_t n = read(fd[0], b, left);
-        if (n <= 0) break;
-        b += n;
-        left -= (size_t)n;
-    }
-    close(fd[0]);
-    int st;
-    waitpid(p, &st, 0);
-    if (left > 0) out->rc = -8; /* the child died */
 }
 
 static inline void hand_run(const hand_sched *h, const char *topo, const sim_calib *c,
@@ -304,21 +292,33 @@ static inline void expect_exit2(const char *args, const char *absent) {
     remove(err);
 }
 
-/* Loads topo in a child, runs check(platform) there and returns its exit status (0: all held). */
-static inline int platform_in_child(const char *topo, int (*check)(const sim_platform *)) {
-    fflush(NULL);
-    pid_t p = fork();
-    if (p == 0) {
-        sim_child_init();
-        sim_platform pl;
-        char err[EP_ERRLEN];
-        if (sim_platform_load(&pl, topo, err) != 0) _exit(90);
-        sim_platform_seal();
-        _exit(check(&pl));
+/* What platform_in_child runs in the child: loads topo, runs check. */
+typedef struct {
+    const char *topo;
+    int (*check)(const sim_platform *);
+} platform_job;
+
+static inline int platform_child(void *ctx, void *result) {
+    const platform_job *j = ctx;
+    int *status = result;
+    sim_child_init();
+    sim_platform pl;
+    char err[EP_ERRLEN];
+    if (sim_platform_load(&pl, j->topo, err) != 0) {
+        *status = 90;
+        return 0;
     }
-    int st;
-    waitpid(p, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+    sim_platform_seal();
+    *status = j->check(&pl);
+    return 0;
+}
+
+/* Loads topo in a child, runs check(platform) there and returns what it returned (0: all held;
+ * 90: the platform did not load; 99: the child died). */
+static inline int platform_in_child(const char *topo, int (*check)(const sim_platform *)) {
+    platform_job j = {topo, check};
+    int status = 99;
+    return sim_child_call(platform_child, &j, &status, sizeof status) == 0 ? status : 99;
 }
 
 /* The topology and flow builder of a loaded platform, as the engine makes them. */
