@@ -1617,34 +1617,27 @@ static int fit_help(const ep_opt *row, const char *v, void *ctx, char err[EP_ERR
     return 1;
 }
 
+/* The values of an option given several times (--kind-from, --model-shapes), in order. */
+typedef struct {
+    const char *v[MAX_DIRS];
+    int n;
+} fit_list;
+
 typedef struct {
     char *dirs[MAX_DIRS];
     int ndirs;
-    const char *kind_from[MAX_DIRS]; /* --kind-from, each time it is given */
-    int nkind_from;
-    const char *model_shapes[MAX_DIRS]; /* --model-shapes, each time it is given */
-    int nmodel_shapes;
+    fit_list kind_from, model_shapes;
 } fit_dirs;
 
-static int fit_model_shapes(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
-    (void)row;
-    fit_dirs *d = ctx;
-    if (d->nmodel_shapes == MAX_DIRS) {
-        snprintf(err, EP_ERRLEN, "--model-shapes: at most %d", MAX_DIRS);
+/* An EP_OPT_CALL row whose target is a fit_list: one more value. */
+static int fit_list_add(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
+    (void)ctx;
+    fit_list *l = row->target;
+    if (l->n == MAX_DIRS) {
+        snprintf(err, EP_ERRLEN, "%s: at most %d", row->name, MAX_DIRS);
         return -1;
     }
-    d->model_shapes[d->nmodel_shapes++] = v;
-    return 0;
-}
-
-static int fit_kind_from(const ep_opt *row, const char *v, void *ctx, char err[EP_ERRLEN]) {
-    (void)row;
-    fit_dirs *d = ctx;
-    if (d->nkind_from == MAX_DIRS) {
-        snprintf(err, EP_ERRLEN, "--kind-from: at most %d", MAX_DIRS);
-        return -1;
-    }
-    d->kind_from[d->nkind_from++] = v;
+    l->v[l->n++] = v;
     return 0;
 }
 
@@ -1678,12 +1671,14 @@ int sim_fit_main(int argc, char **argv) {
         {.name = "--model-shapes",
          .takes = EP_OPT_VALUE,
          .kind = EP_OPT_CALL,
-         .fn = fit_model_shapes,
+         .target = &d.model_shapes,
+         .fn = fit_list_add,
          .missing = "unexpected argument --model-shapes (usage: " FIT_USAGE ")"},
         {.name = "--kind-from",
          .takes = EP_OPT_VALUE,
          .kind = EP_OPT_CALL,
-         .fn = fit_kind_from,
+         .target = &d.kind_from,
+         .fn = fit_list_add,
          .missing = "unexpected argument --kind-from (usage: " FIT_USAGE ")"},
         {.name = "--holdout",
          .takes = EP_OPT_VALUE,
@@ -1726,9 +1721,9 @@ int sim_fit_main(int argc, char **argv) {
     }
     x.grid_only = grid_only;
     int nkind, nadded, ndropped;
-    x.kind_from = d.kind_from;
-    x.nkind_from = d.nkind_from;
-    if (choose_records(&x, d.model_shapes, d.nmodel_shapes, grid_only, &nkind, &nadded,
+    x.kind_from = d.kind_from.v;
+    x.nkind_from = d.kind_from.n;
+    if (choose_records(&x, d.model_shapes.v, d.model_shapes.n, grid_only, &nkind, &nadded,
                        &ndropped) != 0)
         goto done;
     /* read before anything is written: a bad --holdout file leaves no output */
