@@ -220,6 +220,9 @@ static inline void hand_run(const hand_sched *h, const char *topo, const sim_cal
     hand_run_opts(h, topo, c, sim_engine_defaults(), out);
 }
 
+/* The start of an awk command over a CSV whose columns are read by name: $h["status"]. */
+#define AWK_CSV "awk -F, 'NR==1{for(i=1;i<=NF;i++)h[$i]=i;next} "
+
 /* Runs the epsim program with `args` (shell words) in the build folder; stdout and stderr go to
  * the given files (or /dev/null). Returns the exit status. */
 static inline int epsim_exec(const char *args, const char *out, const char *err) {

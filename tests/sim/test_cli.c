@@ -715,8 +715,8 @@ static void test_sampled_step(void) {
              swcsv, pipe);
     CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
     snprintf(cmd, sizeof cmd,
-             "awk -F, 'NR==1{for(i=1;i<=NF;i++)h[$i]=i;next} {print $h[\"sampled_microbatches\"] "
-             "\" \" $h[\"iteration_time_s\"]}' %s | grep -qx '4 %.9f'",
+             AWK_CSV "{print $h[\"sampled_microbatches\"] "
+                     "\" \" $h[\"iteration_time_s\"]}' %s | grep -qx '4 %.9f'",
              swcsv, json_num(sampled, "iteration_time_s"));
     CU_ASSERT_EQUAL(system(cmd), 0);
     snprintf(args, sizeof args,
@@ -729,8 +729,8 @@ static void test_sampled_step(void) {
              swcsv);
     CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
     snprintf(cmd, sizeof cmd,
-             "awk -F, 'NR==1{for(i=1;i<=NF;i++)h[$i]=i;next} $h[\"status\"]==\"ok\"{print "
-             "$h[\"sampled_microbatches\"]}' %s | grep -qx 4",
+             AWK_CSV "$h[\"status\"]==\"ok\"{print "
+                     "$h[\"sampled_microbatches\"]}' %s | grep -qx 4",
              swcsv);
     CU_ASSERT_EQUAL(system(cmd), 0);
     remove(swcsv);

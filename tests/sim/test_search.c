@@ -192,7 +192,7 @@ static int bounds_hold(const char *base, const char *name) {
     snprintf(args, sizeof args, "search %s --budget 100 --jobs 2 --out %s", base, out);
     if (epsim_exec(args, NULL, NULL) != 0) return -1;
     snprintf(cmd, sizeof cmd,
-             "n=0; awk -F, 'NR==1{for(i=1;i<=NF;i++)h[$i]=i;next} $h[\"lower_bound_s\"]!=\"\""
+             "n=0; " AWK_CSV "$h[\"lower_bound_s\"]!=\"\""
              "{print $h[\"lower_bound_s\"] \";\" $h[\"flags\"]}' %s > %s.rows && "
              "while IFS=';' read lb fl; do n=$((n+1)); "
              "t=$(%s/sim/epsim %s $fl 2>/dev/null | awk '/iteration time/{print $3}'); "
@@ -214,8 +214,8 @@ static void test_bound_is_a_lower_bound(void) {
     snprintf(args, sizeof args, "search " EIGHT " --budget 1 --jobs 2 --out %s", out);
     CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
     snprintf(cmd, sizeof cmd,
-             "awk -F, 'NR==1{for(i=1;i<=NF;i++)h[$i]=i;next} $h[\"pp_vpp\"]==\"2/4\"{a++} "
-             "$h[\"pp_vpp\"]==\"2/3\"{b++} END{exit !(a>0 && b==0)}' %s",
+             AWK_CSV "$h[\"pp_vpp\"]==\"2/4\"{a++} "
+                     "$h[\"pp_vpp\"]==\"2/3\"{b++} END{exit !(a>0 && b==0)}' %s",
              out);
     CU_ASSERT_EQUAL(system(cmd), 0);
     remove(out);
