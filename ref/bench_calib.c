@@ -92,6 +92,10 @@ static void add_gemm3(ep_op *ops, int *n, ep_op_kind kind, int m, int nn, int k,
 #define GRID_MAX_ROWS    65536
 static const int GRID_ROWS[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
 static const int GRID_WIDTHS[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
+/* --parts dense-steps: the dense GEMMs again with rows and widths between the powers of two
+ * (3 x 2^k: models' token counts and widths such as 3072, 6144 or 24576 lie there) */
+static const int GRID_ROW_STEPS[] = {1536, 3072, 6144, 12288};
+static const int GRID_WIDTH_STEPS[] = {384, 768, 1536, 3072, 6144, 12288, 24576};
 static const int GRID_HIDDEN[] = {1024, 2048, 4096, 8192};
 static const int GRID_FFN[] = {32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
 static const int GRID_EXPERTS[] = {1, 4, 16, 64, 256};
@@ -114,11 +118,12 @@ static void grid_flush(bench *b, const ep_config *cfg, ep_op *ops, int *n, int r
 }
 
 /* Which part of the grid grid_compute times: all of it; only the grouped GEMMs at rows per
- * expert that are no power of two (--parts grouped-steps); or grouped GEMMs at rows per expert
+ * expert that are no power of two (--parts grouped-steps); only the dense GEMMs whose rows or a
+ * width lie between the powers of two (--parts dense-steps); or grouped GEMMs at rows per expert
  * off the grid, OFF_GRID_DRAWS seeded draws per weight shape between 65 and 1023 and no multiple
  * of 64, labelled as a model's shapes ("model:off-grid") so that `epsim calibrate --holdout`
  * scores how the grid predicts rows it never timed (--parts grouped-off-grid). */
-typedef enum { GRID_ALL, GRID_STEPS, GRID_OFF } grid_part;
+typedef enum { GRID_ALL, GRID_STEPS, GRID_OFF, GRID_DENSE_STEPS } grid_part;
 #define OFF_GRID_DRAWS 2
 
 /* the d-th off-grid rows per expert of weight shape s: an LCG step, deterministic */
@@ -128,6 +133,11 @@ static int off_grid_rows(unsigned s, int d) {
     return r % 64 ? r : r + 1;
 }
 
+/* The i-th value of a grid series: its powers of two, then its steps. */
+static int grid_at(const int *powers, int npowers, const int *steps, int i) {
+    return i < npowers ? powers[i] : steps[i - npowers];
+}
+
 static void grid_compute(bench *b, calib_list *out, grid_part part) {
     static ep_op ops[MAX_OPS];
     int n = 0;
@@ -135,15 +145,26 @@ static void grid_compute(bench *b, calib_list *out, grid_part part) {
     ep_config_defaults(&cfg);
     ep_config_resolve(&cfg); /* built by hand: no validation */
     const char *source = part == GRID_OFF ? "model:off-grid" : "grid";
-    /* dense GEMMs: M x N x K over the grid, with their dgrad and wgrad */
-    for (int in = 0; in < LEN(GRID_WIDTHS) && part == GRID_ALL; in++)
-        for (int ik = 0; ik < LEN(GRID_WIDTHS); ik++)
-            for (int im = 0; im < LEN(GRID_ROWS); im++) {
-                int m = GRID_ROWS[im], nn = GRID_WIDTHS[in], k = GRID_WIDTHS[ik];
-                if (ep_cost_gemm_flops(m, nn, k) > GRID_MAX_FLOPS) continue;
+    /* dense GEMMs: M x N x K over the grid, with their dgrad and wgrad; with the steps, every
+     * combination of the powers and the steps that has at least one step */
+    const int steps = part == GRID_DENSE_STEPS;
+    const int nw = LEN(GRID_WIDTHS) + (steps ? LEN(GRID_WIDTH_STEPS) : 0);
+    const int nr = LEN(GRID_ROWS) + (steps ? LEN(GRID_ROW_STEPS) : 0);
+    for (int in = 0; in < nw && (part == GRID_ALL || steps); in++)
+        for (int ik = 0; ik < nw; ik++)
+            for (int im = 0; im < nr; im++) {
+                int m = grid_at(GRID_ROWS, LEN(GRID_ROWS), GRID_ROW_STEPS, im),
+                    nn = grid_at(GRID_WIDTHS, LEN(GRID_WIDTHS), GRID_WIDTH_STEPS, in),
+                    k = grid_at(GRID_WIDTHS, LEN(GRID_WIDTHS), GRID_WIDTH_STEPS, ik);
+                int on_grid = im < LEN(GRID_ROWS) && in < LEN(GRID_WIDTHS) && ik < LEN(GRID_WIDTHS);
+                if (steps == on_grid || ep_cost_gemm_flops(m, nn, k) > GRID_MAX_FLOPS) continue;
                 grid_flush(b, &cfg, ops, &n, 3, source, out);
                 add_gemm3(ops, &n, EP_OP_GEMM, m, nn, k, 1);
             }
+    if (steps) {
+        if (n) time_compute(b, &cfg, ops, n, source, out);
+        return;
+    }
     /* grouped expert GEMMs: hidden x FFN x experts x rows per expert, both projections (up: n =
      * 2 FFN, k = hidden; down: n = hidden, k = FFN) */
     int nrows = part == GRID_OFF ? OFF_GRID_DRAWS : LEN(GRID_EXPERT_ROWS);
@@ -430,6 +451,7 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
     if (strstr(parts, "compute") || strstr(parts, "attention")) grid_attention(b, &lists[0]);
     if (strstr(parts, "compute") || strstr(parts, "memory")) grid_memory(b, &lists[0]);
     if (strstr(parts, "grouped-steps")) grid_compute(b, &lists[0], GRID_STEPS);
+    if (strstr(parts, "dense-steps")) grid_compute(b, &lists[0], GRID_DENSE_STEPS);
     if (strstr(parts, "grouped-off-grid")) grid_compute(b, &lists[0], GRID_OFF);
     /* models: the --models files' ops alone, without the grid */
     if (strstr(parts, "compute") || strstr(parts, "models")) {
