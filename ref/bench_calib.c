@@ -118,12 +118,13 @@ static void grid_flush(bench *b, const ep_config *cfg, ep_op *ops, int *n, int r
 }
 
 /* Which part of the grid grid_compute times: all of it; only the grouped GEMMs at rows per
- * expert that are no power of two (--parts grouped-steps); only the dense GEMMs whose rows or a
- * width lie between the powers of two (--parts dense-steps); or grouped GEMMs at rows per expert
+ * expert that are no power of two (--parts grouped-steps); only the dense GEMMs (--parts dense);
+ * only the dense GEMMs whose rows or a width lie between the powers of two (--parts
+ * dense-steps); or grouped GEMMs at rows per expert
  * off the grid, OFF_GRID_DRAWS seeded draws per weight shape between 65 and 1023 and no multiple
  * of 64, labelled as a model's shapes ("model:off-grid") so that `epsim calibrate --holdout`
  * scores how the grid predicts rows it never timed (--parts grouped-off-grid). */
-typedef enum { GRID_ALL, GRID_STEPS, GRID_OFF, GRID_DENSE_STEPS } grid_part;
+typedef enum { GRID_ALL, GRID_STEPS, GRID_OFF, GRID_DENSE, GRID_DENSE_STEPS } grid_part;
 #define OFF_GRID_DRAWS 2
 
 /* the d-th off-grid rows per expert of weight shape s: an LCG step, deterministic */
@@ -150,7 +151,8 @@ static void grid_compute(bench *b, calib_list *out, grid_part part) {
     const int steps = part == GRID_DENSE_STEPS;
     const int nw = LEN(GRID_WIDTHS) + (steps ? LEN(GRID_WIDTH_STEPS) : 0);
     const int nr = LEN(GRID_ROWS) + (steps ? LEN(GRID_ROW_STEPS) : 0);
-    for (int in = 0; in < nw && (part == GRID_ALL || steps); in++)
+    const int dense_only = steps || part == GRID_DENSE;
+    for (int in = 0; in < nw && (part == GRID_ALL || dense_only); in++)
         for (int ik = 0; ik < nw; ik++)
             for (int im = 0; im < nr; im++) {
                 int m = grid_at(GRID_ROWS, LEN(GRID_ROWS), GRID_ROW_STEPS, im),
@@ -161,7 +163,7 @@ static void grid_compute(bench *b, calib_list *out, grid_part part) {
                 grid_flush(b, &cfg, ops, &n, 3, source, out);
                 add_gemm3(ops, &n, EP_OP_GEMM, m, nn, k, 1);
             }
-    if (steps) {
+    if (dense_only) {
         if (n) time_compute(b, &cfg, ops, n, source, out);
         return;
     }
@@ -430,6 +432,14 @@ static int write_list(bench *b, const char *dir, const char *file, const calib_l
     return 0;
 }
 
+/* Whether the comma-separated list names this part exactly ("dense" is a prefix of another). */
+static int has_part(const char *parts, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = parts; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == parts || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return 1;
+    return 0;
+}
+
 int bench_calib(bench *b, const char *out_dir, const char *models, const char *parts) {
     int me = b->ctx->w.rank, W = b->ctx->w.size;
     static ep_nvl bar; /* its barrier aligns the ranks before every timed iteration */
@@ -452,6 +462,7 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
     if (strstr(parts, "compute") || strstr(parts, "memory")) grid_memory(b, &lists[0]);
     if (strstr(parts, "grouped-steps")) grid_compute(b, &lists[0], GRID_STEPS);
     if (strstr(parts, "dense-steps")) grid_compute(b, &lists[0], GRID_DENSE_STEPS);
+    if (has_part(parts, "dense")) grid_compute(b, &lists[0], GRID_DENSE);
     if (strstr(parts, "grouped-off-grid")) grid_compute(b, &lists[0], GRID_OFF);
     /* models: the --models files' ops alone, without the grid */
     if (strstr(parts, "compute") || strstr(parts, "models")) {

@@ -150,7 +150,8 @@ static const ep_opt *bench_table(bench *b) {
                  "models: only the --models files' ops; grouped-steps: only the\n"
                  "grid's grouped GEMMs at rows per expert between powers of two;\n"
                  "grouped-off-grid: grouped GEMMs at rows per expert off the grid;\n"
-                 "dense-steps: dense GEMMs with rows or widths between powers of two;\n"
+                 "dense: only the grid's dense GEMMs; dense-steps: dense GEMMs with\n"
+                 "rows or widths between powers of two;\n"
                  "nvl: only comm's NVLink transport (nvl_a2a)"},
         {.name = "--l2-flush",
          .takes = EP_OPT_VALUE,
