@@ -81,6 +81,9 @@ int bench_gemm(bench *b);
 /* The raw calibration files (docs/calibration.md) into out_dir; models: NULL or a file of lines
  * "name flags..."; parts: a list naming host, compute, comm, interference. */
 int bench_calib(bench *b, const char *out_dir, const char *models, const char *parts);
+/* Whether the comma-separated --parts list names this part as a whole word ("dense" is a prefix
+ * of "dense-steps"). */
+int calib_has_part(const char *parts, const char *name);
 
 /* Writes the rows as the JSON file of --json. Returns 0 or -1 (message on stderr). */
 int bench_write_json(bench *b);

@@ -432,8 +432,8 @@ static int write_list(bench *b, const char *dir, const char *file, const calib_l
     return 0;
 }
 
-/* Whether the comma-separated list names this part exactly ("dense" is a prefix of another). */
-static int has_part(const char *parts, const char *name) {
+/* bench.h */
+int calib_has_part(const char *parts, const char *name) {
     size_t n = strlen(name);
     for (const char *p = parts; (p = strstr(p, name)) != NULL; p += n)
         if ((p == parts || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return 1;
@@ -456,17 +456,19 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
                b->iters, b->warmup, parts, out_dir);
         fflush(stdout);
     }
-    if (strstr(parts, "host")) calib_host(b, &lists[2]);
+    if (calib_has_part(parts, "host")) calib_host(b, &lists[2]);
     /* compute: the whole grid and the models; attention, memory: that part of the grid alone */
-    if (strstr(parts, "compute") || strstr(parts, "attention")) grid_attention(b, &lists[0]);
-    if (strstr(parts, "compute") || strstr(parts, "memory")) grid_memory(b, &lists[0]);
-    if (strstr(parts, "grouped-steps")) grid_compute(b, &lists[0], GRID_STEPS);
-    if (strstr(parts, "dense-steps")) grid_compute(b, &lists[0], GRID_DENSE_STEPS);
-    if (has_part(parts, "dense")) grid_compute(b, &lists[0], GRID_DENSE);
-    if (strstr(parts, "grouped-off-grid")) grid_compute(b, &lists[0], GRID_OFF);
+    if (calib_has_part(parts, "compute") || calib_has_part(parts, "attention"))
+        grid_attention(b, &lists[0]);
+    if (calib_has_part(parts, "compute") || calib_has_part(parts, "memory"))
+        grid_memory(b, &lists[0]);
+    if (calib_has_part(parts, "grouped-steps")) grid_compute(b, &lists[0], GRID_STEPS);
+    if (calib_has_part(parts, "dense-steps")) grid_compute(b, &lists[0], GRID_DENSE_STEPS);
+    if (calib_has_part(parts, "dense")) grid_compute(b, &lists[0], GRID_DENSE);
+    if (calib_has_part(parts, "grouped-off-grid")) grid_compute(b, &lists[0], GRID_OFF);
     /* models: the --models files' ops alone, without the grid */
-    if (strstr(parts, "compute") || strstr(parts, "models")) {
-        if (strstr(parts, "compute")) grid_compute(b, &lists[0], GRID_ALL);
+    if (calib_has_part(parts, "compute") || calib_has_part(parts, "models")) {
+        if (calib_has_part(parts, "compute")) grid_compute(b, &lists[0], GRID_ALL);
         /* --models a,b: every file in turn */
         char list[4096];
         snprintf(list, sizeof list, "%s", models ? models : "");
@@ -474,13 +476,15 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
              m = strtok_r(NULL, ",", &save))
             rc = model_compute(b, m, &lists[0]);
     }
-    if (!rc && W >= 2 && strstr(parts, "comm")) time_comm(b, &lists[1]);
+    if (!rc && W >= 2 && calib_has_part(parts, "comm")) time_comm(b, &lists[1]);
     /* nvl: the NVLink transport alone, re-timed when only it changed */
-    if (!rc && W >= 2 && (strstr(parts, "comm") || strstr(parts, "nvl"))) time_nvl(b, &lists[1]);
-    if (!rc && W >= 2 && (strstr(parts, "interference") || strstr(parts, "waiting")))
-        calib_interference(b, &lists[3], strstr(parts, "interference") != NULL,
-                           strstr(parts, "waiting") != NULL);
-    if (!rc && strstr(parts, "corun")) calib_corun(b, &lists[4]);
+    if (!rc && W >= 2 && (calib_has_part(parts, "comm") || calib_has_part(parts, "nvl")))
+        time_nvl(b, &lists[1]);
+    if (!rc && W >= 2 &&
+        (calib_has_part(parts, "interference") || calib_has_part(parts, "waiting")))
+        calib_interference(b, &lists[3], calib_has_part(parts, "interference"),
+                           calib_has_part(parts, "waiting"));
+    if (!rc && calib_has_part(parts, "corun")) calib_corun(b, &lists[4]);
     for (int i = 0; i < NFILES && !rc; i++)
         if (me == 0 && lists[i].n && write_list(b, out_dir, files[i], &lists[i])) rc = 1;
     for (int i = 0; i < NFILES; i++)

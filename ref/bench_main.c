@@ -236,7 +236,7 @@ int bench_main(ref_ctx *ctx, int argc, char **argv) {
             fprintf(stderr, "epref: bench calib needs --out DIR\n");
             return 2;
         }
-        if (strstr(b.parts, "models") && !b.models) {
+        if (calib_has_part(b.parts, "models") && !b.models) {
             fprintf(stderr, "epref: bench calib --parts models needs --models FILE\n");
             return 2;
         }

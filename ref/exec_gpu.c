@@ -150,7 +150,8 @@ exec_gpu *exec_gpu_create_rank(ref_ctx *ctx, const ep_sched *s, int rank, int wi
     g->ops = s->ranks[g->rank].ops;
     g->deps = s->ranks[g->rank].deps;
     /* --high-priority-a2a-comm-stream: the EP communication stream at the greatest priority, as
-     * Megatron-LM creates it; its kernels then get SMs as a running GEMM's blocks end */
+     * Megatron-LM creates it (on an H200 it does not get a kernel SMs before a running GEMM's
+     * last tiles: scripts/kernel_behind_gemm.py) */
     int least, greatest;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     for (int st = 0; st < EP_NUM_STREAMS; st++) {

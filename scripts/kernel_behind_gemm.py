@@ -10,8 +10,10 @@ its priority); epref runs the same schedule. This times it alone, on one GPU:
   after `delay` us of host spin (the GEMM running), stream B (default or highest priority): a
   small kernel that needs SMs (an add over 1 MiB: a few hundred blocks, a few us alone).
 CUDA events: A's start and end, B's stream reaching it and B's end. Each record: the medians over
---reps trials of the GEMM's time, B's time alone, B's span (its stream reaching it -> its end) and
-B's end relative to the GEMM's end ("behind": B ended after the GEMM ended, less its own time).
+--reps trials of the GEMM's time, B's span alone (on an idle GPU; like every span it includes the
+host's launch after the first event), B's span beside the GEMM (its stream reaching it -> its end)
+and B's end relative to the GEMM's end ("behind": B ended later than half its span alone before
+the GEMM's end).
 Output: a JSON array (first element {"meta": ...}), records
   {"what": "kernel_behind_gemm", "m", "n", "k", "tiles", "sms", "priority": "normal"|"high",
    "delay_us", "gemm_us", "alone_us", "span_us", "end_after_gemm_us", "behind"}
