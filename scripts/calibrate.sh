@@ -48,10 +48,9 @@ x2_rest="traces/h200/torch:power.json $x2_nvl traces/h200x2/calib traces/h200x2/
 # traces/h200x4/calib lacks), NCCL over two of its GPUs for groups of two (comm-pairs); the compute
 # as the 2 x H200 file has it - the cold shape grid of the same GPU with the power cap - and the
 # validation models' GEMM, grouped GEMM and attention shapes timed cold on this machine (traces/h200x4/models-cool-20261128, first of two launches). The memory-bound
-# kinds keep the records timed back to back (the 2 x H200 grid's memory curve, one H200's model
-# shapes): epref's memory ops in a run follow each other through the same buffers and find them in
-# L2, and this machine's cold records of them are 7-37% slower below 50 us (docs/validation.md,
-# "Held out")
+# kinds keep what this file read before: the 2 x H200 grid's memory curve and one H200's model
+# shapes of 2026-11-25, 5-18% faster below 50 us than every later timing (inputs still in L2, as
+# epref's runs meet them; the 2 x H200 file reads flushed ones: docs/validation.md, "Held out")
 x4_compute="traces/h200x2/grid-cool-20261128 traces/h200/torch:power.json"
 x4_rest="$x4_nvl traces/h200x4/calib-20261126 traces/h200x4/comm-pairs traces/h200x4/bench
   --kind-from elementwise:traces/h200x2/grid/compute.json --topo h200x4"
