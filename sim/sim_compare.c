@@ -3,12 +3,14 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ep_config.h"
+#include "ep_groups.h"
 #include "ep_io.h"
 #include "ep_opts.h"
 #include "sim_cli.h"
@@ -37,6 +39,10 @@ typedef struct {
     const char *name;
     double meas, pred; /* seconds, summed over ranks */
     int count;
+    /* token all-to-alls timed from the last EP member's start (ARRIVAL_KINDS): the transfer
+     * without the wait for a late peer, which a rank's own op cannot model */
+    double meas_arrived, pred_arrived;
+    int count_arrived;
 } cmp_kind;
 
 typedef struct {
@@ -139,6 +145,40 @@ static double summary_iteration(const char *path) {
     double d = json_is_number(v) ? json_number_value(v) : NAN;
     json_decref(root);
     return d;
+}
+
+/* The parallel layout the simulation resolved (the summary's "config"), enough for
+ * ep_group_members; -1 when the file or a member is missing. */
+static int summary_layout(const char *path, ep_config *cfg) {
+    static const struct {
+        const char *key;
+        size_t off;
+    } fields[] = {
+        {"tensor_model_parallel_size", offsetof(ep_config, tensor_model_parallel_size)},
+        {"context_parallel_size", offsetof(ep_config, context_parallel_size)},
+        {"pipeline_model_parallel_size", offsetof(ep_config, pipeline_model_parallel_size)},
+        {"data_parallel_size", offsetof(ep_config, data_parallel_size)},
+        {"expert_model_parallel_size", offsetof(ep_config, expert_model_parallel_size)},
+        {"expert_tensor_parallel_size", offsetof(ep_config, expert_tensor_parallel_size)},
+        {"num_distributed_optimizer_instances",
+         offsetof(ep_config, num_distributed_optimizer_instances)},
+        {"world_size", offsetof(ep_config, world_size)},
+    };
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return -1;
+    json_t *c = json_object_get(root, "config");
+    int rc = 0;
+    ep_config_defaults(cfg);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0] && rc == 0; i++) {
+        json_t *v = c ? json_object_get(c, fields[i].key) : NULL;
+        if (json_is_integer(v) && json_integer_value(v) > 0 && json_integer_value(v) < 1 << 20)
+            *(int *)((char *)cfg + fields[i].off) = (int)json_integer_value(v);
+        else
+            rc = -1;
+    }
+    json_decref(root);
+    return rc;
 }
 
 static int file_readable(const char *p) {
@@ -283,6 +323,7 @@ typedef struct {
     cmp_op *ops;
     size_t nops, nzero;
     double median, p90;
+    double median_arrived, p90_arrived; /* the EP exchanges from the last member's start */
 } cmp_result;
 
 static cmp_kind *kind_of(cmp_result *r, const char *name) {
@@ -294,8 +335,38 @@ static cmp_kind *kind_of(cmp_result *r, const char *name) {
     return k;
 }
 
-/* Matches ops by (rank, name); -1 with err naming the first unmatched op and the count. */
-static int match(const cmp_trace *m, const cmp_trace *p, cmp_result *r, char err[EP_ERRLEN]) {
+/* Op kinds exchanged within the EP group (the token all-to-alls, the count / notify exchange):
+ * their duration on a rank includes waiting for the last member to start, which depends on the
+ * other ranks' compute timing, not on the transfer. */
+static const char *const ARRIVAL_KINDS[] = {"a2a_dispatch", "a2a_combine", "alltoall"};
+
+static const cmp_ev *find_ev(const cmp_trace *t, int rank, const char *name) {
+    cmp_ev key = {.rank = rank, .name = name};
+    return bsearch(&key, t->ev, t->n, sizeof *t->ev, ev_cmp);
+}
+
+/* Seconds from the last start of the op among the rank's EP group (same name) to the op's end on
+ * the rank; the plain duration where a member lacks the op. */
+static double after_arrival(const cmp_trace *t, const cmp_ev *e, const int *members, int n) {
+    double last = e->ts_us;
+    for (int i = 0; i < n; i++) {
+        const cmp_ev *o = members[i] == e->rank ? e : find_ev(t, members[i], e->name);
+        if (!o) return e->dur_us * 1e-6;
+        if (o->ts_us > last) last = o->ts_us;
+    }
+    return (e->end_us > last ? e->end_us - last : 0) * 1e-6;
+}
+
+static int arrival_kind(const char *kind) {
+    for (size_t i = 0; i < sizeof ARRIVAL_KINDS / sizeof ARRIVAL_KINDS[0]; i++)
+        if (strcmp(kind, ARRIVAL_KINDS[i]) == 0) return 1;
+    return 0;
+}
+
+/* Matches ops by (rank, name); -1 with err naming the first unmatched op and the count. layout
+ * (NULL: none) gives the EP groups for the transfer times after the last member's start. */
+static int match(const cmp_trace *m, const cmp_trace *p, const ep_config *layout, cmp_result *r,
+                 char err[EP_ERRLEN]) {
     size_t i = 0, j = 0, unmatched = 0;
     const cmp_ev *first = NULL;
     const char *side = NULL;
@@ -321,13 +392,16 @@ static int match(const cmp_trace *m, const cmp_trace *p, cmp_result *r, char err
         return -1;
     }
     r->ops = calloc(m->n, sizeof *r->ops);
-    double *rel = calloc(m->n, sizeof *rel);
-    if (!r->ops || !rel) {
+    double *rel = calloc(m->n, sizeof *rel), *rel_arrived = calloc(m->n, sizeof *rel_arrived);
+    if (!r->ops || !rel || !rel_arrived) {
         free(rel);
+        free(rel_arrived);
         snprintf(err, EP_ERRLEN, "out of memory");
         return -1;
     }
-    size_t nrel = 0;
+    int world = layout ? layout->world_size : 0;
+    int *members = world > 0 ? calloc((size_t)world, sizeof *members) : NULL;
+    size_t nrel = 0, nrel_arrived = 0;
     for (size_t k = 0; k < m->n; k++) {
         const cmp_ev *a = &m->ev[k], *b = &p->ev[k];
         cmp_kind *kd = kind_of(r, a->kind);
@@ -335,6 +409,18 @@ static int match(const cmp_trace *m, const cmp_trace *p, cmp_result *r, char err
             kd->meas += a->dur_us * 1e-6;
             kd->pred += b->dur_us * 1e-6;
             kd->count++;
+            int n = members && arrival_kind(a->kind)
+                        ? ep_group_members(layout, EP_GROUP_EP, a->rank, members)
+                        : 0;
+            double ma = a->dur_us * 1e-6, pa = b->dur_us * 1e-6;
+            if (n > 1) {
+                ma = after_arrival(m, a, members, n);
+                pa = after_arrival(p, b, members, n);
+                kd->meas_arrived += ma;
+                kd->pred_arrived += pa;
+                kd->count_arrived++;
+            }
+            if (ma > 0) rel_arrived[nrel_arrived++] = fabs(pa - ma) / ma;
         }
         cmp_op *o = &r->ops[r->nops++];
         o->rank = a->rank;
@@ -352,10 +438,15 @@ static int match(const cmp_trace *m, const cmp_trace *p, cmp_result *r, char err
             r->nzero++;
         }
     }
+    free(members);
     qsort(rel, nrel, sizeof *rel, dbl_cmp);
     r->median = quantile(rel, nrel, 0.5);
     r->p90 = quantile(rel, nrel, 0.9);
     free(rel);
+    qsort(rel_arrived, nrel_arrived, sizeof *rel_arrived, dbl_cmp);
+    r->median_arrived = quantile(rel_arrived, nrel_arrived, 0.5);
+    r->p90_arrived = quantile(rel_arrived, nrel_arrived, 0.9);
+    free(rel_arrived);
     qsort(r->ops, r->nops, sizeof *r->ops, op_worse);
     return 0;
 }
@@ -370,11 +461,24 @@ static void print_result(FILE *f, const cmp_result *r) {
     for (int k = 0; k < r->nkinds; k++)
         fprintf(f, "    %-14s %6d %12.6f %12.6f %+7.1f%%\n", r->kinds[k].name, r->kinds[k].count,
                 r->kinds[k].meas, r->kinds[k].pred, pct(r->kinds[k].pred, r->kinds[k].meas));
+    int arrived = 0;
+    for (int k = 0; k < r->nkinds; k++)
+        if (r->kinds[k].count_arrived) {
+            if (!arrived++)
+                fprintf(f, "  EP exchanges from the last member's start (peer waits left out):\n");
+            fprintf(f, "    after-arrival %-14s %6d %12.6f %12.6f %+7.1f%%\n", r->kinds[k].name,
+                    r->kinds[k].count_arrived, r->kinds[k].meas_arrived, r->kinds[k].pred_arrived,
+                    pct(r->kinds[k].pred_arrived, r->kinds[k].meas_arrived));
+        }
     size_t used = r->nops - r->nzero;
     fprintf(f,
             "  per op: %zu matched (%zu with zero measured time left out), |pred-meas|/meas "
             "median %.1f%%  p90 %.1f%%\n",
             r->nops, r->nzero, 100 * r->median, 100 * r->p90);
+    if (arrived)
+        fprintf(f,
+                "  per op, EP exchanges from the last member's start: median %.1f%%  p90 %.1f%%\n",
+                100 * r->median_arrived, 100 * r->p90_arrived);
     fprintf(f, "  worst ops:\n");
     for (size_t k = 0; k < used && k < WORST; k++)
         fprintf(f, "    rank %d %-40s measured %10.1f us  predicted %10.1f us  error %+.1f%%\n",
@@ -411,11 +515,20 @@ static int write_json(const char *path, const cmp_result *r, char err[EP_ERRLEN]
         json_num(f, "measured_s", r->kinds[k].meas, 1);
         json_num(f, "predicted_s", r->kinds[k].pred, 1);
         json_num(f, "error_pct", pct(r->kinds[k].pred, r->kinds[k].meas), 0);
+        if (r->kinds[k].count_arrived) {
+            fprintf(f, ",\"after_arrival\":{\"ops\":%d,", r->kinds[k].count_arrived);
+            json_num(f, "measured_s", r->kinds[k].meas_arrived, 1);
+            json_num(f, "predicted_s", r->kinds[k].pred_arrived, 1);
+            json_num(f, "error_pct", pct(r->kinds[k].pred_arrived, r->kinds[k].meas_arrived), 0);
+            fputc('}', f);
+        }
         fputc('}', f);
     }
     fprintf(f, "],\"ops\":{\"matched\":%zu,\"zero_measured\":%zu,", r->nops, r->nzero);
     json_num(f, "median_rel_error", r->median, 1);
     json_num(f, "p90_rel_error", r->p90, 1);
+    json_num(f, "median_rel_error_after_arrival", r->median_arrived, 1);
+    json_num(f, "p90_rel_error_after_arrival", r->p90_arrived, 1);
     fputs("\"worst\":[", f);
     size_t used = r->nops - r->nzero;
     for (size_t k = 0; k < used && k < WORST; k++) {
@@ -540,6 +653,8 @@ int sim_compare_main(int argc, char **argv) {
     }
     rc = trace_load(&pred, ptrace, err) != 0 ? 1 : 0;
     double it_pred = summary_iteration(psum);
+    ep_config layout;
+    int have_layout = summary_layout(psum, &layout) == 0;
     remove(ptrace);
     remove(psum);
     if (rc != 0) {
@@ -559,7 +674,7 @@ int sim_compare_main(int argc, char **argv) {
         r.it_meas = meas.span_us * 1e-6;
         r.it_source = "trace span";
     }
-    if (match(&meas, &pred, &r, err) != 0) {
+    if (match(&meas, &pred, have_layout ? &layout : NULL, &r, err) != 0) {
         rc = fail2(err);
     } else {
         print_result(stdout, &r);

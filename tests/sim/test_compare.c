@@ -170,6 +170,74 @@ static void test_renamed_op(void) {
     remove_run(run);
 }
 
+/* after_arrival of one kind in a compare JSON: "measured_s", "predicted_s" or "error_pct" */
+static double arrival_num(const char *js, const char *kind, const char *key) {
+    json_error_t je;
+    json_t *root = json_load_file(js, 0, &je);
+    double d = NAN;
+    size_t i;
+    json_t *k;
+    json_array_foreach(root ? json_object_get(root, "kinds") : NULL, i, k) {
+        const char *name = json_string_value(json_object_get(k, "kind"));
+        json_t *v = json_object_get(json_object_get(k, "after_arrival"), key);
+        if (name && strcmp(name, kind) == 0 && json_is_number(v)) d = json_number_value(v);
+    }
+    if (root) json_decref(root);
+    return d;
+}
+
+/* A rank that starts a dispatch 100 us before its peer waits those 100 us inside the op: the
+ * per-kind sum counts them, the time from the last EP member's start does not */
+static void test_after_arrival(void) {
+    char run[512], tr[600], js[512];
+    CU_ASSERT_EQUAL_FATAL(make_self_run(run, sizeof run), 0);
+    snprintf(tr, sizeof tr, "%s.trace.json", run);
+    char *s = read_text(tr);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const char *key = "\"name\":\"mb1.c0.L1.dispatch.fwd\",\"pid\":1,\"tid\":1,\"ts\":";
+    char *hit = strstr(s, key);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(hit);
+    double ts, dur;
+    int used = 0;
+    char *num = hit + strlen(key);
+    CU_ASSERT_EQUAL_FATAL(sscanf(num, "%lf,\"dur\":%lf%n", &ts, &dur, &used), 2);
+    size_t cap = strlen(s) + 64;
+    char *t = malloc(cap);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    snprintf(t, cap, "%.*s%.3f,\"dur\":%.3f%s", (int)(num - s), s, ts - 100, dur + 100, num + used);
+    CU_ASSERT_EQUAL(write_text(tr, t), 0);
+    free(t);
+    free(s);
+    tmp_path(js, sizeof js, "cmp_arr.json");
+    CU_ASSERT_EQUAL_FATAL(compare(run, js, NULL), 0);
+    double meas = arrival_num(js, "a2a_dispatch", "measured_s");
+    double pred = arrival_num(js, "a2a_dispatch", "predicted_s");
+    CU_ASSERT(meas > 0);
+    CU_ASSERT(fabs(meas - pred) < 1e-9 * (1 + pred)); /* the wait left out */
+    /* the whole durations: 100 us more measured than predicted */
+    json_error_t je;
+    json_t *root = json_load_file(js, 0, &je);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+    size_t i;
+    json_t *k;
+    int seen = 0;
+    json_array_foreach(json_object_get(root, "kinds"), i, k) {
+        if (strcmp(json_string_value(json_object_get(k, "kind")), "a2a_dispatch") != 0) continue;
+        double m = json_number_value(json_object_get(k, "measured_s"));
+        double p = json_number_value(json_object_get(k, "predicted_s"));
+        CU_ASSERT(fabs(m - p - 100e-6) < 1e-8);
+        seen = 1;
+    }
+    CU_ASSERT(seen);
+    /* every op, the EP exchanges after arrival, as predicted */
+    CU_ASSERT(fabs(json_num(js, "ops.p90_rel_error_after_arrival")) < 1e-9);
+    /* kinds that are not EP exchanges carry no after_arrival */
+    CU_ASSERT(isnan(arrival_num(js, "gemm", "measured_s")));
+    json_decref(root);
+    remove(js);
+    remove_run(run);
+}
+
 static void test_malformed_trace(void) {
     char run[512], tr[600], js[512], errf[512];
     CU_ASSERT_EQUAL_FATAL(make_self_run(run, sizeof run), 0);
@@ -210,6 +278,7 @@ void ep_suite_compare(void) {
     CU_add_test(s, "self trace: 0% error, all ops matched", test_self_zero_error);
     CU_add_test(s, "--csv: a row per op in start order, outputs together", test_csv_rows);
     CU_add_test(s, "renamed op: exit 2 naming it", test_renamed_op);
+    CU_add_test(s, "a dispatch waiting for its peer: left out after arrival", test_after_arrival);
     CU_add_test(s, "malformed trace, missing run: exit 2", test_malformed_trace);
     CU_add_test(s, "committed measured run: finite error", test_committed_run);
 }
