@@ -22,8 +22,9 @@ trap 'rm -f "$csv"' EXIT
 echo "name,measured_s,predicted_s" >"$csv"
 [ -x "$epsim" ] || { echo "validate.sh: $epsim not built" >&2; exit 2; }
 kinds="gemm grouped_gemm attention a2a_dispatch a2a_combine"
-# the token all-to-alls again, timed from the last EP member's start (epsim compare: the wait for a
-# late peer left out)
+# the token all-to-alls again, timed from the last EP member's start to each rank's end ("after
+# arrival": the wait for a late peer left out) and to the last member's end ("group span": the
+# group's transfer, whichever rank finishes its part first) (epsim compare)
 arrived="a2a_dispatch a2a_combine"
 reps="$runs/repeats.csv"
 [ -f "$reps" ] || reps=
@@ -33,8 +34,9 @@ extra=""
 printf '| run | measured s | predicted s | error | op median | op p90 |'
 for k in $kinds; do printf ' %s |' "$k"; done
 for k in $arrived; do printf ' %s after arrival |' "$k"; done
+for k in $arrived; do printf ' %s group span |' "$k"; done
 printf '%s\n|---|---|---|---|---|---|' "$extra"
-for k in $kinds $arrived; do printf -- '---|'; done
+for k in $kinds $arrived $arrived; do printf -- '---|'; done
 printf '%s\n' "$(printf '%s' "$extra" | sed 's/[^|]*|/---|/g')"
 sum=0; n=0; worst=0; p90s=""; p90as=""; gsum=0; gworst=0; msum=0; mworst=0; spreads=""
 for args in "$runs"/*.args; do
@@ -57,6 +59,10 @@ for args in "$runs"/*.args; do
   done
   for k in $arrived; do
     ke=$(printf '%s\n' "$out" | awk -v k="$k" '$1=="after-arrival" && $2==k {print $6}')
+    printf ' %s |' "${ke:--}"
+  done
+  for k in $arrived; do
+    ke=$(printf '%s\n' "$out" | awk -v k="$k" '$1=="group-span" && $2==k {print $6}')
     printf ' %s |' "${ke:--}"
   done
   if [ -n "$reps" ]; then # launches, spread, the error against their median

@@ -42,6 +42,9 @@ typedef struct {
     /* token all-to-alls timed from the last EP member's start (ARRIVAL_KINDS): the transfer
      * without the wait for a late peer, which a rank's own op cannot model */
     double meas_arrived, pred_arrived;
+    /* the same ops from the last member's start to the last member's end: the group's transfer,
+     * whichever rank finishes its own part first */
+    double meas_span, pred_span;
     int count_arrived;
 } cmp_kind;
 
@@ -346,14 +349,19 @@ static const cmp_ev *find_ev(const cmp_trace *t, int rank, const char *name) {
 }
 
 /* Seconds from the last start of the op among the rank's EP group (same name) to the op's end on
- * the rank; the plain duration where a member lacks the op. */
-static double after_arrival(const cmp_trace *t, const cmp_ev *e, const int *members, int n) {
-    double last = e->ts_us;
+ * the rank, and to the last member's end (*span); both the plain duration where a member lacks
+ * the op. */
+static double after_arrival(const cmp_trace *t, const cmp_ev *e, const int *members, int n,
+                            double *span) {
+    double last = e->ts_us, end = e->end_us;
+    *span = e->dur_us * 1e-6;
     for (int i = 0; i < n; i++) {
         const cmp_ev *o = members[i] == e->rank ? e : find_ev(t, members[i], e->name);
         if (!o) return e->dur_us * 1e-6;
         if (o->ts_us > last) last = o->ts_us;
+        if (o->end_us > end) end = o->end_us;
     }
+    *span = (end > last ? end - last : 0) * 1e-6;
     return (e->end_us > last ? e->end_us - last : 0) * 1e-6;
 }
 
@@ -414,10 +422,13 @@ static int match(const cmp_trace *m, const cmp_trace *p, const ep_config *layout
                         : 0;
             double ma = a->dur_us * 1e-6, pa = b->dur_us * 1e-6;
             if (n > 1) {
-                ma = after_arrival(m, a, members, n);
-                pa = after_arrival(p, b, members, n);
+                double ms, ps;
+                ma = after_arrival(m, a, members, n, &ms);
+                pa = after_arrival(p, b, members, n, &ps);
                 kd->meas_arrived += ma;
                 kd->pred_arrived += pa;
+                kd->meas_span += ms;
+                kd->pred_span += ps;
                 kd->count_arrived++;
             }
             if (ma > 0) rel_arrived[nrel_arrived++] = fabs(pa - ma) / ma;
@@ -470,6 +481,12 @@ static void print_result(FILE *f, const cmp_result *r) {
                     r->kinds[k].count_arrived, r->kinds[k].meas_arrived, r->kinds[k].pred_arrived,
                     pct(r->kinds[k].pred_arrived, r->kinds[k].meas_arrived));
         }
+    if (arrived) fprintf(f, "  the same to the last member's end (the group's transfer):\n");
+    for (int k = 0; k < r->nkinds; k++)
+        if (r->kinds[k].count_arrived)
+            fprintf(f, "    group-span %-14s %6d %12.6f %12.6f %+7.1f%%\n", r->kinds[k].name,
+                    r->kinds[k].count_arrived, r->kinds[k].meas_span, r->kinds[k].pred_span,
+                    pct(r->kinds[k].pred_span, r->kinds[k].meas_span));
     size_t used = r->nops - r->nzero;
     fprintf(f,
             "  per op: %zu matched (%zu with zero measured time left out), |pred-meas|/meas "
@@ -520,6 +537,10 @@ static int write_json(const char *path, const cmp_result *r, char err[EP_ERRLEN]
             json_num(f, "measured_s", r->kinds[k].meas_arrived, 1);
             json_num(f, "predicted_s", r->kinds[k].pred_arrived, 1);
             json_num(f, "error_pct", pct(r->kinds[k].pred_arrived, r->kinds[k].meas_arrived), 0);
+            fputs("},\"group_span\":{", f);
+            json_num(f, "measured_s", r->kinds[k].meas_span, 1);
+            json_num(f, "predicted_s", r->kinds[k].pred_span, 1);
+            json_num(f, "error_pct", pct(r->kinds[k].pred_span, r->kinds[k].meas_span), 0);
             fputc('}', f);
         }
         fputc('}', f);
