@@ -53,6 +53,7 @@ typedef struct {
     const char *name, *kind;
     double meas, pred, rel;
     double meas_start, pred_start; /* seconds from each trace's earliest start */
+    double meas_arrived, pred_arrived; /* EP exchanges from the last member's start; NAN else */
 } cmp_op;
 
 static int fail2(const char *msg) {
@@ -412,6 +413,7 @@ static int match(const cmp_trace *m, const cmp_trace *p, const ep_config *layout
     size_t nrel = 0, nrel_arrived = 0;
     for (size_t k = 0; k < m->n; k++) {
         const cmp_ev *a = &m->ev[k], *b = &p->ev[k];
+        r->ops[r->nops].meas_arrived = r->ops[r->nops].pred_arrived = NAN;
         cmp_kind *kd = kind_of(r, a->kind);
         if (kd) {
             kd->meas += a->dur_us * 1e-6;
@@ -429,6 +431,8 @@ static int match(const cmp_trace *m, const cmp_trace *p, const ep_config *layout
                 kd->pred_arrived += pa;
                 kd->meas_span += ms;
                 kd->pred_span += ps;
+                r->ops[r->nops].meas_arrived = ma;
+                r->ops[r->nops].pred_arrived = pa;
                 kd->count_arrived++;
             }
             if (ma > 0) rel_arrived[nrel_arrived++] = fabs(pa - ma) / ma;
@@ -586,14 +590,18 @@ static int write_csv(const char *path, const cmp_result *r, char err[EP_ERRLEN])
         free(ops);
         return -1;
     }
-    fputs("rank,name,kind,measured_start_s,measured_s,predicted_start_s,predicted_s,error_pct\n",
+    fputs("rank,name,kind,measured_start_s,measured_s,predicted_start_s,predicted_s,error_pct,"
+          "measured_after_arrival_s,predicted_after_arrival_s\n",
           o.f);
     for (size_t k = 0; k < r->nops; k++) {
         const cmp_op *op = &ops[k];
         fprintf(o.f, "%d,%s,%s,%.9f,%.9f,%.9f,%.9f,", op->rank, op->name, op->kind, op->meas_start,
                 op->meas, op->pred_start, op->pred);
         if (op->meas > 0) fprintf(o.f, "%.3f", pct(op->pred, op->meas));
-        fputc('\n', o.f);
+        if (isfinite(op->meas_arrived))
+            fprintf(o.f, ",%.9f,%.9f\n", op->meas_arrived, op->pred_arrived);
+        else
+            fputs(",,\n", o.f);
     }
     free(ops);
     return ep_outfile_commit(&o, err);
