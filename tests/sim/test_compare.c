@@ -136,6 +136,26 @@ static void test_csv_rows(void) {
     CU_ASSERT_EQUAL(rows, n); /* every op of the self trace has a measured duration > 0 */
     CU_ASSERT_EQUAL(unsorted, 0);
     CU_ASSERT_EQUAL(nonzero, 0);
+    /* the after-arrival columns: filled for the EP exchanges (EP 2 here), empty for the rest */
+    long filled = 0, exch = 0, stray = 0;
+    for (char *line = strchr(text, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        char *end = strchr(line + 1, '\n'), kind[64] = "";
+        if (end) *end = 0;
+        sscanf(line + 1, "%*d,%*[^,],%63[^,]", kind);
+        const char *last2 = strrchr(line + 1, ','), *f = last2;
+        while (f > line + 1 && f[-1] != ',')
+            f--; /* start of measured_after_arrival_s */
+        int is_exch = !strcmp(kind, "a2a_dispatch") || !strcmp(kind, "a2a_combine") ||
+                      !strcmp(kind, "alltoall");
+        int has = last2 && f[0] != ',' && last2[1] != 0;
+        exch += is_exch;
+        filled += is_exch && has;
+        stray += !is_exch && has;
+        if (end) *end = '\n';
+    }
+    CU_ASSERT(exch > 0);
+    CU_ASSERT_EQUAL(filled, exch);
+    CU_ASSERT_EQUAL(stray, 0);
     free(text);
     remove(js);
     remove(csv);
