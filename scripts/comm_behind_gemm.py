@@ -14,22 +14,14 @@ Usage: python3 scripts/comm_behind_gemm.py KINDS TRACE [TRACE ...]
   KINDS: comma-separated compute kinds (gemm, grouped_gemm, attention); TRACE: .trace.json[.xz]
 """
 import argparse
-import json
 import re
 import statistics
-import subprocess
 
-
-def load(path):
-    if path.endswith(".xz"):
-        return json.loads(subprocess.run(["xz", "-dc", path], check=True,
-                                         capture_output=True).stdout)
-    with open(path) as f:
-        return json.load(f)
+from jsonfile import load_json
 
 
 def cases(path, kinds):
-    evs = [e for e in load(path)["traceEvents"] if e.get("ph") == "X"]
+    evs = [e for e in load_json(path)["traceEvents"] if e.get("ph") == "X"]
     for pid in sorted({e["pid"] for e in evs}):
         ev = [e for e in evs if e["pid"] == pid]
         comp = [e for e in ev if e["tid"] == 0 and e["args"].get("kind") in kinds]

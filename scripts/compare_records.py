@@ -10,14 +10,9 @@ Usage: python3 scripts/compare_records.py A B [--min-us 20] [--split-us 0] [--so
 """
 import argparse
 import collections
-import json
-import lzma
 import statistics
 
-
-def load(path):
-    with (lzma.open if path.endswith(".xz") else open)(path, "rt") as f:
-        return json.load(f)[1:]  # after the meta record
+from jsonfile import load_records
 
 
 def key(r):
@@ -35,11 +30,11 @@ def main():
     ap.add_argument("--source", choices=("grid", "model"), help="only records of this source")
     args = ap.parse_args()
     a = {}
-    for r in load(args.a):
+    for r in load_records(args.a)[1]:
         if not args.source or r.get("source", "").startswith(args.source):
             a.setdefault(key(r), r["time_us"])
     groups = collections.defaultdict(list)
-    for r in load(args.b):
+    for r in load_records(args.b)[1]:
         t = a.get(key(r))
         if t is None or t < args.min_us or t <= 0:
             continue

@@ -9,18 +9,14 @@ efficiency, linear weights, 1 / efficiency, and efficiency over tile-and-wave qu
 summed-time error per phase (docs/validation.md, "Held out").
 usage: scripts/gemm_interp_check.py GRID_COMPUTE_JSON[.xz] HELDOUT_COMPUTE_JSON[.xz]
 """
-import json
-import lzma
 import math
 import statistics
 import sys
 
+from jsonfile import load_records
+
 SMS = 132
 GRID = [64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
-
-
-def load(path):
-    return json.load(lzma.open(path) if path.endswith(".xz") else open(path))[1:]
 
 
 def quantized(m, n, k, tm, tn, floor):
@@ -68,7 +64,7 @@ def main():
     if len(sys.argv) != 3:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
-    grid, held = load(sys.argv[1]), load(sys.argv[2])
+    grid, held = load_records(sys.argv[1])[1], load_records(sys.argv[2])[1]
     ident = (lambda e: e, lambda e: e)
     rules = {
         "efficiency (epsim)": dict(space="log", tiles=(0, 0, 0), to=ident[0], back=ident[1]),

@@ -14,13 +14,13 @@ usage: scripts/inrun_vs_isolated.py BUILD_DIR ISOLATED_COMPUTE_JSON RUN [RUN ...
 """
 import collections
 import csv
-import json
-import lzma
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+
+from jsonfile import load_records
 
 
 PROBE_EP = "2"  # configs/calib/heldout-probe.models: the held-out models at EP 2
@@ -44,8 +44,7 @@ def main(argv):
         print(__doc__.strip().splitlines()[-2], file=sys.stderr)
         return 2
     epsim = os.path.join(argv[1], "sim", "epsim")
-    with (lzma.open if argv[2].endswith(".xz") else open)(argv[2], "rt") as f:
-        records = json.load(f)[1:]
+    records = load_records(argv[2])[1]
     alone = {}
     for r in records:
         if r["kind"] in ("gemm", "grouped_gemm") and r["source"].startswith("model:"):

@@ -8,22 +8,11 @@ kernels"). Prints markdown tables.
       (second launch)
 """
 import argparse
-import json
-import lzma
 import math
 import os
 import statistics
 
-
-def load(path):
-    """A records file, or its xz-compressed copy (PATH.xz) where only that is committed."""
-    if not os.path.exists(path) and os.path.exists(path + ".xz"):
-        with lzma.open(path + ".xz", "rt") as f:
-            d = json.load(f)
-    else:
-        with open(path) as f:
-            d = json.load(f)
-    return d[0]["meta"], d[1:]
+from jsonfile import load_records
 
 
 def tfs(r):
@@ -252,10 +241,10 @@ def main():
     ap.add_argument("epref_compute")
     ap.add_argument("--peak", type=float, default=989e12)
     a = ap.parse_args()
-    tm, tr = load(os.path.join(a.torch_dir, "kernels.json"))
-    em, er = load(a.epref_compute)
+    tm, tr = load_records(os.path.join(a.torch_dir, "kernels.json"))
+    em, er = load_records(a.epref_compute)
     rp = os.path.join(a.torch_dir, "kernels_repeat.json")
-    rep = load(rp)[1] if os.path.exists(rp) else []
+    rep = load_records(rp)[1] if os.path.exists(rp) else []
     print(f"torch: {tm['gpu']}, torch {tm['torch']}, cuDNN {tm['cudnn']}, {tm['date']}, "
           f"{len(tr)} records; epref: {em['gpu']}, {em['date']}, {em['git_revision']}")
     attention(tr, er, a.peak)
