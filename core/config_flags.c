@@ -258,6 +258,11 @@ static const ep_flag k_flags[] = {
        "alltoall dispatcher: one row per token and destination rank, shared by its experts "
        "(Megatron-LM sends one per chosen expert; the validation runs measured before "
        "2026-11-27 ran this)"),
+    PB("legacy-dispatch-order", legacy_dispatch_order, "0", GE,
+       "the order epref ran before 2026-11-29: with EP overlap the forward dispatch issued before "
+       "the backward MLP, and the alltoall dispatcher's split-size host sync at the end of "
+       "pre_dispatch (Megatron-LM, and the default: after the backward MLP, at the start of the "
+       "dispatch; the validation runs measured before then carry it)"),
     FB("moe-grouped-gemm", moe_grouped_gemm, "0", GE,
        "experts' GEMMs as one grouped call (Transformer Engine); off: Megatron's SequentialMLP, "
        "one module call per expert (its host time per expert: expert_call_s)"),

@@ -9,8 +9,17 @@ static void preprocess(gen *g, const moe_rows *r) {
     if (!c->moe_pad_expert_input_to_capacity) { /* padded: every split size is known */
         double per_rank = (double)c->num_experts / g->rb->ep_size;
         gen_coll(g, "count_a2a", EP_OP_ALLTOALL, g->rb->g_ep, per_rank * 8.0)->fwd_only = 1;
-        gen_host_sync(g, "count_sync");
+        if (c->legacy_dispatch_order) gen_host_sync(g, "count_sync");
     }
+}
+
+/* Megatron reads the split sizes on the host at the start of token_dispatch ("before_ep_alltoall"),
+ * in the dispatch node: with EP overlap the backward MLP of the other microbatch is already queued
+ */
+static void dispatch(gen *g, const moe_rows *r) {
+    if (!g->cfg->moe_pad_expert_input_to_capacity && !g->cfg->legacy_dispatch_order)
+        gen_host_sync(g, "count_sync");
+    gen_dispatch_a2a(g, r);
 }
 
 static void permute(gen *g, const moe_rows *r) {
@@ -27,8 +36,8 @@ static void combine(gen *g, const moe_rows *r) {
 }
 
 const ep_dispatcher ep_disp_alltoall = {.pair_rows = 1,
-                                      .preprocess = preprocess,
-                                      .dispatch = gen_dispatch_a2a,
-                                      .permute = permute,
-                                      .unpermute = unpermute,
-                                      .combine = combine};
+                                        .preprocess = preprocess,
+                                        .dispatch = dispatch,
+                                        .permute = permute,
+                                        .unpermute = unpermute,
+                                        .combine = combine};

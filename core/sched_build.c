@@ -126,23 +126,28 @@ static int layer_step(ep_rank_builder *rb, const ep_step *st, int f, int b, int 
         NODE(cb, b, bm, bc, EP_NODE_MTP, EP_PHASE_BWD, 0);
         NODE(cb, b, bm, bc, EP_NODE_COMBINE, EP_PHASE_BWD, 0);
     }
+    /* --legacy-dispatch-order: the forward dispatch before the backward MLP, the forward MTP
+     * before the backward pre_dispatch (epref before 2026-11-29) */
+    int legacy = rb->cfg->legacy_dispatch_order;
     if (f >= 0) {
         if (ep_dp_before_fwd(rb, cf, f, fm, fc) != 0) return -1;
         NODE(cf, f, fm, fc, EP_NODE_PRE_DISPATCH, EP_PHASE_FWD, 0);
-        NODE(cf, f, fm, fc, EP_NODE_DISPATCH, EP_PHASE_FWD, 0);
+        if (legacy) NODE(cf, f, fm, fc, EP_NODE_DISPATCH, EP_PHASE_FWD, 0);
     }
+    if (b >= 0) NODE(cb, b, bm, bc, EP_NODE_MLP, EP_PHASE_BWD, delay);
+    if (f >= 0 && !legacy) NODE(cf, f, fm, fc, EP_NODE_DISPATCH, EP_PHASE_FWD, 0);
     if (b >= 0) {
-        NODE(cb, b, bm, bc, EP_NODE_MLP, EP_PHASE_BWD, delay);
         if (delay && ep_layer_emit_dw(rb, b, bm, bc, EP_NODE_MLP) != 0) return -1;
         NODE(cb, b, bm, bc, EP_NODE_DISPATCH, EP_PHASE_BWD, 0);
     }
     if (f >= 0) {
         NODE(cf, f, fm, fc, EP_NODE_MLP, EP_PHASE_FWD, 0);
         NODE(cf, f, fm, fc, EP_NODE_COMBINE, EP_PHASE_FWD, 0);
-        NODE(cf, f, fm, fc, EP_NODE_MTP, EP_PHASE_FWD, 0);
+        if (legacy) NODE(cf, f, fm, fc, EP_NODE_MTP, EP_PHASE_FWD, 0);
     }
+    if (b >= 0) NODE(cb, b, bm, bc, EP_NODE_PRE_DISPATCH, EP_PHASE_BWD, delay);
+    if (f >= 0 && !legacy) NODE(cf, f, fm, fc, EP_NODE_MTP, EP_PHASE_FWD, 0);
     if (b >= 0) {
-        NODE(cb, b, bm, bc, EP_NODE_PRE_DISPATCH, EP_PHASE_BWD, delay);
         if (delay && last_in_bwd) { /* overlaps the pipeline send instead (after the exchange) */
             *defer = (deferred_dw){b, bm, bc};
             return 0;

@@ -48,21 +48,23 @@ static const char *const k_expected_delayed[] = {
     /* forward of microbatch 0 alone */
     "f0.emb", "f0.L0.pre_dispatch", "f0.L0.dispatch", "f0.L0.mlp", "f0.L0.combine",
     "f0.L1.pre_dispatch", "f0.L1.dispatch", "f0.L1.mlp", "f0.L1.combine", "f0.out",
-    /* forward 1 with backward 0: f layer 0 pairs with b layer 1 */
-    "f1.emb", "b0.out", "b0.L1.combine",        /* overlaps f.pre_dispatch */
-    "f1.L0.pre_dispatch", "f1.L0.dispatch",     /* overlaps b.mlp + its backward_dw */
-    "b0.L1.mlp", "w0.L1.mlp", "b0.L1.dispatch", /* overlaps f.mlp */
-    "f1.L0.mlp", "f1.L0.combine",               /* overlaps b.pre_dispatch */
+    /* forward 1 with backward 0: f layer 0 pairs with b layer 1; the host issues b.mlp before
+     * f.dispatch, whose host sync then finds the backward MLP queued (Megatron's
+     * TransformerLayerSchedulePlan.run) */
+    "f1.emb", "b0.out", "b0.L1.combine",             /* overlaps f.pre_dispatch */
+    "f1.L0.pre_dispatch", "b0.L1.mlp",               /* b.mlp overlaps f.dispatch */
+    "f1.L0.dispatch", "w0.L1.mlp", "b0.L1.dispatch", /* b.dispatch overlaps f.mlp */
+    "f1.L0.mlp", "f1.L0.combine",                    /* overlaps b.pre_dispatch */
     "b0.L1.pre_dispatch", "w0.L1.pre_dispatch",
     /* f layer 1 pairs with b layer 0, the last layer of the backward: its pre_dispatch
      * backward_dw waits until after the embedding backward (where the PP send would be) */
-    "b0.L0.combine", "f1.L1.pre_dispatch", "f1.L1.dispatch", "b0.L0.mlp", "w0.L0.mlp",
+    "b0.L0.combine", "f1.L1.pre_dispatch", "b0.L0.mlp", "f1.L1.dispatch", "w0.L0.mlp",
     "b0.L0.dispatch", "f1.L1.mlp", "f1.L1.combine", "b0.L0.pre_dispatch", "f1.out", "b0.emb",
     "w0.L0.pre_dispatch",
     /* forward 2 with backward 1 */
-    "f2.emb", "b1.out", "b1.L1.combine", "f2.L0.pre_dispatch", "f2.L0.dispatch", "b1.L1.mlp",
+    "f2.emb", "b1.out", "b1.L1.combine", "f2.L0.pre_dispatch", "b1.L1.mlp", "f2.L0.dispatch",
     "w1.L1.mlp", "b1.L1.dispatch", "f2.L0.mlp", "f2.L0.combine", "b1.L1.pre_dispatch",
-    "w1.L1.pre_dispatch", "b1.L0.combine", "f2.L1.pre_dispatch", "f2.L1.dispatch", "b1.L0.mlp",
+    "w1.L1.pre_dispatch", "b1.L0.combine", "f2.L1.pre_dispatch", "b1.L0.mlp", "f2.L1.dispatch",
     "w1.L0.mlp", "b1.L0.dispatch", "f2.L1.mlp", "f2.L1.combine", "b1.L0.pre_dispatch", "f2.out",
     "b1.emb", "w1.L0.pre_dispatch",
     /* backward of microbatch 2 alone */
@@ -103,6 +105,26 @@ static void test_order_without_delay(void) {
     ep_sched_free(&s);
 }
 
+/* --legacy-dispatch-order (the runs measured before 2026-11-29): the forward dispatch issued
+ * before the backward MLP, the alltoall split-size sync the last op of pre_dispatch */
+static void test_legacy_order(void) {
+    ep_sched s;
+    if (sched_build_flags(&s, OVERLAP_FLAGS " --legacy-dispatch-order") != 0) return;
+    char got[256][32];
+    int n = node_sequence(&s, 0, got, 256), disp = -1, mlp = -1;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(got[i], "f1.L0.dispatch") == 0) disp = i;
+        if (strcmp(got[i], "b0.L1.mlp") == 0) mlp = i;
+    }
+    CU_ASSERT(disp >= 0 && mlp >= 0 && disp + 1 == mlp);
+    const ep_rank_sched *r = &s.ranks[0];
+    int sync = sched_find(&s, 0, "mb1.c0.L0.count_sync.fwd");
+    CU_ASSERT_FATAL(sync >= 0);
+    CU_ASSERT_EQUAL(r->ops[sync].node, EP_NODE_PRE_DISPATCH);
+    CU_ASSERT_EQUAL(r->ops[sync].stream, EP_STREAM_COMP);
+    ep_sched_free(&s);
+}
+
 /* One event chain per microbatch: a layer op waits only for ops of its own microbatch. */
 static void test_one_chain_per_microbatch(void) {
     ep_sched s;
@@ -121,12 +143,17 @@ static void test_one_chain_per_microbatch(void) {
     }
     CU_ASSERT(waits > 0);
     CU_ASSERT_EQUAL(cross, 0);
-    /* dispatch of microbatch 1 waits for its own pre_dispatch only, so it overlaps b0's mlp */
+    /* the dispatch node of microbatch 1 (the host read of the split sizes, then the all-to-all,
+     * FIFO on the comm stream) waits for its own pre_dispatch only, so it overlaps b0's mlp */
     int disp = sched_find(&s, 0, "mb1.c0.L0.dispatch.fwd");
     int sync = sched_find(&s, 0, "mb1.c0.L0.count_sync.fwd");
-    CU_ASSERT_FATAL(disp >= 0 && sync >= 0);
-    CU_ASSERT_EQUAL(r->ops[disp].ndeps, 1);
-    CU_ASSERT_EQUAL(r->deps[r->ops[disp].deps_off], sync);
+    CU_ASSERT_FATAL(disp >= 0 && sync >= 0 && sync < disp);
+    CU_ASSERT_EQUAL(r->ops[sync].stream, EP_STREAM_COMM);
+    CU_ASSERT_EQUAL(r->ops[disp].ndeps, 0);
+    CU_ASSERT_EQUAL_FATAL(r->ops[sync].ndeps, 1);
+    const ep_op *tail = &r->ops[r->deps[r->ops[sync].deps_off]];
+    CU_ASSERT_EQUAL(tail->mb, 1);
+    CU_ASSERT_EQUAL(tail->node, EP_NODE_PRE_DISPATCH);
     ep_sched_free(&s);
 }
 
@@ -195,6 +222,8 @@ void ep_suite_sched_overlap(void) {
                 test_order_delayed_wgrad);
     CU_add_test(s, "combined 1F1B order without delayed wgrad", test_order_without_delay);
     CU_add_test(s, "one event chain per microbatch", test_one_chain_per_microbatch);
+    CU_add_test(s, "--legacy-dispatch-order: the order of the runs measured before",
+                test_legacy_order);
     CU_add_test(s, "without overlap nothing overlaps", test_sequential_without_overlap);
     CU_add_test(s, "dense layers: empty dispatch/combine nodes", test_dense_layer_empty_nodes);
 }
