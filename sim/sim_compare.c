@@ -39,8 +39,8 @@ typedef struct {
     const char *name;
     double meas, pred; /* seconds, summed over ranks */
     int count;
-    /* token all-to-alls timed from the last EP member's start (ARRIVAL_KINDS): the transfer
-     * without the wait for a late peer, which a rank's own op cannot model */
+    /* the EP exchanges (ARRIVAL_KINDS) timed from the last EP member's start: the transfer
+     * without the wait for a late peer, which depends on the other ranks, not on the transfer */
     double meas_arrived, pred_arrived;
     /* the same ops from the last member's start to the last member's end: the group's transfer,
      * whichever rank finishes its own part first */
@@ -410,6 +410,12 @@ static int match(const cmp_trace *m, const cmp_trace *p, const ep_config *layout
     }
     int world = layout ? layout->world_size : 0;
     int *members = world > 0 ? calloc((size_t)world, sizeof *members) : NULL;
+    if (world > 0 && !members) {
+        free(rel);
+        free(rel_arrived);
+        snprintf(err, EP_ERRLEN, "out of memory");
+        return -1;
+    }
     size_t nrel = 0, nrel_arrived = 0;
     for (size_t k = 0; k < m->n; k++) {
         const cmp_ev *a = &m->ev[k], *b = &p->ev[k];
