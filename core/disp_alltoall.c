@@ -3,21 +3,29 @@
  * all-to-all, sort_chunks / unsort_chunks to and from expert order (docs/schedule.md, "Layers"). */
 #include "sched_gen.h"
 
+/* Where the host reads the split sizes: Megatron syncs at the earliest point that needs them -
+ * "before_permutation_1" (the end of pre_dispatch) when the output size is dynamic (token drops,
+ * router padding for quantization), else "before_ep_alltoall" (the start of the dispatch);
+ * --legacy-dispatch-order: always the end of pre_dispatch */
+static int sync_in_preprocess(const ep_config *c) {
+    return c->legacy_dispatch_order || c->moe_expert_capacity_factor > 0 ||
+           c->moe_router_padding_for_quantization;
+}
+
 static void preprocess(gen *g, const moe_rows *r) {
     const ep_config *c = g->cfg;
     gen_mem(g, "permute", EP_OP_PERMUTE, (g->t + r->send) * g->R);
     if (!c->moe_pad_expert_input_to_capacity) { /* padded: every split size is known */
         double per_rank = (double)c->num_experts / g->rb->ep_size;
         gen_coll(g, "count_a2a", EP_OP_ALLTOALL, g->rb->g_ep, per_rank * 8.0)->fwd_only = 1;
-        if (c->legacy_dispatch_order) gen_host_sync(g, "count_sync");
+        if (sync_in_preprocess(c)) gen_host_sync(g, "count_sync");
     }
 }
 
-/* Megatron reads the split sizes on the host at the start of token_dispatch ("before_ep_alltoall"),
- * in the dispatch node: with EP overlap the backward MLP of the other microbatch is already queued
- */
+/* otherwise at the start of token_dispatch, in the dispatch node: with EP overlap the backward
+ * MLP of the other microbatch is already queued */
 static void dispatch(gen *g, const moe_rows *r) {
-    if (!g->cfg->moe_pad_expert_input_to_capacity && !g->cfg->legacy_dispatch_order)
+    if (!g->cfg->moe_pad_expert_input_to_capacity && !sync_in_preprocess(g->cfg))
         gen_host_sync(g, "count_sync");
     gen_dispatch_a2a(g, r);
 }

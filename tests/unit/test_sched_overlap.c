@@ -125,6 +125,28 @@ static void test_legacy_order(void) {
     ep_sched_free(&s);
 }
 
+/* Where the alltoall dispatcher reads its split sizes: the start of the dispatch when the output
+ * size is static (dropless), the end of pre_dispatch when it is not (token drops), as Megatron's
+ * cuda_sync_point picks the earliest point that needs them */
+static void test_split_sync_node(void) {
+    static const struct {
+        const char *flags;
+        ep_node node;
+    } cases[] = {{"", EP_NODE_DISPATCH},
+                 {" --moe-expert-capacity-factor 1", EP_NODE_PRE_DISPATCH},
+                 {" --legacy-dispatch-order", EP_NODE_PRE_DISPATCH}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char flags[512];
+        snprintf(flags, sizeof flags, "%s%s", OVERLAP_FLAGS, cases[i].flags);
+        ep_sched s;
+        if (sched_build_flags(&s, flags) != 0) return;
+        int sync = sched_find(&s, 0, "mb1.c0.L0.count_sync.fwd");
+        CU_ASSERT_FATAL(sync >= 0);
+        CU_ASSERT_EQUAL(s.ranks[0].ops[sync].node, cases[i].node);
+        ep_sched_free(&s);
+    }
+}
+
 /* One event chain per microbatch: a layer op waits only for ops of its own microbatch. */
 static void test_one_chain_per_microbatch(void) {
     ep_sched s;
@@ -224,6 +246,8 @@ void ep_suite_sched_overlap(void) {
     CU_add_test(s, "one event chain per microbatch", test_one_chain_per_microbatch);
     CU_add_test(s, "--legacy-dispatch-order: the order of the runs measured before",
                 test_legacy_order);
+    CU_add_test(s, "the split-size sync: dispatch when dropless, pre_dispatch with drops",
+                test_split_sync_node);
     CU_add_test(s, "without overlap nothing overlaps", test_sequential_without_overlap);
     CU_add_test(s, "dense layers: empty dispatch/combine nodes", test_dense_layer_empty_nodes);
 }
