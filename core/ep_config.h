@@ -199,8 +199,7 @@ typedef struct {
     ep_drop_policy moe_token_drop_policy;    /* --moe-token-drop-policy probs|position */
     int moe_permute_fusion;                  /* --moe-permute-fusion */
     int moe_alltoall_per_rank; /* project --moe-alltoall-per-rank: one row per destination rank */
-    int legacy_dispatch_order; /* project --legacy-dispatch-order: epref's order before 2026-11-29
-                                */
+    int legacy_dispatch_order; /* project --legacy-dispatch-order (epref before 2026-11-29) */
     int moe_grouped_gemm;                    /* --moe-grouped-gemm (off: SequentialMLP) */
     int moe_hybridep_permute_fusion;         /* --moe-hybridep-fuse-permute (PR 4073) */
     int moe_hybridep_num_blocks_permute;     /* --moe-hybridep-num-blocks-permute (extra SMs) */
