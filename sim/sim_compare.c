@@ -140,20 +140,10 @@ static int trace_load(cmp_trace *t, const char *path, char err[EP_ERRLEN]) {
     return 0;
 }
 
-/* iteration_time_s of a summary JSON; NAN when the file or the member is missing. */
-static double summary_iteration(const char *path) {
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root) return NAN;
-    json_t *v = json_object_get(root, "iteration_time_s");
-    double d = json_is_number(v) ? json_number_value(v) : NAN;
-    json_decref(root);
-    return d;
-}
-
-/* The parallel layout the simulation resolved (the summary's "config"), enough for
- * ep_group_members; -1 when the file or a member is missing. */
-static int summary_layout(const char *path, ep_config *cfg) {
+/* iteration_time_s of a summary JSON (NAN when the file or the member is missing) and, with
+ * layout, the parallel layout the simulation resolved (its "config"), enough for
+ * ep_group_members: *have_layout 0 when a member is missing. One read of the file. */
+static double summary_read(const char *path, ep_config *layout, int *have_layout) {
     static const struct {
         const char *key;
         size_t off;
@@ -168,21 +158,25 @@ static int summary_layout(const char *path, ep_config *cfg) {
          offsetof(ep_config, num_distributed_optimizer_instances)},
         {"world_size", offsetof(ep_config, world_size)},
     };
+    if (have_layout) *have_layout = 0;
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
-    if (!root) return -1;
-    json_t *c = json_object_get(root, "config");
-    int rc = 0;
-    ep_config_defaults(cfg);
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0] && rc == 0; i++) {
-        json_t *v = c ? json_object_get(c, fields[i].key) : NULL;
-        if (json_is_integer(v) && json_integer_value(v) > 0 && json_integer_value(v) < 1 << 20)
-            *(int *)((char *)cfg + fields[i].off) = (int)json_integer_value(v);
-        else
-            rc = -1;
+    if (!root) return NAN;
+    json_t *v = json_object_get(root, "iteration_time_s");
+    double d = json_is_number(v) ? json_number_value(v) : NAN;
+    if (layout) {
+        json_t *c = json_object_get(root, "config");
+        int ok = 1;
+        ep_config_defaults(layout);
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0] && ok; i++) {
+            json_t *f = c ? json_object_get(c, fields[i].key) : NULL;
+            ok = json_is_integer(f) && json_integer_value(f) > 0 && json_integer_value(f) < 1 << 20;
+            if (ok) *(int *)((char *)layout + fields[i].off) = (int)json_integer_value(f);
+        }
+        *have_layout = ok;
     }
     json_decref(root);
-    return rc;
+    return d;
 }
 
 static int file_readable(const char *p) {
@@ -687,9 +681,9 @@ int sim_compare_main(int argc, char **argv) {
         return rc;
     }
     rc = trace_load(&pred, ptrace, err) != 0 ? 1 : 0;
-    double it_pred = summary_iteration(psum);
     ep_config layout;
-    int have_layout = summary_layout(psum, &layout) == 0;
+    int have_layout;
+    double it_pred = summary_read(psum, &layout, &have_layout);
     remove(ptrace);
     remove(psum);
     if (rc != 0) {
@@ -703,7 +697,7 @@ int sim_compare_main(int argc, char **argv) {
     r.run = run;
     r.topo = topo;
     r.it_pred = isfinite(it_pred) ? it_pred : pred.span_us * 1e-6;
-    r.it_meas = summary_iteration(msum);
+    r.it_meas = summary_read(msum, NULL, NULL);
     r.it_source = "summary";
     if (!isfinite(r.it_meas)) {
         r.it_meas = meas.span_us * 1e-6;
