@@ -33,8 +33,9 @@ extra=""
 [ -n "${CALIB_GRID:-}" ] && extra="$extra error, grid only |"
 printf '| run | measured s | predicted s | error | op median | op p90 |'
 for k in $kinds; do printf ' %s |' "$k"; done
-for k in $arrived; do printf ' %s after arrival |' "$k"; done
-for k in $arrived; do printf ' %s group span |' "$k"; done
+for row in after-arrival group-span; do
+  for k in $arrived; do printf ' %s %s |' "$k" "$(printf '%s' "$row" | tr '-' ' ')"; done
+done
 printf '%s\n|---|---|---|---|---|---|' "$extra"
 for k in $kinds $arrived $arrived; do printf -- '---|'; done
 printf '%s\n' "$(printf '%s' "$extra" | sed 's/[^|]*|/---|/g')"
@@ -57,13 +58,11 @@ for args in "$runs"/*.args; do
     ke=$(printf '%s\n' "$out" | awk -v k="$k" '$1==k && NF==5 {print $5}')
     printf ' %s |' "${ke:--}"
   done
-  for k in $arrived; do
-    ke=$(printf '%s\n' "$out" | awk -v k="$k" '$1=="after-arrival" && $2==k {print $6}')
-    printf ' %s |' "${ke:--}"
-  done
-  for k in $arrived; do
-    ke=$(printf '%s\n' "$out" | awk -v k="$k" '$1=="group-span" && $2==k {print $6}')
-    printf ' %s |' "${ke:--}"
+  for row in after-arrival group-span; do
+    for k in $arrived; do
+      ke=$(printf '%s\n' "$out" | awk -v r="$row" -v k="$k" '$1==r && $2==k {print $6}')
+      printf ' %s |' "${ke:--}"
+    done
   done
   if [ -n "$reps" ]; then # launches, spread, the error against their median
     set -- $(awk -F, -v r="$(basename "$run")" -v p="$pred" '$1==r && $3!="" {v[++n]=$3}
