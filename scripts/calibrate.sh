@@ -32,11 +32,17 @@ x2_rest="traces/h200/torch:power.json $x2_nvl traces/h200x2/calib traces/h200x2/
   --out "$out"/h200x2.json
 # the same from the grid alone: no model's shapes (docs/validation.md, "Held out")
 "$epsim" calibrate $x2_cool $x2_rest --grid-only --topo h200x2 --out "$out"/h200x2-grid.json
-# one H200 (`nvidia-h200`): the one-GPU validation runs of traces/h200/runs were made on that
-# machine, so they are compared with its compute and host costs (CALIB=traces/calib/h200.json);
-# NCCL and interference of the two-GPU machine fill what one GPU cannot measure
-"$epsim" calibrate traces/h200/calib $x2_nvl traces/h200x2/calib traces/h200x2/bench \
-  --topo h200x2 --out "$out"/h200.json
+# one H200 (`nvidia-h200`): the one-GPU runs of traces/h200/runs and traces/h200/heldout were made
+# on that machine, so they are compared with its compute and host costs
+# (CALIB=traces/calib/h200.json), taken as for the 2 x H200 file: the shape grid and the one-GPU
+# validation models' shapes timed cold on it (2026-11-29, scripts/gpu_x1_cool.sh), the power cap
+# of the same GPU, the host costs of traces/h200/calib; NCCL and interference of the two-GPU
+# machine fill what one GPU cannot measure
+x1_cool=traces/h200/grid-cool-20261129
+"$epsim" calibrate $x1_cool traces/h200/torch:power.json traces/h200/calib $x2_nvl \
+  traces/h200x2/calib traces/h200x2/bench \
+  --model-shapes traces/h200/models-cool-20261129/compute.json.xz --topo h200x2 \
+  --out "$out"/h200.json
 # the same with the compute of the Megatron software stack (traces/h200/torch: torch 2.11, cuDNN
 # 9.19 SDPA, torch._grouped_mm, cuBLAS via torch.matmul, FP8 _scaled_mm; 4 x H200, 2026-11-26)
 "$epsim" calibrate traces/h200/torch:kernels.json traces/h200/calib traces/h200x4/torch:host_torch.json \

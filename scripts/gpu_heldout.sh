@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # gpu_heldout.sh: the held-out runs of issue 24 (models whose shapes no calibration input has), in
 # one device call:
-#   OUT=dir BIN_DIR=dir RUNSET=heldout2|heldout4 NPROC=2|4 [REPEAT=3] bash scripts/gpu_heldout.sh
+#   OUT=dir BIN_DIR=dir RUNSET=heldout1|heldout2|heldout4|h200x1 NPROC=1|2|4 [REPEAT=3] bash scripts/gpu_heldout.sh
 # Every run is launched REPEAT times (separate launches, round after round) for the run-to-run
 # spread (scripts/gpu_runs.sh). Writes $OUT/heldout.tgz after the runs: runs/ (unpack into
 # traces/<machine>/heldout) and machine.txt.
 set -u -o pipefail
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-$PWD/out}
-W=/tmp/heldout
+W=/tmp/heldout-${RUNSET:-h200x2}
 mkdir -p "$W/runs" "$OUT"
 . scripts/gpu_epref.sh
 epref_binary "$W"

@@ -194,6 +194,22 @@ if [ "${RUNSET:-h200x2}" = heldout4 ]; then
   )
 fi
 
+# RUNSET=heldout1 (NPROC=1): the held-out families on one GPU (EP 1, nothing to exchange), for
+# the one-H200 calibration (traces/calib/h200.json: the shape grid and the one-GPU validation
+# models' shapes, none of these). epref holds no model state, so every family fits one GPU.
+if [ "${RUNSET:-h200x2}" = heldout1 ]; then
+  X1='--expert-model-parallel-size 1 --world-size 1'
+  RUNS=(
+    "x1_qw_alltoall|$QW $X1 --global-batch-size 4 $A2A"
+    "x1_qw_alltoall_rcsel|$QW $X1 --global-batch-size 4 $A2A --recompute-granularity selective --recompute-modules core_attn moe_act layernorm"
+    "x1_wd_alltoall|$WD $X1 --global-batch-size 4 $A2A"
+    "x1_wd_alltoall_sharedov|$WD $X1 --global-batch-size 4 $A2A --moe-shared-expert-overlap"
+    "x1_nr_alltoall|$NR $X1 --global-batch-size 2 $A2A"
+    "x1_ml_alltoall|$ML $X1 --global-batch-size 4 $A2A"
+    "x1_hy_alltoall|$HY2 $X1 --global-batch-size 4 $A2A"
+  )
+fi
+
 if [ "$LIST" = "--list" ]; then
   for r in "${RUNS[@]}"; do printf '%s\t%s\n' "${r%%|*}" "$(echo ${r#*|})"; done
   exit 0
