@@ -16,10 +16,12 @@ the second half: how the cap's slowdown falls with the share of time compute-bou
 With --recovery, the large GEMM back to back for 1.5 s, then an idle gap of 5-200 ms, then three
 GEMMs timed one by one: how fast the clock comes back (pipeline bubbles, waits).
 With --gemms MxNxK,..., bf16 GEMMs of those shapes join the table (gemm_MxNxK): how far a GEMM's
-size and efficiency set the power it draws back to back.
+size and efficiency set the power it draws back to back. With --bmms ExRxHxF,..., batched expert
+GEMMs (E experts of R rows each, [R x H] x [H x F], one torch.bmm) join it (bmm_ExRxHxF): the
+grouped GEMMs of few rows per expert, whose tensor cores wait on their weights.
 Prints one JSON object; usage:
   sustained_clock.py [--seconds S] [--rounds R] [--mix] [--recovery] [--only REGEX]
-                     [--gemms MxNxK,...] > out.json
+                     [--gemms MxNxK,...] [--bmms ExRxHxF,...] > out.json
 """
 import argparse, json, re, statistics, subprocess, sys, threading, time
 
@@ -34,9 +36,18 @@ def gemm_op(dev, m, n, k, g):
             "gemm")
 
 
-def ops(dev, gemms=()):
+def bmm_op(dev, e, r, h, f, g):
+    """E batched expert GEMMs [r x h] x [h x f] in bf16, as ops() lists them."""
+    x = torch.randn(e, r, h, device=dev, dtype=torch.bfloat16, generator=g)
+    w = torch.randn(e, h, f, device=dev, dtype=torch.bfloat16, generator=g)
+    return (f"bmm_{e}x{r}x{h}x{f}", lambda: torch.bmm(x, w), 2 * e * r * h * f,
+            e * (r * h + h * f + r * f) * 2, "grouped_gemm")
+
+
+def ops(dev, gemms=(), bmms=()):
     """(name, fn, flops, bytes, class): class is the epsim op kind whose power the op stands for.
-    gemms: extra bf16 GEMM shapes (m, n, k), named gemm_MxNxK."""
+    gemms: extra bf16 GEMM shapes (m, n, k), named gemm_MxNxK; bmms: batched expert GEMMs
+    (e, r, h, f), named bmm_ExRxHxF."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     g = torch.Generator(device=dev).manual_seed(1)
@@ -67,7 +78,8 @@ def ops(dev, gemms=()):
 
     src = torch.empty(1 << 30, device=dev, dtype=torch.uint8)
     dst = torch.empty_like(src)
-    return [gemm_op(dev, m, n, k, g) for m, n, k in gemms] + [
+    return [gemm_op(dev, m, n, k, g) for m, n, k in gemms] + \
+        [bmm_op(dev, e, r, h, f, g) for e, r, h, f in bmms] + [
         ("gemm_8192", lambda: torch.mm(a, b), 2 * 8192 ** 3, 3 * 8192 * 8192 * 2, "gemm"),
         ("gemm_4096", lambda: torch.mm(a4, b4), 2 * 4096 ** 3, 3 * 4096 * 4096 * 2, "gemm"),
         ("fp8_gemm_8192", lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one,
@@ -137,13 +149,16 @@ def main():
     p.add_argument("--only", default=None, help="regex of op names to time")
     p.add_argument("--gemms", default="",
                    help="extra bf16 GEMM shapes MxNxK,... (how a GEMM's size sets its power draw)")
+    p.add_argument("--bmms", default="",
+                   help="batched expert GEMMs ExRxHxF,... (E experts of R rows, H -> F)")
     args = p.parse_args()
     gemms = [tuple(int(v) for v in x.split("x")) for x in args.gemms.split(",") if x]
+    bmms = [tuple(int(v) for v in x.split("x")) for x in args.bmms.split(",") if x]
     dev = torch.device("cuda")
     res = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "seconds": args.seconds, "rounds": args.rounds, "ops": []}
     table = {}
-    for name, fn, flops, bytes_, cls in ops(dev, gemms):
+    for name, fn, flops, bytes_, cls in ops(dev, gemms, bmms):
         if args.only and not re.search(args.only, name) and not name.startswith("copy"):
             continue
         try:
