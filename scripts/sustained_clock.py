@@ -18,10 +18,12 @@ GEMMs timed one by one: how fast the clock comes back (pipeline bubbles, waits).
 With --gemms MxNxK,..., bf16 GEMMs of those shapes join the table (gemm_MxNxK): how far a GEMM's
 size and efficiency set the power it draws back to back. With --bmms ExRxHxF,..., batched expert
 GEMMs (E experts of R rows each, [R x H] x [H x F], one torch.bmm) join it (bmm_ExRxHxF): the
-grouped GEMMs of few rows per expert, whose tensor cores wait on their weights.
+grouped GEMMs of few rows per expert, whose tensor cores wait on their weights. With --loops
+ExRxHxF,..., the same as one torch.mm per expert issued in turn (loop_ExRxHxF): how epref's
+grouped GEMM runs (one cuBLAS call per expert).
 Prints one JSON object; usage:
   sustained_clock.py [--seconds S] [--rounds R] [--mix] [--recovery] [--only REGEX]
-                     [--gemms MxNxK,...] [--bmms ExRxHxF,...] > out.json
+                     [--gemms MxNxK,...] [--bmms ExRxHxF,...] [--loops ExRxHxF,...] > out.json
 """
 import argparse, json, re, statistics, subprocess, sys, threading, time
 
@@ -44,7 +46,20 @@ def bmm_op(dev, e, r, h, f, g):
             e * (r * h + h * f + r * f) * 2, "grouped_gemm")
 
 
-def ops(dev, gemms=(), bmms=()):
+def loop_op(dev, e, r, h, f, g):
+    """E expert GEMMs [r x h] x [h x f] in bf16, one torch.mm each, as ops() lists them."""
+    x = torch.randn(e, r, h, device=dev, dtype=torch.bfloat16, generator=g)
+    w = torch.randn(e, h, f, device=dev, dtype=torch.bfloat16, generator=g)
+    y = torch.empty(e, r, f, device=dev, dtype=torch.bfloat16)
+
+    def run():
+        for i in range(e):
+            torch.mm(x[i], w[i], out=y[i])
+    return (f"loop_{e}x{r}x{h}x{f}", run, 2 * e * r * h * f, e * (r * h + h * f + r * f) * 2,
+            "grouped_gemm")
+
+
+def ops(dev, gemms=(), bmms=(), loops=()):
     """(name, fn, flops, bytes, class): class is the epsim op kind whose power the op stands for.
     gemms: extra bf16 GEMM shapes (m, n, k), named gemm_MxNxK; bmms: batched expert GEMMs
     (e, r, h, f), named bmm_ExRxHxF."""
@@ -79,7 +94,8 @@ def ops(dev, gemms=(), bmms=()):
     src = torch.empty(1 << 30, device=dev, dtype=torch.uint8)
     dst = torch.empty_like(src)
     return [gemm_op(dev, m, n, k, g) for m, n, k in gemms] + \
-        [bmm_op(dev, e, r, h, f, g) for e, r, h, f in bmms] + [
+        [bmm_op(dev, e, r, h, f, g) for e, r, h, f in bmms] + \
+        [loop_op(dev, e, r, h, f, g) for e, r, h, f in loops] + [
         ("gemm_8192", lambda: torch.mm(a, b), 2 * 8192 ** 3, 3 * 8192 * 8192 * 2, "gemm"),
         ("gemm_4096", lambda: torch.mm(a4, b4), 2 * 4096 ** 3, 3 * 4096 * 4096 * 2, "gemm"),
         ("fp8_gemm_8192", lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one,
@@ -151,14 +167,17 @@ def main():
                    help="extra bf16 GEMM shapes MxNxK,... (how a GEMM's size sets its power draw)")
     p.add_argument("--bmms", default="",
                    help="batched expert GEMMs ExRxHxF,... (E experts of R rows, H -> F)")
+    p.add_argument("--loops", default="",
+                   help="the same as one torch.mm per expert, ExRxHxF,... (epref's grouped GEMM)")
     args = p.parse_args()
     gemms = [tuple(int(v) for v in x.split("x")) for x in args.gemms.split(",") if x]
     bmms = [tuple(int(v) for v in x.split("x")) for x in args.bmms.split(",") if x]
+    loops = [tuple(int(v) for v in x.split("x")) for x in args.loops.split(",") if x]
     dev = torch.device("cuda")
     res = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "seconds": args.seconds, "rounds": args.rounds, "ops": []}
     table = {}
-    for name, fn, flops, bytes_, cls in ops(dev, gemms, bmms):
+    for name, fn, flops, bytes_, cls in ops(dev, gemms, bmms, loops):
         if args.only and not re.search(args.only, name) and not name.startswith("copy"):
             continue
         try:
