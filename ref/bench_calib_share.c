@@ -47,15 +47,19 @@ void calib_host(bench *b, calib_list *out) {
     /* the same on the GPU, queued behind a long kernel: an op's duration between its events and
      * the gap from one op's end event to the next op's start event (what a trace shows); the
      * gap is measured after full-GPU memory kernels (64 MB, the size of an activation), the
-     * duration on tiny ones */
-    double odur[20 * 19], ogap[20 * 19];
-    int nd = 0, ng = 0;
-    for (int r = 0; r < 40; r++) {
-        int tiny = r % 2 == 0;
+     * duration on tiny ones, and on ops that run nothing between their events (the executor's
+     * host syncs and collectives of one member) */
+    enum { TINY, BIG, EMPTY };
+    double odur[20 * 19], ogap[20 * 19], oempty[20 * 19];
+    int nd = 0, ng = 0, ne = 0;
+    for (int r = 0; r < 60; r++) {
+        int mode = r % 3;
         CUDA_CHECK(exec_mem_rw(src, dst, big, 4.0 * big, st));
         for (int i = 0; i < 20; i++) {
             CUDA_CHECK(cudaEventRecord(ev[2 * i], st));
-            CUDA_CHECK(exec_mem_rw(src, dst, tiny ? 256 : big, tiny ? 256.0 : 64e6, st));
+            if (mode != EMPTY)
+                CUDA_CHECK(exec_mem_rw(src, dst, mode == TINY ? 256 : big,
+                                       mode == TINY ? 256.0 : 64e6, st));
             CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], st));
         }
         CUDA_CHECK(cudaEventSynchronize(ev[39]));
@@ -63,13 +67,15 @@ void calib_host(bench *b, calib_list *out) {
             float d, g;
             CUDA_CHECK(cudaEventElapsedTime(&d, ev[2 * i], ev[2 * i + 1]));
             CUDA_CHECK(cudaEventElapsedTime(&g, ev[2 * i - 1], ev[2 * i]));
-            if (tiny)
+            if (mode == TINY)
                 odur[nd++] = d * 1e3;
-            else
+            else if (mode == BIG)
                 ogap[ng++] = g * 1e3;
+            else
+                oempty[ne++] = d * 1e3;
         }
     }
-    double xd = ep_median(odur, nd), xg = ep_median(ogap, ng);
+    double xd = ep_median(odur, nd), xg = ep_median(ogap, ng), xe = ep_median(oempty, ne);
     for (int i = 0; i < 40; i++)
         CUDA_CHECK(cudaEventDestroy(ev[i]));
     /* GPU time per tiny kernel: queued behind a long one, so the GPU never waits for the host */
@@ -108,12 +114,13 @@ void calib_host(bench *b, calib_list *out) {
     }
     double nl = nn ? ep_median(nccl, nn) : 0;
     l = bench_mean(b, l), k = bench_mean(b, k), t = bench_mean(b, t), nl = bench_mean(b, nl);
-    x = bench_mean(b, x), xd = bench_mean(b, xd), xg = bench_mean(b, xg);
+    x = bench_mean(b, x), xd = bench_mean(b, xd), xg = bench_mean(b, xg), xe = bench_mean(b, xe);
     double sync = t - l - k > 0 ? t - l - k : 0;
     calib_add(out, "{\"what\":\"launch\",\"time_us\":%.3f}", l);
     calib_add(out, "{\"what\":\"exec_op\",\"time_us\":%.3f}", x);
     calib_add(out, "{\"what\":\"exec_op_gpu\",\"time_us\":%.3f}", xd);
     calib_add(out, "{\"what\":\"exec_gap\",\"time_us\":%.3f}", xg);
+    calib_add(out, "{\"what\":\"exec_empty_gpu\",\"time_us\":%.3f}", xe);
     calib_add(out, "{\"what\":\"kernel_overhead\",\"time_us\":%.3f}", k);
     calib_add(out, "{\"what\":\"sync_round_trip\",\"time_us\":%.3f}", t);
     calib_add(out, "{\"what\":\"host_sync\",\"time_us\":%.3f}", sync);

@@ -39,7 +39,7 @@ x2_rest="traces/h200/torch:power.json $x2_nvl traces/h200x2/calib traces/h200x2/
 # of the same GPU, the host costs of traces/h200/calib; NCCL and interference of the two-GPU
 # machine fill what one GPU cannot measure
 x1_cool=traces/h200/grid-cool-20261129
-"$epsim" calibrate $x1_cool traces/h200/torch:power.json traces/h200/calib $x2_nvl \
+"$epsim" calibrate $x1_cool traces/h200/torch:power.json traces/h200/calib traces/h200/host-20261129 $x2_nvl \
   traces/h200x2/calib traces/h200x2/bench \
   --model-shapes traces/h200/models-cool-20261129/compute.json.xz --topo h200x2 \
   --out "$out"/h200.json

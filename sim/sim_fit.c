@@ -599,7 +599,7 @@ static int fit_shapes(fit *x, double t0, int *nshape) {
 
 static void fit_host(fit *x) {
     json_t *r;
-    double exec_op = 0, exec_gpu = 0;
+    double exec_op = 0, exec_gpu = 0, exec_empty = 0;
     FOR_RECORDS(x, F_HOST, i, r) {
         const char *w = str(r, "what");
         double t = num(r, "time_us") * 1e-6;
@@ -611,9 +611,14 @@ static void fit_host(fit *x) {
         if (strcmp(w, "kernel_overhead") == 0) x->c.kernel_overhead_s = t;
         if (strcmp(w, "exec_gap") == 0) x->c.op_gap_s = t;
         if (strcmp(w, "exec_op_gpu") == 0) exec_gpu = t;
+        if (strcmp(w, "exec_empty_gpu") == 0) exec_empty = t;
     }
-    /* an op that runs nothing keeps what its two events add around a tiny kernel */
-    if (exec_gpu > x->c.kernel_overhead_s) x->c.op_event_s = exec_gpu - x->c.kernel_overhead_s;
+    /* an op that runs nothing: its two events with nothing between, where measured (since
+     * 2026-11-29), else what they add around a tiny kernel */
+    if (exec_empty > 0)
+        x->c.op_event_s = exec_empty;
+    else if (exec_gpu > x->c.kernel_overhead_s)
+        x->c.op_event_s = exec_gpu - x->c.kernel_overhead_s;
     /* the executor's two events per op, beyond the launch itself */
     if (exec_op > x->c.launch_s) x->c.op_overhead_s = exec_op - x->c.launch_s;
 }

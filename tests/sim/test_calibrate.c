@@ -902,6 +902,24 @@ static void test_fit_host_stack(void) {
     remove(out);
 }
 
+/* host.json: an op that runs nothing (a host sync, a collective of one member) costs its two
+ * events with nothing between where that is measured (exec_empty_gpu), else what the events add
+ * around a tiny kernel (exec_op_gpu - kernel_overhead). */
+static void test_fit_host_empty_op(void) {
+    static const char *const OLD = "[{\"meta\":{}},"
+                                   "{\"what\":\"exec_op_gpu\",\"time_us\":3.8},"
+                                   "{\"what\":\"kernel_overhead\",\"time_us\":1.9}]";
+    static const char *const NEW = "[{\"meta\":{}},"
+                                   "{\"what\":\"exec_op_gpu\",\"time_us\":3.8},"
+                                   "{\"what\":\"kernel_overhead\",\"time_us\":1.9},"
+                                   "{\"what\":\"exec_empty_gpu\",\"time_us\":1.25}]";
+    sim_calib c;
+    calibrate_one_file("host.json", OLD, &c);
+    CU_ASSERT_DOUBLE_EQUAL(c.op_event_s, 1.9e-6, 1e-12);
+    calibrate_one_file("host.json", NEW, &c);
+    CU_ASSERT_DOUBLE_EQUAL(c.op_event_s, 1.25e-6, 1e-12);
+}
+
 /* A power.json of one launch: ops alone, mixes with copies, recovery (test_fit_power,
  * test_fit_reads_xz). */
 static const char POWER_JSON[] =
@@ -1226,6 +1244,8 @@ void ep_suite_calibrate(void) {
     CU_add_test(s, "topologies name their calibration; --calib none", test_topology_calibration);
     CU_add_test(s, "an FP8 cast costs the host one launch", test_fp8_cast_host);
     CU_add_test(s, "power.json: duty table, attention weight and time constant", test_fit_power);
+    CU_add_test(s, "host.json: an op that runs nothing, measured or derived",
+                test_fit_host_empty_op);
     CU_add_test(s, "a raw file committed as FILE.xz is read", test_fit_reads_xz);
     CU_add_test(s, "host_megatron.json: a communication op's extra from two-GPU launches",
                 test_fit_comm_call);
