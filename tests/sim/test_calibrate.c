@@ -913,11 +913,13 @@ static void test_fit_host_empty_op(void) {
                                    "{\"what\":\"exec_op_gpu\",\"time_us\":3.8},"
                                    "{\"what\":\"kernel_overhead\",\"time_us\":1.9},"
                                    "{\"what\":\"exec_empty_gpu\",\"time_us\":1.25}]";
-    sim_calib c;
-    calibrate_one_file("host.json", OLD, &c);
-    CU_ASSERT_DOUBLE_EQUAL(c.op_event_s, 1.9e-6, 1e-12);
-    calibrate_one_file("host.json", NEW, &c);
-    CU_ASSERT_DOUBLE_EQUAL(c.op_event_s, 1.25e-6, 1e-12);
+    sim_calib derived, measured;
+    calibrate_one_file("host.json", OLD, &derived);
+    calibrate_one_file("host.json", NEW, &measured);
+    CU_ASSERT_DOUBLE_EQUAL(derived.op_event_s, 1.9e-6, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(measured.op_event_s, 1.25e-6, 1e-12);
+    sim_calib_free(&derived);
+    sim_calib_free(&measured);
 }
 
 /* A power.json of one launch: ops alone, mixes with copies, recovery (test_fit_power,
