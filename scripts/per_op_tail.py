@@ -5,7 +5,10 @@ Runs `epsim compare RUN --csv` on every run of the given folders and counts, per
 without microbatch, chunk and layer), how many of its instances miss by more than the threshold.
 With --after-arrival the EP exchanges (token all-to-alls, count / notify) are timed from the last
 EP member's start (the CSV's *_after_arrival_s columns): the wait for a late peer left out.
-usage: scripts/per_op_tail.py [--build build] [--over 12] [--top 20] [--after-arrival] DIR [DIR ...]
+With --calib FILE every run is compared with that calibration (as validate.sh's CALIB=FILE), e.g.
+traces/calib/h200.json for the one-H200 runs.
+usage: scripts/per_op_tail.py [--build build] [--calib FILE] [--over 12] [--top 20] [--after-arrival]
+                              DIR [DIR ...]
 """
 import argparse
 import collections
@@ -24,6 +27,7 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--over", type=float, default=12.0, help="|error| threshold, percent")
     ap.add_argument("--top", type=int, default=20)
+    ap.add_argument("--calib", help="calibration file (default: the run's topology's)")
     ap.add_argument("--after-arrival", action="store_true",
                     help="EP exchanges timed from the last member's start")
     a = ap.parse_args()
@@ -35,7 +39,8 @@ def main():
             for args in sorted(glob.glob(os.path.join(d, "*.args"))):
                 run = args[:-5]
                 out = os.path.join(tmp, "ops.csv")
-                subprocess.run([epsim, "compare", run, "--csv", out], check=True,
+                calib = ["--calib", a.calib] if a.calib else []
+                subprocess.run([epsim, "compare", run, "--csv", out] + calib, check=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 for r in csv.DictReader(open(out)):
                     name = re.sub(r"L\d+\.", "", re.sub(r"^mb\d+\.c\d+\.", "", r["name"]))
