@@ -35,7 +35,8 @@ x2_rest="traces/h200/torch:power.json $x2_nvl traces/h200x2/calib traces/h200x2/
 # one H200 (`nvidia-h200`): the one-GPU runs of traces/h200/runs and traces/h200/heldout were made
 # on that machine, so they are compared with its compute and host costs
 # (CALIB=traces/calib/h200.json), taken as for the 2 x H200 file: the shape grid and the one-GPU
-# validation models' shapes timed cold on it (2026-11-29, scripts/gpu_x1_cool.sh), the power cap
+# validation models' shapes timed cold on it (2026-11-29; scripts/gpu_calib.sh h200x1 1 with
+# PARTS=compute and --iters 5 --warmup 2 --l2-flush 256 times both), the power cap
 # of the same GPU, the host costs of traces/h200/calib; NCCL and interference of the two-GPU
 # machine fill what one GPU cannot measure
 x1_cool=traces/h200/grid-cool-20261129
