@@ -38,31 +38,26 @@ def gemm_op(dev, m, n, k, g):
             "gemm")
 
 
-def bmm_op(dev, e, r, h, f, g):
-    """E batched expert GEMMs [r x h] x [h x f] in bf16, as ops() lists them."""
+def expert_op(dev, e, r, h, f, g, loop):
+    """E expert GEMMs [r x h] x [h x f] in bf16, as ops() lists them: one torch.bmm (bmm_ExRxHxF)
+    or, with loop, one torch.mm per expert issued in turn (loop_ExRxHxF)."""
     x = torch.randn(e, r, h, device=dev, dtype=torch.bfloat16, generator=g)
     w = torch.randn(e, h, f, device=dev, dtype=torch.bfloat16, generator=g)
-    return (f"bmm_{e}x{r}x{h}x{f}", lambda: torch.bmm(x, w), 2 * e * r * h * f,
-            e * (r * h + h * f + r * f) * 2, "grouped_gemm")
-
-
-def loop_op(dev, e, r, h, f, g):
-    """E expert GEMMs [r x h] x [h x f] in bf16, one torch.mm each, as ops() lists them."""
-    x = torch.randn(e, r, h, device=dev, dtype=torch.bfloat16, generator=g)
-    w = torch.randn(e, h, f, device=dev, dtype=torch.bfloat16, generator=g)
-    y = torch.empty(e, r, f, device=dev, dtype=torch.bfloat16)
+    y = torch.empty(e, r, f, device=dev, dtype=torch.bfloat16) if loop else None
 
     def run():
+        if not loop:
+            return torch.bmm(x, w)
         for i in range(e):
             torch.mm(x[i], w[i], out=y[i])
-    return (f"loop_{e}x{r}x{h}x{f}", run, 2 * e * r * h * f, e * (r * h + h * f + r * f) * 2,
-            "grouped_gemm")
+    return (f"{'loop' if loop else 'bmm'}_{e}x{r}x{h}x{f}", run, 2 * e * r * h * f,
+            e * (r * h + h * f + r * f) * 2, "grouped_gemm")
 
 
 def ops(dev, gemms=(), bmms=(), loops=()):
     """(name, fn, flops, bytes, class): class is the epsim op kind whose power the op stands for.
-    gemms: extra bf16 GEMM shapes (m, n, k), named gemm_MxNxK; bmms: batched expert GEMMs
-    (e, r, h, f), named bmm_ExRxHxF."""
+    gemms: extra bf16 GEMM shapes (m, n, k), named gemm_MxNxK; bmms, loops: expert GEMMs
+    (e, r, h, f), named bmm_ExRxHxF and loop_ExRxHxF (expert_op)."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     g = torch.Generator(device=dev).manual_seed(1)
@@ -94,8 +89,8 @@ def ops(dev, gemms=(), bmms=(), loops=()):
     src = torch.empty(1 << 30, device=dev, dtype=torch.uint8)
     dst = torch.empty_like(src)
     return [gemm_op(dev, m, n, k, g) for m, n, k in gemms] + \
-        [bmm_op(dev, e, r, h, f, g) for e, r, h, f in bmms] + \
-        [loop_op(dev, e, r, h, f, g) for e, r, h, f in loops] + [
+        [expert_op(dev, *shape, g, loop=False) for shape in bmms] + \
+        [expert_op(dev, *shape, g, loop=True) for shape in loops] + [
         ("gemm_8192", lambda: torch.mm(a, b), 2 * 8192 ** 3, 3 * 8192 * 8192 * 2, "gemm"),
         ("gemm_4096", lambda: torch.mm(a4, b4), 2 * 4096 ** 3, 3 * 4096 * 4096 * 2, "gemm"),
         ("fp8_gemm_8192", lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one,
@@ -170,9 +165,9 @@ def main():
     p.add_argument("--loops", default="",
                    help="the same as one torch.mm per expert, ExRxHxF,... (epref's grouped GEMM)")
     args = p.parse_args()
-    gemms = [tuple(int(v) for v in x.split("x")) for x in args.gemms.split(",") if x]
-    bmms = [tuple(int(v) for v in x.split("x")) for x in args.bmms.split(",") if x]
-    loops = [tuple(int(v) for v in x.split("x")) for x in args.loops.split(",") if x]
+    def shapes(arg):  # "AxBxC,..." -> [(A, B, C), ...]
+        return [tuple(int(v) for v in x.split("x")) for x in arg.split(",") if x]
+    gemms, bmms, loops = shapes(args.gemms), shapes(args.bmms), shapes(args.loops)
     dev = torch.device("cuda")
     res = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "seconds": args.seconds, "rounds": args.rounds, "ops": []}
