@@ -71,18 +71,6 @@ static void time_compute(bench *b, const ep_config *cfg, ep_op *ops, int n, cons
     exec_gpu_destroy(g);
 }
 
-/* Forward GEMM shape and its backward ops exactly as core/sched_layer.c derives them. */
-static void add_gemm3(ep_op *ops, int *n, ep_op_kind kind, int m, int nn, int k, int batch) {
-    double flops = ep_cost_gemm_flops(m, nn, k), bytes = ep_cost_gemm_bytes(m, nn, k);
-    if (kind == EP_OP_GROUPED_GEMM) bytes += (batch - 1) * (double)k * nn * EP_BF16;
-    ep_op *f = calib_synth_op(ops, n, MAX_OPS, kind, EP_PHASE_FWD);
-    f->m = m, f->n = nn, f->k = k, f->batch = batch, f->flops = flops, f->bytes = bytes;
-    ep_op *d = calib_synth_op(ops, n, MAX_OPS, kind, EP_PHASE_BWD);
-    *d = *f, d->phase = EP_PHASE_BWD, d->n = k, d->k = nn;
-    ep_op *w = calib_synth_op(ops, n, MAX_OPS, kind, EP_PHASE_BWD_DW);
-    *w = *f, w->phase = EP_PHASE_BWD_DW, w->m = k, w->n = nn, w->k = m;
-}
-
 /* The shape grid (docs/calibration.md, "The grid"): geometric, powers of two only, so that no
  * model's widths are in it and a model can be predicted from shapes it never had timed. Ops
  * above GRID_MAX_FLOPS are left out (their efficiency is the largest point's); grouped GEMMs
@@ -161,7 +149,7 @@ static void grid_compute(bench *b, calib_list *out, grid_part part) {
                 int on_grid = im < LEN(GRID_ROWS) && in < LEN(GRID_WIDTHS) && ik < LEN(GRID_WIDTHS);
                 if (steps == on_grid || ep_cost_gemm_flops(m, nn, k) > GRID_MAX_FLOPS) continue;
                 grid_flush(b, &cfg, ops, &n, 3, source, out);
-                add_gemm3(ops, &n, EP_OP_GEMM, m, nn, k, 1);
+                calib_gemm3(ops, &n, MAX_OPS, EP_OP_GEMM, m, nn, k, 1);
             }
     if (dense_only) {
         if (n) time_compute(b, &cfg, ops, n, source, out);
@@ -189,7 +177,7 @@ static void grid_compute(bench *b, calib_list *out, grid_part part) {
                             ep_cost_gemm_flops(rows, nn, k) > GRID_MAX_FLOPS)
                             continue;
                         grid_flush(b, &cfg, ops, &n, 3, source, out);
-                        add_gemm3(ops, &n, EP_OP_GROUPED_GEMM, rows, nn, k, e);
+                        calib_gemm3(ops, &n, MAX_OPS, EP_OP_GROUPED_GEMM, rows, nn, k, e);
                     }
     if (n) time_compute(b, &cfg, ops, n, source, out);
 }
@@ -218,19 +206,7 @@ static void grid_attention(bench *b, calib_list *out) {
     for (int d = 0; d < LEN(GRID_ATTN_DIMS); d++)
         for (int is = 0; is < LEN(GRID_SEQ); is++) {
             int dqk = GRID_ATTN_DIMS[d][0], dv = GRID_ATTN_DIMS[d][1], seq = GRID_SEQ[is];
-            ep_config_defaults(&cfg);
-            cfg.seq_length = seq;
-            cfg.num_attention_heads = 8;
-            cfg.hidden_size = 8 * dv;
-            if (dqk != dv) {
-                cfg.multi_latent_attention = 1;
-                cfg.qk_head_dim = 128;
-                cfg.qk_pos_emb_head_dim = dqk - 128;
-                cfg.v_head_dim = dv;
-            } else {
-                cfg.kv_channels = dqk;
-            }
-            ep_config_resolve(&cfg); /* built by hand: no validation */
+            calib_attention_config(&cfg, seq, dqk, dv);
             n = 0;
             double per = 2.0 * seq * (double)seq * (dqk + dv);
             for (int ib = 0; ib < LEN(GRID_ATTN_BLOCKS); ib++) {
@@ -445,11 +421,11 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
     static ep_nvl bar; /* its barrier aligns the ranks before every timed iteration */
     CUDA_CHECK(ep_nvl_create(&bar, W, me, 8, 1, W, 1, 1, 0, ref_allgather_cb, &b->ctx->w));
     b->barrier = &bar;
-    enum { NFILES = 5 };
+    enum { NFILES = 6 };
     calib_list lists[NFILES];
     memset(lists, 0, sizeof lists);
     static const char *files[NFILES] = {"compute.json", "comm.json", "host.json",
-                                        "interference.json", "corun.json"};
+                                        "interference.json", "corun.json", "draw.json"};
     int rc = 0;
     if (me == 0) {
         printf("# epref bench calib: %d ranks, iterations=%d warmup=%d, parts %s -> %s\n", W,
@@ -485,6 +461,7 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
         calib_interference(b, &lists[3], calib_has_part(parts, "interference"),
                            calib_has_part(parts, "waiting"));
     if (!rc && calib_has_part(parts, "corun")) calib_corun(b, &lists[4]);
+    if (!rc && calib_has_part(parts, "draw")) calib_draw(b, &lists[5]);
     for (int i = 0; i < NFILES && !rc; i++)
         if (me == 0 && lists[i].n && write_list(b, out_dir, files[i], &lists[i])) rc = 1;
     for (int i = 0; i < NFILES; i++)

@@ -4,6 +4,7 @@
  *   host.json         launch, NCCL launch, host sync and per-kernel GPU overhead
  *   interference.json a GEMM beside an NCCL all-to-all or an NVLink store kernel, and back
  *   corun.json        a GEMM and a memory kernel beside each other on two streams of one GPU
+ *   draw.json         what compute ops draw toward the power cap, back to back with a large GEMM
  * Records are JSON objects kept as text until rank 0 writes the files (one meta record first). */
 #ifndef BENCH_CALIB_H
 #define BENCH_CALIB_H
@@ -32,6 +33,12 @@ void calib_synth_init(calib_synth *y, const ep_config *cfg, int world);
 /* Appends a zeroed op of kind/phase on the compute stream (no group, batch 1) to ops[*n]. */
 ep_op *calib_synth_op(ep_op *ops, int *n, int cap, ep_op_kind kind, ep_phase phase);
 
+/* Appends a forward GEMM shape and its backward ops (dgrad, wgrad) exactly as
+ * core/sched_layer.c derives them. */
+void calib_gemm3(ep_op *ops, int *n, int cap, ep_op_kind kind, int m, int nn, int k, int batch);
+/* A config whose attention geometry is (seq, dqk, dv): MHA, or MLA where dqk != dv. */
+void calib_attention_config(ep_config *cfg, int seq, int dqk, int dv);
+
 /* Appends one record (printf format of the object, braces included). */
 void calib_add(calib_list *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -39,5 +46,7 @@ void calib_add(calib_list *l, const char *fmt, ...) __attribute__((format(printf
 void calib_host(bench *b, calib_list *out);
 void calib_interference(bench *b, calib_list *out, int moving, int waiting);
 void calib_corun(bench *b, calib_list *out);
+/* What compute ops draw toward the power cap (draw.json; bench_calib_draw.c). */
+void calib_draw(bench *b, calib_list *out);
 
 #endif

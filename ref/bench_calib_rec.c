@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bench_calib.h"
+#include "ep_cost.h"
 #include "ref_check.h"
 
 void calib_add(calib_list *l, const char *fmt, ...) {
@@ -52,4 +53,31 @@ ep_op *calib_synth_op(ep_op *ops, int *n, int cap, ep_op_kind kind, ep_phase pha
     op->group = op->traffic = op->peer = -1;
     op->batch = 1;
     return op;
+}
+
+void calib_gemm3(ep_op *ops, int *n, int cap, ep_op_kind kind, int m, int nn, int k, int batch) {
+    double flops = ep_cost_gemm_flops(m, nn, k), bytes = ep_cost_gemm_bytes(m, nn, k);
+    if (kind == EP_OP_GROUPED_GEMM) bytes += (batch - 1) * (double)k * nn * EP_BF16;
+    ep_op *f = calib_synth_op(ops, n, cap, kind, EP_PHASE_FWD);
+    f->m = m, f->n = nn, f->k = k, f->batch = batch, f->flops = flops, f->bytes = bytes;
+    ep_op *d = calib_synth_op(ops, n, cap, kind, EP_PHASE_BWD);
+    *d = *f, d->phase = EP_PHASE_BWD, d->n = k, d->k = nn;
+    ep_op *w = calib_synth_op(ops, n, cap, kind, EP_PHASE_BWD_DW);
+    *w = *f, w->phase = EP_PHASE_BWD_DW, w->m = k, w->n = nn, w->k = m;
+}
+
+void calib_attention_config(ep_config *cfg, int seq, int dqk, int dv) {
+    ep_config_defaults(cfg);
+    cfg->seq_length = seq;
+    cfg->num_attention_heads = 8;
+    cfg->hidden_size = 8 * dv;
+    if (dqk != dv) {
+        cfg->multi_latent_attention = 1;
+        cfg->qk_head_dim = 128;
+        cfg->qk_pos_emb_head_dim = dqk - 128;
+        cfg->v_head_dim = dv;
+    } else {
+        cfg->kv_channels = dqk;
+    }
+    ep_config_resolve(cfg); /* built by hand: no validation */
 }

@@ -44,6 +44,14 @@ x1_cool=traces/h200/grid-cool-20261129
   traces/h200x2/calib traces/h200x2/bench \
   --model-shapes traces/h200/models-cool-20261129/compute.json.xz --topo h200x2 \
   --out "$out"/h200.json
+# the same with what each op draws toward the power cap measured on that machine (two launches of
+# `epref bench calib --parts draw`, 2026-11-29) instead of a weight per class: not a default, its
+# trial tables are in docs/calibration.md, "What an op draws"
+h200_draw="traces/h200/draw-20261129/launch1 traces/h200/draw-20261129/launch2"
+"$epsim" calibrate $x1_cool traces/h200/torch:power.json $h200_draw traces/h200/calib \
+  traces/h200/host-20261129 $x2_nvl traces/h200x2/calib traces/h200x2/bench \
+  --model-shapes traces/h200/models-cool-20261129/compute.json.xz --topo h200x2 \
+  --out "$out"/h200-draw.json
 # the same with the compute of the Megatron software stack (traces/h200/torch: torch 2.11, cuDNN
 # 9.19 SDPA, torch._grouped_mm, cuBLAS via torch.matmul, FP8 _scaled_mm; 4 x H200, 2026-11-26)
 "$epsim" calibrate traces/h200/torch:kernels.json traces/h200/calib traces/h200x4/torch:host_torch.json \

@@ -115,6 +115,9 @@ void sim_calib_free(sim_calib *c) {
         sim_shape_free(&c->fp8_gemm_shapes[ph]);
         sim_shape_free(&c->fp8_grouped_gemm_shapes[ph]);
         sim_shape_free(&c->mamba_scan_shapes[ph]);
+        sim_shape_free(&c->power_draw_gemm[ph]);
+        sim_shape_free(&c->power_draw_grouped_gemm[ph]);
+        sim_shape_free(&c->power_draw_attention[ph]);
     }
 }
 
@@ -238,6 +241,9 @@ static const field FIELDS[] = {
     TO2(expert_bias),
     F(power_tau_s),
     F(power_attention_weight),
+    SO(power_draw_gemm, SH_GEMM),
+    SO(power_draw_grouped_gemm, SH_GEMM),
+    SO(power_draw_attention, SH_ATTENTION),
     F(comm_hbm_fraction),
     F(comm_flops_slowdown),
     F(comm_wait_slowdown),

@@ -119,6 +119,11 @@ typedef struct {
     sim_table act_swiglu[2], act_geglu[2], act_geglu_clamp[2], expert_bias[2];
     double power_tau_s;
     double power_attention_weight; /* attention's weight in the duty (GEMMs 1, memory ops 0) */
+    /* what each op draws, measured (draw.json; sim_fit_draw.c): its weight in the duty by the
+     * features of the shape tables above, in [0.01, 1]; where a kind's table is empty, the
+     * class weights above. Written only when measured. */
+    sim_shape_table power_draw_gemm[SIM_PHASES], power_draw_grouped_gemm[SIM_PHASES],
+        power_draw_attention[SIM_PHASES];
     /* GPU sharing */
     double comm_hbm_fraction;     /* HBM share taken by one running transfer (read + write) */
     double comm_flops_slowdown;   /* compute flop rate divided by this while a transfer runs */

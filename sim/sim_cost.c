@@ -90,13 +90,23 @@ static double gemm_below(double y0, double x0, const double q[SIM_SHAPE_DIMS], v
 /* How a shape table is read: attention and scans as they are; GEMMs with gemm_below, a grouped
  * GEMM's rows over its experts; a weight gradient's rows are its reduction, run in whole blocks
  * of gemm_k_tile (sim_shape_rule.x0_tile) */
-enum { SHAPE_PLAIN, SHAPE_GEMM, SHAPE_GEMM_WGRAD };
+enum { SHAPE_PLAIN, SHAPE_GEMM, SHAPE_GEMM_WGRAD, SHAPE_DRAW, SHAPE_DRAW_GROUPED };
+
+/* a draw table below its smallest point: that point's weight (sim_fit_draw.c) */
+static double draw_below(double y0, double x0, const double q[SIM_SHAPE_DIMS], void *ctx) {
+    (void)x0, (void)q, (void)ctx;
+    return y0;
+}
 
 /* sim_shape_eval_rule through the memo; a failed allocation only costs the memo */
 static double shape_eval(const sim_cost *x, const sim_shape_table *t,
                          const double q[SIM_SHAPE_DIMS], int how, int *outside) {
-    sim_shape_rule r = {how != SHAPE_PLAIN ? gemm_below : NULL, (void *)&x->c->gemm_efficiency,
-                        how != SHAPE_PLAIN, how == SHAPE_GEMM_WGRAD ? x->c->gemm_k_tile : 0};
+    sim_shape_rule r = {how == SHAPE_PLAIN  ? NULL
+                        : how >= SHAPE_DRAW ? draw_below
+                                            : gemm_below,
+                        (void *)&x->c->gemm_efficiency,
+                        how == SHAPE_GEMM || how == SHAPE_GEMM_WGRAD || how == SHAPE_DRAW_GROUPED,
+                        how == SHAPE_GEMM_WGRAD ? x->c->gemm_k_tile : 0};
     return sim_shape_eval_rule(t, q, &r, outside);
 }
 
@@ -129,7 +139,8 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
     const sim_calib *c = x->c;
     int ph = op->phase >= EP_PHASE_FWD && op->phase <= EP_PHASE_BWD_DW ? op->phase - 1 : 0;
     double q[SIM_SHAPE_DIMS], eff, measured = -1;
-    int outside = 0;
+    int outside = 0, ignore;
+    w->draw = -1;
     switch (op->kind) {
     case EP_OP_GEMM:
     case EP_OP_GROUPED_GEMM: {
@@ -138,6 +149,8 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
         int wgrad = op->phase == EP_PHASE_BWD_DW, how = wgrad ? SHAPE_GEMM_WGRAD : SHAPE_GEMM;
         sim_gemm_features(wgrad, op->m, op->n, op->k, op->batch, q);
         measured = shape_eff(x, t, q, how, &outside);
+        w->draw = shape_eff(x, grouped ? &c->power_draw_grouped_gemm[ph] : &c->power_draw_gemm[ph],
+                            q, grouped ? SHAPE_DRAW_GROUPED : SHAPE_DRAW, &ignore);
         /* without a table: experts run as one grouped kernel, each expert's GEMM sets the
          * achievable efficiency */
         double per = grouped ? op->flops / (op->batch > 0 ? op->batch : 1) : op->flops;
@@ -160,6 +173,7 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
         q[0] = op->flops / x->attn_cp, q[1] = x->attn_seq / x->attn_cp;
         q[2] = x->attn_dqk, q[3] = x->attn_dv;
         measured = shape_eff(x, &c->attention_shapes[ph], q, SHAPE_PLAIN, &outside);
+        w->draw = shape_eff(x, &c->power_draw_attention[ph], q, SHAPE_DRAW, &ignore);
         eff = c->attention_efficiency;
         break;
     case EP_OP_SCAN:

@@ -13,6 +13,7 @@ typedef struct {
     double t_flop; /* flops / (peak x efficiency) */
     int outside;   /* its efficiency comes from a shape table the op lies outside of */
     double t_mem;  /* bytes / (HBM x efficiency) */
+    double draw;   /* its weight in the power cap's duty, measured (power_draw_*); -1: none */
 } sim_work;
 
 typedef struct sim_cost_memo sim_cost_memo;

@@ -23,10 +23,11 @@
 #include "ep_sched.h"
 #include "sim_calib.h"
 #include "sim_cost.h"
+#include "sim_fit_draw.h"
 #include "ep_xfer.h"
 #include "sim_platform.h"
 
-#define MAX_DIRS 8
+#define MAX_DIRS 12
 
 enum {
     F_COMPUTE,
@@ -44,12 +45,14 @@ enum {
     F_MAMBA,
     F_EXPERT_EXTRAS,
     F_STEP_HOST,
+    F_DRAW,
     F_NUM
 };
 static const char *FILES[F_NUM] = {
     "compute.json", "comm.json",    "host.json",    "interference.json",  "dispatch.json",
     "combine.json", "corun.json",   "kernels.json", "host_torch.json",    "host_megatron.json",
-    "power.json",   "permute.json", "mamba.json",   "expert_extras.json", "step_megatron.json"};
+    "power.json",   "permute.json", "mamba.json",   "expert_extras.json", "step_megatron.json",
+    "draw.json"};
 
 enum { HOST_LAYERS_MAX = 16, HOST_LAUNCHES_MAX = 16 };
 
@@ -171,10 +174,16 @@ static int load(fit *x, int which, char **dirs, int ndirs) {
         if (!x->root[which]) {
             x->root[which] = r;
             snprintf(x->path[which], sizeof x->path[which], "%s", path);
-            if (!MERGE_KEYS[which][0]) return 0;
+            if (!MERGE_KEYS[which][0] && which != F_DRAW) return 0;
             continue;
         }
-        int added = merge_missing(which, x->root[which], r);
+        int added;
+        if (which == F_DRAW) { /* each DIR one launch, all read in turn (sim_fit_draw.h) */
+            added = (int)json_array_size(r) - 1;
+            if (json_array_extend(x->root[which], r) != 0) added = 0;
+        } else {
+            added = merge_missing(which, x->root[which], r);
+        }
         size_t used = strlen(x->completed[which]);
         if (added > 0 && used < sizeof x->completed[which])
             snprintf(x->completed[which] + used, sizeof x->completed[which] - used, "%s%s (%d)",
@@ -1773,6 +1782,11 @@ int sim_fit_main(int argc, char **argv) {
     if (fit_comm(&x) != 0) goto done;
     fit_ep_kernels(&x);
     fit_power(&x);
+    sim_draw_report draw;
+    if (sim_fit_draw(x.root[F_DRAW], &x.c, &draw) < 0) {
+        snprintf(x.err, EP_ERRLEN, "out of memory fitting %s", x.path[F_DRAW]);
+        goto done;
+    }
     fit_unfused_permute(&x);
     fit_expert_extras(&x);
     if (fit_mamba_scan(&x) != 0) {
@@ -1861,6 +1875,15 @@ int sim_fit_main(int argc, char **argv) {
                x.c.power_tau_s * 1e3, x.npower_tau, x.c.power_attention_weight,
                x.power_watts[0], x.power_watts[1], x.power_watts[2], x.power_watts[3]);
     }
+    if (draw.ops)
+        printf("  what ops draw: %d records of %d launches (reference GEMM back to back x%.3f), "
+               "weight median: GEMMs %.2f, grouped GEMMs %.2f, attention %.2f; launch to launch "
+               "%.2f (median difference)\n",
+               draw.ops, draw.launches, draw.ref_b2b, draw.median[0], draw.median[1],
+               draw.median[2], draw.spread);
+    else if (x.root[F_DRAW])
+        printf("  what ops draw: %s not read (%s)\n", x.path[F_DRAW],
+               x.c.power_duty_slowdown.n ? "no anchored record" : "no power cap table");
     static const char *const PERMUTE_NAMES[3] = {"permute", "unpermute", "sort chunks"};
     sim_table(*const permute_tables[3])[2] = {&x.c.unfused_permute, &x.c.unfused_unpermute,
                                               &x.c.unfused_sort};

@@ -8,6 +8,7 @@ int sim_power_on(const sim_calib *c) {
 }
 
 double sim_power_weight(const sim_calib *c, const ep_op *op, const sim_work *w) {
+    if (w->draw >= 0) return w->draw; /* measured for its shape: flop and HBM time included */
     double cls;
     switch (op->kind) {
     case EP_OP_GEMM:

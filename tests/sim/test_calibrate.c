@@ -9,6 +9,8 @@
 #include "ep_cost.h"
 #include "ep_stats.h"
 #include "sim_cost.h"
+#include "sim_fit_draw.h"
+#include "sim_power.h"
 #include "sim_shape.h"
 #include "sim_test_util.h"
 
@@ -963,6 +965,93 @@ static void test_fit_power(void) {
     sim_calib_free(&c);
 }
 
+/* An op's weight from its mixes with the reference GEMM R, worked on paper. Duty table: 1.0 up to
+ * duty 0.5, linear to 1.2 at 1. R alone cold 1000 us, back to back 1200 us; with the copy R stays
+ * at 1000 us in both mixes (rho0 1/2 and 1/10). */
+static void test_draw_weight(void) {
+    sim_table t = {.n = 2, .x = {0.5, 1.0}, .y = {1.0, 1.2}};
+    const double s0[2] = {1.0, 1.0}, rho0[2] = {0.5, 0.1};
+    /* R at 1100 us beside one X of 1000 us: half way (u 0.5) -> table 1.1 -> duty 0.75 of the
+     * mix's 2100 us, so X weighs (0.75 x 2100 - 1100) / 1000 */
+    double x_us[2] = {1000, 1000}, r_us[2] = {1100, 1000};
+    int xr[2] = {1, 9}, rr[2] = {1, 1};
+    CU_ASSERT(near(sim_draw_weight(&t, 1000, 1.2, s0, rho0, x_us, r_us, xr, rr), 0.475, 1e-9));
+    /* R at 1195 us in the first mix (u 0.975, the table's top): the second mix decides, R at 1150
+     * us beside 9 x 1000 us (u 0.75 -> duty 0.875 -> 0.859), but not below what the first mix says
+     * at u 0.9: duty 0.95 of 2195 us -> 0.89025 */
+    r_us[0] = 1195, r_us[1] = 1150;
+    CU_ASSERT(near(sim_draw_weight(&t, 1000, 1.2, s0, rho0, x_us, r_us, xr, rr), 0.89025, 1e-9));
+    /* R as fast as beside the copy: weight 0; faster still: 0, not negative */
+    r_us[0] = 1000, r_us[1] = 1000;
+    CU_ASSERT(near(sim_draw_weight(&t, 1000, 1.2, s0, rho0, x_us, r_us, xr, rr), 0, 1e-12));
+    r_us[0] = 950;
+    CU_ASSERT(near(sim_draw_weight(&t, 1000, 1.2, s0, rho0, x_us, r_us, xr, rr), 0, 1e-12));
+}
+
+/* draw.json beside power.json: its anchors and one GEMM give that GEMM's weight (and R's 1) in
+ * power_draw_gemm; a run's op of that shape weighs it in the duty, an op of a kind without a draw
+ * table its class weight. */
+static void test_fit_draw(void) {
+    static const char DRAW_JSON[] =
+        "[{\"meta\":{}},"
+        "{\"kind\":\"gemm\",\"phase\":\"fwd\",\"m\":8192,\"n\":8192,\"k\":8192,\"batch\":1,"
+        "\"flops\":1.1e12,\"bytes\":4e8,\"seq\":0,\"dqk\":0,\"dv\":0,\"cold_us\":1000,"
+        "\"ref_cold_us\":1000,\"mixes\":[{\"rho\":0.5,\"x_reps\":1,\"ref_reps\":1,\"x_us\":1200,"
+        "\"ref_us\":1200},{\"rho\":0.1,\"x_reps\":9,\"ref_reps\":1,\"x_us\":1200,\"ref_us\":1200}],"
+        "\"anchor\":\"ref\",\"source\":\"draw\"},"
+        "{\"kind\":\"elementwise\",\"phase\":\"fwd\",\"m\":0,\"n\":0,\"k\":0,\"batch\":1,"
+        "\"flops\":0,\"bytes\":6e9,\"seq\":0,\"dqk\":0,\"dv\":0,\"cold_us\":1000,"
+        "\"ref_cold_us\":1000,\"mixes\":[{\"rho\":0.5,\"x_reps\":1,\"ref_reps\":1,\"x_us\":1000,"
+        "\"ref_us\":1000},{\"rho\":0.1,\"x_reps\":9,\"ref_reps\":1,\"x_us\":1000,\"ref_us\":1000}],"
+        "\"anchor\":\"copy\",\"source\":\"draw\"},"
+        "{\"kind\":\"gemm\",\"phase\":\"fwd\",\"m\":2048,\"n\":4096,\"k\":4096,\"batch\":1,"
+        "\"flops\":6.9e10,\"bytes\":6e7,\"seq\":0,\"dqk\":0,\"dv\":0,\"cold_us\":100,"
+        "\"ref_cold_us\":1000,\"mixes\":[{\"rho\":0.5,\"x_reps\":10,\"ref_reps\":1,\"x_us\":100,"
+        "\"ref_us\":1100},{\"rho\":0.1,\"x_reps\":90,\"ref_reps\":1,\"x_us\":100,\"ref_us\":1050}],"
+        "\"anchor\":\"\",\"source\":\"draw\"}]\n";
+    char dir[512], p1[600], p2[600], out[600];
+    tmp_path(dir, sizeof dir, "drawfit");
+    write_raw_file(dir, "power.json", POWER_JSON, p1, sizeof p1);
+    write_raw_file(dir, "draw.json", DRAW_JSON, p2, sizeof p2);
+    snprintf(out, sizeof out, "%s.calib.json", dir);
+    sim_calib c;
+    calibrate_into(dir, out, &c);
+    CU_ASSERT_EQUAL(c.power_draw_gemm[0].n, 2);
+    CU_ASSERT_EQUAL(c.power_draw_grouped_gemm[0].n + c.power_draw_attention[0].n, 0);
+    /* the GEMM's weight on the fitted table, as sim_draw_weight gives it */
+    const double s0[2] = {1.0, 1.0}, rho0[2] = {0.5, 0.1}, x_us[2] = {100, 100},
+                 r_us[2] = {1100, 1050};
+    const int xr[2] = {10, 90}, rr[2] = {1, 1};
+    double want = sim_draw_weight(&c.power_duty_slowdown, 1000, 1.2, s0, rho0, x_us, r_us, xr, rr);
+    CU_ASSERT(want > 0.05 && want < 0.95);
+    sim_cost x;
+    sim_cost_init(&x, &c, NULL);
+    ep_op g = hand_op(EP_OP_GEMM, EP_STREAM_COMP);
+    g.phase = EP_PHASE_FWD;
+    g.m = 2048, g.n = 4096, g.k = 4096, g.batch = 1;
+    g.flops = 2.0 * g.m * g.n * g.k;
+    sim_work w;
+    sim_op_work(&x, &g, 989e12, 3.35e12, &w);
+    CU_ASSERT(near(w.draw, want, 1e-5));
+    CU_ASSERT(near(sim_power_weight(&c, &g, &w), want, 1e-5));
+    g.m = 8192, g.n = 8192, g.k = 8192; /* R itself: weight 1 */
+    g.flops = 2.0 * g.m * g.n * g.k;
+    sim_op_work(&x, &g, 989e12, 3.35e12, &w);
+    CU_ASSERT(near(sim_power_weight(&c, &g, &w), 1.0, 1e-5));
+    ep_op a = hand_op(EP_OP_ATTENTION, EP_STREAM_COMP); /* no draw table: the class weight */
+    a.phase = EP_PHASE_FWD;
+    a.flops = 1e12;
+    sim_op_work(&x, &a, 989e12, 3.35e12, &w);
+    CU_ASSERT(w.draw < 0);
+    CU_ASSERT(near(sim_power_weight(&c, &a, &w), c.power_attention_weight, 1e-9));
+    sim_cost_free(&x);
+    sim_calib_free(&c);
+    remove(out);
+    remove(p1);
+    remove(p2);
+    rmdir(dir);
+}
+
 /* A raw file committed compressed (DIR/power.json.xz) is read as DIR/power.json. */
 static void test_fit_reads_xz(void) {
     char dir[512], path[600], out[600], cmd[800];
@@ -1246,6 +1335,9 @@ void ep_suite_calibrate(void) {
     CU_add_test(s, "topologies name their calibration; --calib none", test_topology_calibration);
     CU_add_test(s, "an FP8 cast costs the host one launch", test_fp8_cast_host);
     CU_add_test(s, "power.json: duty table, attention weight and time constant", test_fit_power);
+    CU_add_test(s, "draw.json: an op's weight from its mixes with the reference GEMM",
+                test_draw_weight);
+    CU_add_test(s, "draw.json: weights by shape, read by the power model", test_fit_draw);
     CU_add_test(s, "host.json: an op that runs nothing, measured or derived",
                 test_fit_host_empty_op);
     CU_add_test(s, "a raw file committed as FILE.xz is read", test_fit_reads_xz);
