@@ -89,7 +89,8 @@ static double gemm_below(double y0, double x0, const double q[SIM_SHAPE_DIMS], v
 
 /* How a shape table is read: attention and scans as they are; GEMMs with gemm_below, a grouped
  * GEMM's rows over its experts; a weight gradient's rows are its reduction, run in whole blocks
- * of gemm_k_tile (sim_shape_rule.x0_tile) */
+ * of gemm_k_tile (sim_shape_rule.x0_tile); draw tables (power_draw_*) with draw_below, a grouped
+ * GEMM's rows over its experts */
 enum { SHAPE_PLAIN, SHAPE_GEMM, SHAPE_GEMM_WGRAD, SHAPE_DRAW, SHAPE_DRAW_GROUPED };
 
 /* a draw table below its smallest point: that point's weight (sim_fit_draw.c) */

@@ -95,16 +95,6 @@ static int fail2(const char *msg) {
 
 /* ---- reading ------------------------------------------------------------------------------ */
 
-static double num(json_t *o, const char *key) {
-    json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
-static const char *str(json_t *o, const char *key) {
-    const char *s = json_string_value(json_object_get(o, key));
-    return s ? s : "";
-}
-
 /* Files that a later DIR completes: its records whose key fields no loaded record has join the
  * first DIR's file. host.json: a one-GPU machine measures no NCCL launch, the two-GPU files of the
  * same GPU add it. interference.json: a machine measured without an aggressor (the waiting NCCL
@@ -198,7 +188,7 @@ static int load(fit *x, int which, char **dirs, int ndirs) {
 /* A record of one of a model's own op shapes (source "model:<name>"), not of the grid. */
 static int is_model_record(json_t *r, const void *unused) {
     (void)unused;
-    return strncmp(str(r, "source"), "model:", 6) == 0;
+    return strncmp(sim_json_str(r, "source"), "model:", 6) == 0;
 }
 
 /* A record of op kind k->kind and, where k->dtype is set, of that element type (records without a
@@ -210,8 +200,8 @@ typedef struct {
 
 static int is_kind_record(json_t *r, const void *arg) {
     const kind_dtype *k = arg;
-    const char *dt = str(r, "dtype");
-    return strcmp(str(r, "kind"), k->kind) == 0 &&
+    const char *dt = sim_json_str(r, "dtype");
+    return strcmp(sim_json_str(r, "kind"), k->kind) == 0 &&
            (!k->dtype || strcmp(*dt ? dt : "bf16", k->dtype) == 0);
 }
 
@@ -321,7 +311,7 @@ static int is_model_record_of(json_t *r, const void *arg) {
     const kind_set *k = arg;
     if (!is_model_record(r, NULL)) return 0;
     for (int i = 0; i < k->n; i++)
-        if (!strcmp(str(r, "kind"), k->kinds[i])) return 1;
+        if (!strcmp(sim_json_str(r, "kind"), k->kinds[i])) return 1;
     return k->n == 0;
 }
 
@@ -426,12 +416,13 @@ static int is_memory_kind(ep_op_kind k) {
 /* The op a compute record stands for. */
 static int record_op(json_t *r, ep_op *op) {
     memset(op, 0, sizeof *op);
-    op->kind = kind_of(str(r, "kind"));
-    op->phase = phase_of(str(r, "phase"));
-    op->m = (int)num(r, "m"), op->n = (int)num(r, "n"), op->k = (int)num(r, "k");
-    op->batch = (int)num(r, "batch");
-    op->flops = num(r, "flops"), op->bytes = num(r, "bytes");
-    double t = num(r, "time_us");
+    op->kind = kind_of(sim_json_str(r, "kind"));
+    op->phase = phase_of(sim_json_str(r, "phase"));
+    op->m = (int)sim_json_num(r, "m"), op->n = (int)sim_json_num(r, "n"),
+    op->k = (int)sim_json_num(r, "k");
+    op->batch = (int)sim_json_num(r, "batch");
+    op->flops = sim_json_num(r, "flops"), op->bytes = sim_json_num(r, "bytes");
+    double t = sim_json_num(r, "time_us");
     if (op->kind == EP_OP_NUM_KINDS || !(t > 0) || !(op->flops >= 0) || !(op->bytes >= 0))
         return -1;
     return 0;
@@ -445,7 +436,7 @@ static int fit_memory(fit *x, double t0) {
     FOR_RECORDS(x, F_COMPUTE, i, r) {
         ep_op op;
         if (record_op(r, &op) || !is_memory_kind(op.kind) || !(op.bytes > 0)) continue;
-        double t = num(r, "time_us") * 1e-6 - t0;
+        double t = sim_json_num(r, "time_us") * 1e-6 - t0;
         if (!(t > 0)) continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 256;
@@ -504,7 +495,7 @@ static int compare_only(const fit *x, json_t *r) {
     json_t *list = json_object_get(meta, "compare_only");
     for (size_t i = 0; i < json_array_size(list); i++) {
         const char *s = json_string_value(json_array_get(list, i));
-        if (s && strcmp(s, str(r, "source")) == 0) return 1;
+        if (s && strcmp(s, sim_json_str(r, "source")) == 0) return 1;
     }
     return 0;
 }
@@ -516,7 +507,7 @@ static const int SHAPE_FILES[] = {F_COMPUTE, F_KERNELS};
     FOR_RECORDS(x, fw, i, rec)
 
 static int is_fp8(json_t *r) {
-    return strcmp(str(r, "dtype"), "fp8") == 0;
+    return strcmp(sim_json_str(r, "dtype"), "fp8") == 0;
 }
 
 static int is_shape_kind(ep_op_kind k) {
@@ -557,7 +548,7 @@ static int fit_shapes(fit *x, double t0, int *nshape) {
         if (record_op(r, &op) || !(op.flops > 0)) continue;
         int fp8 = want_fp8(x, fw, r, &op);
         if (!fp8 && !want_record(x, fw, r, &op)) continue;
-        double t = num(r, "time_us") * 1e-6 - t0;
+        double t = sim_json_num(r, "time_us") * 1e-6 - t0;
         if (!(t > 0)) continue;
         /* FP8 GEMMs: of the FP8 peak, as the cost model reads them (sim_calib.h) */
         double eff = op.flops / (x->peak * (fp8 ? x->c.fp8_flops_ratio : 1) * t), f[SIM_SHAPE_DIMS];
@@ -576,7 +567,8 @@ static int fit_shapes(fit *x, double t0, int *nshape) {
                 tab = op.kind == EP_OP_GEMM ? &x->c.gemm_shapes[ph] : &x->c.grouped_gemm_shapes[ph];
             break;
         case EP_OP_ATTENTION:
-            f[0] = op.flops, f[1] = num(r, "seq"), f[2] = num(r, "dqk"), f[3] = num(r, "dv");
+            f[0] = op.flops, f[1] = sim_json_num(r, "seq"), f[2] = sim_json_num(r, "dqk"),
+            f[3] = sim_json_num(r, "dv");
             if (!(f[1] > 0 && f[2] > 0 && f[3] > 0)) continue;
             tab = &x->c.attention_shapes[ph];
             break;
@@ -610,8 +602,8 @@ static void fit_host(fit *x) {
     json_t *r;
     double exec_op = 0, exec_gpu = 0, exec_empty = 0;
     FOR_RECORDS(x, F_HOST, i, r) {
-        const char *w = str(r, "what");
-        double t = num(r, "time_us") * 1e-6;
+        const char *w = sim_json_str(r, "what");
+        double t = sim_json_num(r, "time_us") * 1e-6;
         if (!(t > 0)) continue;
         if (strcmp(w, "launch") == 0) x->c.launch_s = t;
         if (strcmp(w, "exec_op") == 0) exec_op = t;
@@ -640,8 +632,8 @@ static void fit_host(fit *x) {
 static void fit_host_stack(fit *x) {
     json_t *r;
     FOR_RECORDS(x, F_HOST_STACK, i, r) {
-        const char *w = str(r, "what");
-        double t = num(r, "time_us") * 1e-6;
+        const char *w = sim_json_str(r, "what");
+        double t = sim_json_num(r, "time_us") * 1e-6;
         if (!(t > 0)) continue;
         if (strcmp(w, "eager_per_kernel") == 0 && t > x->c.launch_s) {
             x->c.op_overhead_s = t - x->c.launch_s;
@@ -747,17 +739,19 @@ static int fit_host_layers(fit *x) {
     int nl = 0;
     json_t *r;
     FOR_RECORDS(x, F_HOST_LAYERS, i, r) {
-        double us = num(r, "time_us");
-        if (strcmp(str(r, "pass"), "fwd_bwd") || !(us > 0)) continue;
+        double us = sim_json_num(r, "time_us");
+        if (strcmp(sim_json_str(r, "pass"), "fwd_bwd") || !(us > 0)) continue;
         int k = 0;
-        while (k < nl && strcmp(L[k].name, str(r, "layer"))) k++;
+        while (k < nl && strcmp(L[k].name, sim_json_str(r, "layer")))
+            k++;
         if (k == nl) {
             if (nl == HOST_LAYERS_MAX) continue;
-            L[nl++] = (host_layer){.name = str(r, "layer"), .config = str(r, "config")};
+            L[nl++] =
+                (host_layer){.name = sim_json_str(r, "layer"), .config = sim_json_str(r, "config")};
         }
         if (L[k].n < HOST_LAUNCHES_MAX) {
-            double ranks = num(r, "ranks");
-            L[k].launch[L[k].n] = (int)num(r, "launch");
+            double ranks = sim_json_num(r, "ranks");
+            L[k].launch[L[k].n] = (int)sim_json_num(r, "launch");
             L[k].ranks[L[k].n] = ranks > 1 ? (int)ranks : 1;
             L[k].t[L[k].n++] = us * 1e-6;
         }
@@ -853,7 +847,7 @@ static void fit_step_host(fit *x) {
     int nl = 0, launches[HOST_LAUNCHES_MAX], nmodels = 0;
     json_t *r;
     FOR_RECORDS(x, F_STEP_HOST, i, r) {
-        int l = (int)num(r, "launch"), seen = 0;
+        int l = (int)sim_json_num(r, "launch"), seen = 0;
         for (int j = 0; j < nl; j++)
             seen |= launches[j] == l;
         if (!seen && nl < HOST_LAUNCHES_MAX) launches[nl++] = l;
@@ -865,33 +859,35 @@ static void fit_step_host(fit *x) {
         double dn[STEP_MODELS_MAX], dtail[STEP_MODELS_MAX]; /* DDP's tails */
         int k = 0, kd = 0;
         FOR_RECORDS(x, F_STEP_HOST, i, r) {
-            if ((int)num(r, "launch") != launches[j]) continue;
-            if (!strcmp(str(r, "what"), "megatron_layer") &&
-                !strcmp(str(r, "layer"), x->host_dense_name ? x->host_dense_name : "dense_sdpa"))
-                layer = num(r, "time_us") * 1e-6;
-            if (strcmp(str(r, "what"), "megatron_step")) continue;
-            if (num(r, "distopt") == 0) {
-                if (!strcmp(str(r, "piece"), "tail") && kd < STEP_MODELS_MAX)
-                    dn[kd] = num(r, "tensors"), dtail[kd++] = num(r, "time_us") * 1e-6;
+            if ((int)sim_json_num(r, "launch") != launches[j]) continue;
+            if (!strcmp(sim_json_str(r, "what"), "megatron_layer") &&
+                !strcmp(sim_json_str(r, "layer"),
+                        x->host_dense_name ? x->host_dense_name : "dense_sdpa"))
+                layer = sim_json_num(r, "time_us") * 1e-6;
+            if (strcmp(sim_json_str(r, "what"), "megatron_step")) continue;
+            if (sim_json_num(r, "distopt") == 0) {
+                if (!strcmp(sim_json_str(r, "piece"), "tail") && kd < STEP_MODELS_MAX)
+                    dn[kd] = sim_json_num(r, "tensors"),
+                    dtail[kd++] = sim_json_num(r, "time_us") * 1e-6;
                 continue;
             }
-            if (num(r, "distopt") != 1) continue;
+            if (sim_json_num(r, "distopt") != 1) continue;
             int p = 0;
-            while (p < NPIECES && strcmp(STEP_PIECES[p], str(r, "piece")))
+            while (p < NPIECES && strcmp(STEP_PIECES[p], sim_json_str(r, "piece")))
                 p++;
             if (p == NPIECES) continue;
-            const char *m = str(r, "model");
+            const char *m = sim_json_str(r, "model");
             int q = 0;
             while (q < k && strcmp(model[q], m))
                 q++;
             if (q == k) {
                 if (k == STEP_MODELS_MAX) continue;
-                model[k] = m, n[k] = num(r, "tensors");
+                model[k] = m, n[k] = sim_json_num(r, "tensors");
                 for (int z = 0; z < NPIECES; z++)
                     t[k][z] = NAN;
                 k++;
             }
-            t[q][p] = num(r, "time_us") * 1e-6;
+            t[q][p] = sim_json_num(r, "time_us") * 1e-6;
         }
         double scale = x->host_dense_s > 0 && layer > 0 ? x->host_dense_s / layer : 1;
         double y[STEP_PARTS][STEP_MODELS_MAX], nn[STEP_MODELS_MAX];
@@ -939,7 +935,7 @@ static int fit_host_calls(fit *x, int *ngemm, int *nattn) {
     json_t *r;
     FOR_RECORDS(x, F_COMPUTE, i, r) {
         ep_op op;
-        double h = num(r, "host_us") * 1e-6;
+        double h = sim_json_num(r, "host_us") * 1e-6;
         if (record_op(r, &op) || !(h > 0)) continue;
         if (op.kind == EP_OP_GEMM || op.kind == EP_OP_GROUPED_GEMM)
             g[(*ngemm)++] = h / (op.kind == EP_OP_GROUPED_GEMM && op.batch > 1 ? op.batch : 1);
@@ -971,7 +967,7 @@ static void table_from_points(sim_table *t, const double *x, double *y, int n) {
 
 /* A record's "slowdown", at least 1 (noise: sharing never speeds an op up); NAN without one. */
 static double slowdown_of(json_t *r) {
-    double s = num(r, "slowdown");
+    double s = sim_json_num(r, "slowdown");
     return !(s > 0) ? NAN : s < 1 ? 1 : s;
 }
 
@@ -981,7 +977,7 @@ static void fit_interference(fit *x) {
            kslow[SIM_CALIB_MAX_POINTS];
     int nk = 0;
     FOR_RECORDS(x, F_INTERFERENCE, i, r) {
-        const char *v = str(r, "victim"), *a = str(r, "aggressor");
+        const char *v = sim_json_str(r, "victim"), *a = sim_json_str(r, "aggressor");
         double s = slowdown_of(r);
         if (isnan(s)) continue;
         if (strcmp(v, "gemm") == 0 && strcmp(a, "nccl_alltoall") == 0) x->c.comm_flops_slowdown = s;
@@ -992,12 +988,12 @@ static void fit_interference(fit *x) {
         if (strcmp(v, "nccl_alltoall") == 0 && strcmp(a, "gemm") == 0)
             x->c.nccl_compute_slowdown = s;
         /* compute beside an SM-driven transfer: the GEMM beside the store kernel, by its SMs */
-        double asms = num(r, "aggressor_sms");
+        double asms = sim_json_num(r, "aggressor_sms");
         if (strcmp(v, "gemm") == 0 && strcmp(a, "store") == 0 && asms > 0 &&
             nk < SIM_CALIB_MAX_POINTS)
             ksms[nk] = asms, kslow[nk++] = s;
         /* SM-driven transfers: the store kernel on the SM count closest to Hybrid-EP's 16 */
-        double sms = num(r, "sms");
+        double sms = sim_json_num(r, "sms");
         if (strcmp(v, "store") == 0 && strcmp(a, "gemm") == 0 && fabs(sms - 16) < best_sms) {
             best_sms = fabs(sms - 16);
             x->c.ep_compute_slowdown = s;
@@ -1016,7 +1012,7 @@ static void fit_interference(fit *x) {
 static void fit_corun(fit *x) {
     json_t *r;
     FOR_RECORDS(x, F_CORUN, i, r) {
-        const char *v = str(r, "victim"), *b = str(r, "beside");
+        const char *v = sim_json_str(r, "victim"), *b = sim_json_str(r, "beside");
         double s = slowdown_of(r);
         if (isnan(s)) continue;
         int vc = !strcmp(v, "compute"), vm = !strcmp(v, "memory");
@@ -1073,11 +1069,11 @@ static int comm_points(fit *x, const char *name, comm_pt *p, int *ranks) {
     int np = 0;
     json_t *r;
     FOR_RECORDS(x, F_COMM, i, r) {
-        if (strcmp(str(r, "op"), name) != 0 || strcmp(str(r, "link"), "nvlink") != 0 ||
-            np == SIM_CALIB_MAX_POINTS)
+        if (strcmp(sim_json_str(r, "op"), name) != 0 ||
+            strcmp(sim_json_str(r, "link"), "nvlink") != 0 || np == SIM_CALIB_MAX_POINTS)
             continue;
-        double b = num(r, "bytes"), t = num(r, "time_us") * 1e-6;
-        int n = (int)num(r, "ranks");
+        double b = sim_json_num(r, "bytes"), t = sim_json_num(r, "time_us") * 1e-6;
+        int n = (int)sim_json_num(r, "ranks");
         if (!(b > 0) || !(t > 0) || n < 2 || (*ranks && n != *ranks)) continue;
         *ranks = n;
         int j = np++;
@@ -1131,8 +1127,8 @@ static void fit_ep_kernels(fit *x) {
         json_t *r;
         double tmin_tok = 1e300, tmin = 0;
         FOR_RECORDS(x, w, i, r) {
-            if (strcmp(str(r, "backend"), "nvl") != 0) continue;
-            double tok = num(r, "tokens"), t = num(r, "time_us") * 1e-6;
+            if (strcmp(sim_json_str(r, "backend"), "nvl") != 0) continue;
+            double tok = sim_json_num(r, "tokens"), t = sim_json_num(r, "time_us") * 1e-6;
             if (tok < tmin_tok && t > 0) tmin_tok = tok, tmin = t;
         }
         if (tmin > 0 && tmin - x->lat < base) base = tmin - x->lat;
@@ -1141,9 +1137,11 @@ static void fit_ep_kernels(fit *x) {
     for (int w = F_DISPATCH; w <= F_COMBINE; w++) {
         json_t *r;
         FOR_RECORDS(x, w, i, r) {
-            if (strcmp(str(r, "backend"), "nvl") != 0 || num(r, "tokens") < 4096 || ne == 64)
+            if (strcmp(sim_json_str(r, "backend"), "nvl") != 0 ||
+                sim_json_num(r, "tokens") < 4096 || ne == 64)
                 continue;
-            double t = num(r, "time_us") * 1e-6 - base - x->lat, lb = num(r, "link_bytes");
+            double t = sim_json_num(r, "time_us") * 1e-6 - base - x->lat,
+                   lb = sim_json_num(r, "link_bytes");
             if (t > 0 && lb > 0) eff[ne++] = lb / (x->bw * t);
         }
     }
@@ -1164,11 +1162,11 @@ static void compute_residuals(fit *x, double *med, double *p90, double *worst) {
     FOR_SHAPE_RECORDS(x, fw, i, r) {
         ep_op op;
         if (record_op(r, &op) || !want_record(x, fw, r, &op)) continue;
-        cost.attn_seq = (int)num(r, "seq"), cost.attn_dqk = (int)num(r, "dqk");
-        cost.attn_dv = (int)num(r, "dv");
+        cost.attn_seq = (int)sim_json_num(r, "seq"), cost.attn_dqk = (int)sim_json_num(r, "dqk");
+        cost.attn_dv = (int)sim_json_num(r, "dv");
         sim_work w;
         sim_op_work(&cost, &op, x->peak, x->hbm, &w);
-        double t = num(r, "time_us") * 1e-6;
+        double t = sim_json_num(r, "time_us") * 1e-6;
         if (n == cap) {
             cap = cap ? 2 * cap : 1024;
             double *ne = realloc(e, sizeof *e * (size_t)cap);
@@ -1203,14 +1201,15 @@ static void holdout_report(fit *x, json_t *root, const char *path) {
             for (size_t i = 1; i < json_array_size(root); i++) {
                 json_t *r = json_array_get(root, i);
                 ep_op op;
-                if (!strcmp(str(r, "source"), "grid") || record_op(r, &op) ||
+                if (!strcmp(sim_json_str(r, "source"), "grid") || record_op(r, &op) ||
                     op.kind != kinds[ki] || (int)op.phase != ph)
                     continue;
-                cost.attn_seq = (int)num(r, "seq"), cost.attn_dqk = (int)num(r, "dqk");
-                cost.attn_dv = (int)num(r, "dv");
+                cost.attn_seq = (int)sim_json_num(r, "seq"),
+                cost.attn_dqk = (int)sim_json_num(r, "dqk");
+                cost.attn_dv = (int)sim_json_num(r, "dv");
                 sim_work w;
                 sim_op_work(&cost, &op, x->peak, x->hbm, &w);
-                double t = num(r, "time_us") * 1e-6, y = sim_work_alone(&w);
+                double t = sim_json_num(r, "time_us") * 1e-6, y = sim_work_alone(&w);
                 e[n++] = fabs(y - t) / t;
                 meas += t, pred += y;
                 if (getenv("EPSIM_HOLDOUT_ALL"))
@@ -1263,8 +1262,8 @@ static void fit_power(fit *x) {
         json_t *launch = json_array_get(root, l), *r;
         size_t i;
         json_array_foreach(json_object_get(launch, "ops"), i, r) {
-            const char *cls = str(r, "class");
-            double pw = num(r, "power_w_second_half"), sl = num(r, "slowdown");
+            const char *cls = sim_json_str(r, "class");
+            double pw = sim_json_num(r, "power_w_second_half"), sl = sim_json_num(r, "slowdown");
             if (!strcmp(cls, "memory") && pw > 0 && nmem < POWER_MAX) pmem[nmem++] = pw;
             if (!strcmp(cls, "attention") && pw > 0 && natt < POWER_MAX) patt[natt++] = pw;
             if (is_gemm_class(cls) && sl > 0 && bn[POWER_BINS - 1] < POWER_MAX) {
@@ -1274,9 +1273,9 @@ static void fit_power(fit *x) {
             }
         }
         json_array_foreach(json_object_get(launch, "mix"), i, r) {
-            if (!is_gemm_class(str(r, "class"))) continue;
-            double di = num(r, "duty_isolated"), so = num(r, "op_slowdown"),
-                   sc = num(r, "copy_slowdown");
+            if (!is_gemm_class(sim_json_str(r, "class"))) continue;
+            double di = sim_json_num(r, "duty_isolated"), so = sim_json_num(r, "op_slowdown"),
+                   sc = sim_json_num(r, "copy_slowdown");
             if (!(di > 0 && so > 0 && sc > 0)) continue;
             double d = di * so / (di * so + (1 - di) * sc);
             for (int b = 0; b < POWER_BINS; b++)
@@ -1322,7 +1321,7 @@ static void fit_power(fit *x) {
         json_t *r;
         size_t i;
         json_array_foreach(json_object_get(json_array_get(root, l), "recovery"), i, r) {
-            double gap = num(r, "gap_ms") * 1e-3;
+            double gap = sim_json_num(r, "gap_ms") * 1e-3;
             json_t *after = json_object_get(r, "slowdown_after");
             for (size_t k = 1; k < json_array_size(after) && ntau < POWER_MAX; k++) {
                 double v = json_number_value(json_array_get(after, k));
@@ -1358,9 +1357,10 @@ static void fit_per_byte(fit *x, int file, const char *key, const char *const *p
             int n = 0;
             json_t *r;
             FOR_RECORDS(x, file, i, r) {
-                if (strcmp(str(r, key), parts[o]) || strcmp(str(r, "pass"), ps ? "bwd" : "fwd"))
+                if (strcmp(sim_json_str(r, key), parts[o]) ||
+                    strcmp(sim_json_str(r, "pass"), ps ? "bwd" : "fwd"))
                     continue;
-                double by = bytes(r, o, ps), us = num(r, "time_us");
+                double by = bytes(r, o, ps), us = sim_json_num(r, "time_us");
                 if (!(by > 0 && us > 0) || n == BYTES_POINTS_MAX) continue;
                 b[n] = by;
                 y[n++] = us * 1e-6 / by;
@@ -1375,7 +1375,8 @@ static void fit_per_byte(fit *x, int file, const char *key, const char *const *p
  * t -> t k, unpermute t k -> t, sort t k -> t k. */
 static double permute_bytes(json_t *r, int o, int bwd) {
     (void)bwd;
-    double t = num(r, "tokens"), k = num(r, "topk"), h = num(r, "hidden");
+    double t = sim_json_num(r, "tokens"), k = sim_json_num(r, "topk"),
+           h = sim_json_num(r, "hidden");
     if (!(t > 0 && k > 0 && h > 0)) return 0;
     return (o == 2 ? 2 * t * k : t + t * k) * h * 2.0;
 }
@@ -1393,7 +1394,7 @@ static void fit_unfused_permute(fit *x) {
  * activation reads 2F and writes F bf16 values per row, the bias reads and writes H; a backward
  * elementwise op has twice its forward's bytes (backward_op). */
 static double extras_bytes(json_t *r, int o, int bwd) {
-    double rows = num(r, "rows"), w = num(r, "width");
+    double rows = sim_json_num(r, "rows"), w = sim_json_num(r, "width");
     if (!(rows > 0 && w > 0)) return 0;
     return rows * w * (o == 3 ? 2.0 : 3.0) * 2.0 * (bwd ? 2.0 : 1.0);
 }
@@ -1440,10 +1441,11 @@ static json_t *mamba_fwd_of(fit *x, json_t *r) {
     static const char *const KEYS[] = {"launch", "seq", "heads", "head_dim", "state", "groups"};
     json_t *f;
     FOR_RECORDS(x, F_MAMBA, j, f) {
-        if (strcmp(str(f, "pass"), "fwd")) continue;
+        if (strcmp(sim_json_str(f, "pass"), "fwd")) continue;
         int same = 1;
         for (size_t k = 0; k < sizeof KEYS / sizeof KEYS[0] && same; k++) {
-            double a = num(f, KEYS[k]), b = num(r, KEYS[k]); /* NAN both: no launch given */
+            double a = sim_json_num(f, KEYS[k]),
+                   b = sim_json_num(r, KEYS[k]); /* NAN both: no launch given */
             same = a == b || (isnan(a) && isnan(b));
         }
         if (same) return f;
@@ -1454,13 +1456,15 @@ static json_t *mamba_fwd_of(fit *x, json_t *r) {
 static int fit_mamba_scan(fit *x) {
     json_t *r;
     FOR_RECORDS(x, F_MAMBA, i, r) {
-        int bwd = !strcmp(str(r, "pass"), "bwd");
-        if (!bwd && strcmp(str(r, "pass"), "fwd")) continue;
-        double seq = num(r, "seq"), ch = num(r, "heads") * num(r, "head_dim");
-        double state = num(r, "state"), groups = num(r, "groups");
+        int bwd = !strcmp(sim_json_str(r, "pass"), "bwd");
+        if (!bwd && strcmp(sim_json_str(r, "pass"), "fwd")) continue;
+        double seq = sim_json_num(r, "seq"),
+               ch = sim_json_num(r, "heads") * sim_json_num(r, "head_dim");
+        double state = sim_json_num(r, "state"), groups = sim_json_num(r, "groups");
         /* the stand-in conv1d's forward time, in the forward record of the shape */
-        double conv_fwd = num(bwd ? mamba_fwd_of(x, r) : r, "conv_fwd_us");
-        double us = num(r, "time_us") - conv_fwd - (bwd ? num(r, "conv_bwd_us") : 0);
+        double conv_fwd = sim_json_num(bwd ? mamba_fwd_of(x, r) : r, "conv_fwd_us");
+        double us =
+            sim_json_num(r, "time_us") - conv_fwd - (bwd ? sim_json_num(r, "conv_bwd_us") : 0);
         double conv_bytes = 2 * seq * (ch + 2 * groups * state) * 2.0; /* bf16 in and out */
         if (!(seq > 0 && ch > 0 && state > 0 && groups > 0 && conv_fwd >= 0 && us > 0)) continue;
         us += 1e6 * conv_s(x, (bwd ? 2.5 : 1) * conv_bytes);
@@ -1486,11 +1490,11 @@ static void write_sources(fit *x, FILE *f) {
         fprintf(f, "%s\n  \"%s\":{\"path\":", first ? "" : ",", FILES[w]);
         ep_json_string(f, x->path[w]);
         fprintf(f, ",\"records\":%zu,\"gpu\":", json_array_size(x->root[w]) - 1);
-        ep_json_string(f, str(meta, "gpu"));
+        ep_json_string(f, sim_json_str(meta, "gpu"));
         fputs(",\"date\":", f);
-        ep_json_string(f, str(meta, "date"));
+        ep_json_string(f, sim_json_str(meta, "date"));
         fputs(",\"git_revision\":", f);
-        ep_json_string(f, str(meta, "git_revision"));
+        ep_json_string(f, sim_json_str(meta, "git_revision"));
         if (x->completed[w][0]) { /* records added from later files: path (records) */
             fputs(",\"completed_from\":", f);
             ep_json_string(f, x->completed[w]);

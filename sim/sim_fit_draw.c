@@ -16,19 +16,10 @@
 #include "ep_sched.h"
 #include "ep_stats.h"
 #include "sim_cost.h"
+#include "sim_json.h"
 
 #define DRAW_TOP_U 0.9
 #define DRAW_MIN_W 0.01 /* shape tables hold positive values: 0.01 stands for none */
-
-static double num(json_t *o, const char *key) {
-    json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
-static const char *str(json_t *o, const char *key) {
-    const char *s = json_string_value(json_object_get(o, key));
-    return s ? s : "";
-}
 
 /* the duty table, linear between its points, flat outside */
 static double table_at(const sim_table *t, double d) {
@@ -82,8 +73,8 @@ static int mixes_of(json_t *r, double x_us[], double r_us[], int xr[], int rr[])
     if (json_array_size(a) != SIM_DRAW_MIXES) return -1;
     for (int m = 0; m < SIM_DRAW_MIXES; m++) {
         json_t *x = json_array_get(a, (size_t)m);
-        x_us[m] = num(x, "x_us"), r_us[m] = num(x, "ref_us");
-        xr[m] = (int)num(x, "x_reps"), rr[m] = (int)num(x, "ref_reps");
+        x_us[m] = sim_json_num(x, "x_us"), r_us[m] = sim_json_num(x, "ref_us");
+        xr[m] = (int)sim_json_num(x, "x_reps"), rr[m] = (int)sim_json_num(x, "ref_reps");
         if (!(x_us[m] > 0 && r_us[m] > 0 && xr[m] > 0 && rr[m] > 0)) return -1;
     }
     return 0;
@@ -123,15 +114,15 @@ int sim_fit_draw(json_t *root, sim_calib *c, sim_draw_report *rep) {
         double x_us[SIM_DRAW_MIXES], r_us[SIM_DRAW_MIXES];
         int xr[SIM_DRAW_MIXES], rr[SIM_DRAW_MIXES];
         if (mixes_of(r, x_us, r_us, xr, rr)) continue;
-        const char *anchor = str(r, "anchor");
+        const char *anchor = sim_json_str(r, "anchor");
         if (!strcmp(anchor, "ref")) { /* R with R: both mixes run R back to back */
-            cold = num(r, "ref_cold_us");
+            cold = sim_json_num(r, "ref_cold_us");
             s1 = (r_us[0] + r_us[1]) / 2 / cold;
             b2b[nb2b++] = s1;
             have_ref = cold > 0;
         } else if (!strcmp(anchor, "copy")) {
             for (int m = 0; m < SIM_DRAW_MIXES; m++) {
-                s0[m] = r_us[m] / num(r, "ref_cold_us");
+                s0[m] = r_us[m] / sim_json_num(r, "ref_cold_us");
                 rho0[m] = rr[m] * r_us[m] / (rr[m] * r_us[m] + xr[m] * x_us[m]);
             }
             have_copy = 1;
@@ -142,7 +133,7 @@ int sim_fit_draw(json_t *root, sim_calib *c, sim_draw_report *rep) {
         if (!is_ref && (!have_ref || !have_copy || !(s1 > s0[0] && s1 > s0[1]))) continue;
         ep_op op;
         memset(&op, 0, sizeof op);
-        const char *kind = str(r, "kind"), *phase = str(r, "phase");
+        const char *kind = sim_json_str(r, "kind"), *phase = sim_json_str(r, "phase");
         int cls = !strcmp(kind, "gemm")           ? 0
                   : !strcmp(kind, "grouped_gemm") ? 1
                   : !strcmp(kind, "attention")    ? 2
@@ -155,11 +146,12 @@ int sim_fit_draw(json_t *root, sim_calib *c, sim_draw_report *rep) {
         draw_point *p = &pt[n];
         p->cls = cls, p->ph = ph;
         if (cls == 2) {
-            p->f[0] = num(r, "flops"), p->f[1] = num(r, "seq"), p->f[2] = num(r, "dqk");
-            p->f[3] = num(r, "dv");
+            p->f[0] = sim_json_num(r, "flops"), p->f[1] = sim_json_num(r, "seq"),
+            p->f[2] = sim_json_num(r, "dqk");
+            p->f[3] = sim_json_num(r, "dv");
         } else {
-            sim_gemm_features(ph == 2, num(r, "m"), num(r, "n"), num(r, "k"), num(r, "batch"),
-                              p->f);
+            sim_gemm_features(ph == 2, sim_json_num(r, "m"), sim_json_num(r, "n"),
+                              sim_json_num(r, "k"), sim_json_num(r, "batch"), p->f);
         }
         if (!(p->f[0] > 0 && p->f[1] > 0 && p->f[2] > 0 && p->f[3] > 0)) continue;
         double w = is_ref ? 1.0

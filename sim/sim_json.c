@@ -1,6 +1,7 @@
 /* sim_json: JSON files plain or xz-compressed (sim_json.h). */
 #include "sim_json.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #include "ep_io.h"
@@ -21,4 +22,14 @@ json_t *sim_json_load(const char *path, size_t flags, json_error_t *je) {
         return NULL;
     }
     return r;
+}
+
+double sim_json_num(json_t *o, const char *key) {
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+const char *sim_json_str(json_t *o, const char *key) {
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? s : "";
 }

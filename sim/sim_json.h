@@ -7,5 +7,8 @@
 
 /* json_loadf of path (a name ending in ".xz" decompressed); NULL with je set. */
 json_t *sim_json_load(const char *path, size_t flags, json_error_t *je);
+/* A record's number (NAN when the key is missing or not a number) and string ("" when missing). */
+double sim_json_num(json_t *o, const char *key);
+const char *sim_json_str(json_t *o, const char *key);
 
 #endif

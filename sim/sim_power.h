@@ -22,8 +22,10 @@ typedef struct {
 /* Whether the calibration has a power model (a measured duty table). */
 int sim_power_on(const sim_calib *c);
 
-/* An op's power weight: its class's (GEMMs 1, attention power_attention_weight, others 0) times
- * the share of its time that is flop time (a memory-bound GEMM draws little). */
+/* An op's power weight: what was measured for its shape (sim_work.draw, from the calibration's
+ * power_draw_* tables) where there is a table of its kind, else its class's (GEMMs 1, attention
+ * power_attention_weight, others 0) times the share of its time that is flop time (a
+ * memory-bound GEMM draws little). */
 double sim_power_weight(const sim_calib *c, const ep_op *op, const sim_work *w);
 
 /* Brings the average forward to `now` under the weight that ran since p->t, then sets the weight
