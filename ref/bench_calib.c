@@ -22,16 +22,6 @@
 
 /* ---- compute ------------------------------------------------------------------------------ */
 
-typedef struct {
-    exec_gpu *g;
-    int i;
-} launch_arg;
-
-static void op_launch(void *a, cudaStream_t st) {
-    launch_arg *l = a;
-    exec_gpu_launch(l->g, l->i, st);
-}
-
 static int same_op(const ep_op *a, const ep_op *b) {
     return a->kind == b->kind && a->phase == b->phase && a->m == b->m && a->n == b->n &&
            a->k == b->k && a->batch == b->batch && a->flops == b->flops && a->bytes == b->bytes;
@@ -51,9 +41,9 @@ static void time_compute(bench *b, const ep_config *cfg, ep_op *ops, int n, cons
     exec_gpu_attention_dims(g, &seq, &dqk, &dv);
     for (int i = 0; i < n; i++) {
         const ep_op *op = &ops[i];
-        launch_arg la = {g, i};
+        calib_op la = {g, i};
         double host_us = 0, host_first_us = 0;
-        double us = bench_time_ahead(b, op_launch, &la, &host_us, &host_first_us);
+        double us = bench_time_ahead(b, calib_launch_op, &la, &host_us, &host_first_us);
         int attn = op->kind == EP_OP_ATTENTION;
         calib_add(out,
                   "{\"kind\":\"%s\",\"phase\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,"
@@ -316,8 +306,8 @@ static void time_comm(bench *b, calib_list *out) {
     }
     exec_gpu *g = exec_gpu_create_rank(b->ctx, &y.s, me, 1);
     for (int i = 0; i < n; i++) {
-        launch_arg la = {g, i};
-        double us = bench_time(b, op_launch, &la);
+        calib_op la = {g, i};
+        double us = bench_time(b, calib_launch_op, &la);
         const char *name = ops[i].kind == EP_OP_SEND ? "send" : ep_op_kind_name(ops[i].kind);
         calib_add(out,
                   "{\"op\":\"%s\",\"ranks\":%d,\"link\":\"nvlink\",\"bytes\":%.0f,"

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include "bench.h"
 #include "ep_sched.h"
+#include "exec_gpu.h"
 
 typedef struct {
     char *text; /* ",\n{...}" per record */
@@ -32,6 +33,14 @@ typedef struct {
 void calib_synth_init(calib_synth *y, const ep_config *cfg, int world);
 /* Appends a zeroed op of kind/phase on the compute stream (no group, batch 1) to ops[*n]. */
 ep_op *calib_synth_op(ep_op *ops, int *n, int cap, ep_op_kind kind, ep_phase phase);
+
+/* Op i of an executor, launched as a bench_op (bench_time, bench_time_ahead): arg is a
+ * calib_op *. */
+typedef struct {
+    exec_gpu *g;
+    int i;
+} calib_op;
+void calib_launch_op(void *arg, cudaStream_t st);
 
 /* Appends a forward GEMM shape and its backward ops (dgrad, wgrad) exactly as
  * core/sched_layer.c derives them. */

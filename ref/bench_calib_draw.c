@@ -49,16 +49,6 @@ static const int DRAW_ATTN_BLOCKS[] = {4, 32};
 #define DRAW_MAX_WEIGHTS 24e9
 #define LEN(a)           (int)(sizeof(a) / sizeof((a)[0]))
 
-typedef struct {
-    exec_gpu *g;
-    int i;
-} draw_launch;
-
-static void launch_one(void *a, cudaStream_t st) {
-    draw_launch *l = a;
-    exec_gpu_launch(l->g, l->i, st);
-}
-
 /* One executor's ops: op 0 is R, the rest are timed against it. */
 typedef struct {
     ep_config cfg;
@@ -150,8 +140,8 @@ static void time_set(bench *b, draw_set *s, calib_list *out) {
     CUDA_CHECK(cudaDeviceSynchronize());
     nanosleep(&cool, NULL);
     for (int i = 0; i < s->n; i++) {
-        draw_launch l = {g, i};
-        s->cold_us[i] = bench_time_ahead(b, launch_one, &l, NULL, NULL);
+        calib_op l = {g, i};
+        s->cold_us[i] = bench_time_ahead(b, calib_launch_op, &l, NULL, NULL);
     }
     cudaStream_t st = b->ctx->stream;
     for (int i = 0; i < s->n; i++) {

@@ -81,3 +81,8 @@ void calib_attention_config(ep_config *cfg, int seq, int dqk, int dv) {
     }
     ep_config_resolve(cfg); /* built by hand: no validation */
 }
+
+void calib_launch_op(void *arg, cudaStream_t st) {
+    calib_op *o = arg;
+    exec_gpu_launch(o->g, o->i, st);
+}

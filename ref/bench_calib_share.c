@@ -141,16 +141,6 @@ void calib_host(bench *b, calib_list *out) {
 /* ---- interference ------------------------------------------------------------------------- */
 
 typedef struct {
-    exec_gpu *g;
-    int i;
-} op_ref;
-
-static void run_op(void *a, cudaStream_t st) {
-    op_ref *o = a;
-    exec_gpu_launch(o->g, o->i, st);
-}
-
-typedef struct {
     ep_nvl *nvl;
     const void *src;
     size_t bytes;
@@ -250,7 +240,7 @@ static exec_gpu *a2a_aggressor(bench *b, const ep_config *cfg) {
  * that outlasts the victims, so on every other rank NCCL's kernel is launched and holds its
  * blocks, spinning, but moves nothing while the victims run. */
 typedef struct {
-    op_ref a2a;
+    calib_op a2a;
     double delay_us;
     int me;
 } late_a2a;
@@ -258,7 +248,7 @@ typedef struct {
 static void run_late_a2a(void *a, cudaStream_t st) {
     late_a2a *l = a;
     if (l->me == 0) CUDA_CHECK(exec_delay(l->delay_us, st));
-    run_op(&l->a2a, st);
+    calib_launch_op(&l->a2a, st);
 }
 
 /* moving: the victims beside a moving NCCL all-to-all and beside NVLink stores (and those beside
@@ -290,8 +280,8 @@ void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
         CUDA_CHECK(cudaMalloc(&ssrc, sbytes));
         CUDA_CHECK(cudaMemset(ssrc, 1, sbytes));
     }
-    op_ref vic[2] = {{cg, 0}, {cg, 1}}, a2a = {ag, 0};
-    double a2a_alone = moving ? victim_us(b, s1, s2, run_op, &a2a, nv, NULL, NULL, 0) : 0;
+    calib_op vic[2] = {{cg, 0}, {cg, 1}}, a2a = {ag, 0};
+    double a2a_alone = moving ? victim_us(b, s1, s2, calib_launch_op, &a2a, nv, NULL, NULL, 0) : 0;
     static const int sms[] = {8, 16, 32};
     double gemm_alone = 0;
     for (int v = 0; v < 2; v++) {
@@ -302,11 +292,12 @@ void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
                      op->n, op->k);
         else
             snprintf(what, sizeof what, "\"victim\":\"elementwise\",\"bytes\":%.0f", op->bytes);
-        double alone = victim_us(b, s1, s2, run_op, &vic[v], nv, NULL, NULL, 0);
+        double alone = victim_us(b, s1, s2, calib_launch_op, &vic[v], nv, NULL, NULL, 0);
         if (v == 0) gemm_alone = alone;
         if (waiting) {
             late_a2a late = {a2a, 3.0 * nv * alone + 1000, me};
-            double sw = victim_time(b, s1, s2, run_op, &vic[v], nv, run_late_a2a, &late, 1, 1);
+            double sw =
+                victim_time(b, s1, s2, calib_launch_op, &vic[v], nv, run_late_a2a, &late, 1, 1);
             calib_add(out,
                       "{%s,\"aggressor\":\"nccl_waiting\",\"aggressor_sms\":-1,"
                       "\"aggressor_bytes\":%.0f,\"alone_us\":%.3f,\"shared_us\":%.3f,"
@@ -317,8 +308,8 @@ void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
                        what, alone, sw);
         }
         if (!moving) continue;
-        double sh =
-            victim_us(b, s1, s2, run_op, &vic[v], nv, run_op, &a2a, cover(alone, nv, a2a_alone));
+        double sh = victim_us(b, s1, s2, calib_launch_op, &vic[v], nv, calib_launch_op, &a2a,
+                              cover(alone, nv, a2a_alone));
         calib_add(out,
                   "{%s,\"aggressor\":\"nccl_alltoall\",\"aggressor_sms\":-1,"
                   "\"aggressor_bytes\":%.0f,\"alone_us\":%.3f,\"shared_us\":%.3f,"
@@ -328,7 +319,7 @@ void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
         for (size_t s = 0; s < sizeof sms / sizeof sms[0]; s++) {
             store_ref st = {&nvl, ssrc, sbytes, sms[s]};
             double st_alone = victim_us(b, s1, s2, run_store, &st, nv, NULL, NULL, 0);
-            double sh2 = victim_us(b, s1, s2, run_op, &vic[v], nv, run_store, &st,
+            double sh2 = victim_us(b, s1, s2, calib_launch_op, &vic[v], nv, run_store, &st,
                                    cover(alone, nv, st_alone));
             calib_add(out,
                       "{%s,\"aggressor\":\"store\",\"aggressor_sms\":%d,"
@@ -336,7 +327,7 @@ void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
                       "\"slowdown\":%.4f}",
                       what, sms[s], (double)sbytes, alone, sh2, sh2 / alone);
             if (v == 0) { /* and the other way round: the transfer beside the GEMM */
-                double back = victim_us(b, s1, s2, run_store, &st, nv, run_op, &vic[0],
+                double back = victim_us(b, s1, s2, run_store, &st, nv, calib_launch_op, &vic[0],
                                         cover(st_alone, nv, alone));
                 calib_add(out,
                           "{\"victim\":\"store\",\"sms\":%d,\"bytes\":%.0f,\"aggressor\":\"gemm\","
@@ -349,7 +340,7 @@ void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
         }
     }
     if (moving) {
-        double back = victim_us(b, s1, s2, run_op, &a2a, nv, run_op, &vic[0],
+        double back = victim_us(b, s1, s2, calib_launch_op, &a2a, nv, calib_launch_op, &vic[0],
                                 cover(a2a_alone, nv, gemm_alone));
         calib_add(out,
                  "{\"victim\":\"nccl_alltoall\",\"bytes\":%.0f,\"aggressor\":\"gemm\",\"m\":%d,"
@@ -394,13 +385,13 @@ void calib_corun(bench *b, calib_list *out) {
     y.rk[0].ops = ops, y.rk[0].nops = n;
     exec_gpu *g = exec_gpu_create_rank(b->ctx, &y.s, 0, 0);
     static const char *kind[2] = {"compute", "memory"};
-    op_ref v[2] = {{g, 0}, {g, 1}}, a[2] = {{g, 2}, {g, 3}};
+    calib_op v[2] = {{g, 0}, {g, 1}}, a[2] = {{g, 2}, {g, 3}};
     double alone[2];
     for (int i = 0; i < 2; i++)
-        alone[i] = victim_us(b, s1, s2, run_op, &v[i], nv, NULL, NULL, 0);
+        alone[i] = victim_us(b, s1, s2, calib_launch_op, &v[i], nv, NULL, NULL, 0);
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++) {
-            double sh = victim_us(b, s1, s2, run_op, &v[i], nv, run_op, &a[j],
+            double sh = victim_us(b, s1, s2, calib_launch_op, &v[i], nv, calib_launch_op, &a[j],
                                   cover(alone[i], nv, alone[j]));
             calib_add(out,
                       "{\"victim\":\"%s\",\"victim_op\":\"%s\",\"beside\":\"%s\","
