@@ -451,7 +451,8 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
         calib_interference(b, &lists[3], calib_has_part(parts, "interference"),
                            calib_has_part(parts, "waiting"));
     if (!rc && calib_has_part(parts, "corun")) calib_corun(b, &lists[4]);
-    if (!rc && calib_has_part(parts, "draw")) calib_draw(b, &lists[5]);
+    if (!rc && (calib_has_part(parts, "draw") || calib_has_part(parts, "draw-wide")))
+        calib_draw(b, &lists[5], !calib_has_part(parts, "draw"));
     for (int i = 0; i < NFILES && !rc; i++)
         if (me == 0 && lists[i].n && write_list(b, out_dir, files[i], &lists[i])) rc = 1;
     for (int i = 0; i < NFILES; i++)

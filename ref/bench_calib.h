@@ -55,7 +55,8 @@ void calib_add(calib_list *l, const char *fmt, ...) __attribute__((format(printf
 void calib_host(bench *b, calib_list *out);
 void calib_interference(bench *b, calib_list *out, int moving, int waiting);
 void calib_corun(bench *b, calib_list *out);
-/* What compute ops draw toward the power cap (draw.json; bench_calib_draw.c). */
-void calib_draw(bench *b, calib_list *out);
+/* What compute ops draw toward the power cap (draw.json; bench_calib_draw.c); wide_only: only
+ * the grouped GEMMs of the lattice's widest FFN (--parts draw-wide). */
+void calib_draw(bench *b, calib_list *out, int wide_only);
 
 #endif

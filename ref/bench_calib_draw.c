@@ -40,7 +40,10 @@ static const int DRAW_WIDTHS[] = {1024, 4096, 16384};
 static const int DRAW_EXPERTS[] = {8, 64};
 static const int DRAW_EXPERT_ROWS[] = {64, 128, 512, 2048};
 static const int DRAW_HIDDEN[] = {2048, 8192};
-static const int DRAW_FFN[] = {512, 2048};
+/* FFN 8192 (up-projection 16384 wide) joined on 2026-11-29 after the first two launches, which
+ * `--parts draw-wide` times alone (its anchors included) */
+static const int DRAW_FFN[] = {512, 2048, 8192};
+#define DRAW_WIDE_FFN 8192
 static const int DRAW_SEQ[] = {2048, 8192};
 static const int DRAW_ATTN_DIMS[][2] = {{128, 128}, {192, 128}};
 static const int DRAW_ATTN_BLOCKS[] = {4, 32};
@@ -186,7 +189,7 @@ static int within(double rows, double nn, double k, double experts) {
            ep_cost_gemm_flops(rows, nn, k) <= DRAW_MAX_FLOPS;
 }
 
-void calib_draw(bench *b, calib_list *out) {
+void calib_draw(bench *b, calib_list *out, int wide_only) {
     static draw_set s;
     ep_config cfg;
     ep_config_defaults(&cfg);
@@ -194,7 +197,7 @@ void calib_draw(bench *b, calib_list *out) {
     set_init(&s, &cfg);
     ep_op *copy = calib_synth_op(s.ops, &s.n, DRAW_OPS, EP_OP_ELEMENTWISE, EP_PHASE_FWD);
     copy->bytes = DRAW_COPY;
-    for (int im = 0; im < LEN(DRAW_ROWS); im++)
+    for (int im = 0; im < LEN(DRAW_ROWS) && !wide_only; im++)
         for (int in = 0; in < LEN(DRAW_WIDTHS); in++)
             for (int ik = 0; ik < LEN(DRAW_WIDTHS); ik++) {
                 int m = DRAW_ROWS[im], nn = DRAW_WIDTHS[in], k = DRAW_WIDTHS[ik];
@@ -209,12 +212,12 @@ void calib_draw(bench *b, calib_list *out) {
                         int e = DRAW_EXPERTS[ie], rows = e * DRAW_EXPERT_ROWS[ir];
                         int h = DRAW_HIDDEN[ih], f = DRAW_FFN[iff];
                         int nn = proj ? h : 2 * f, k = proj ? f : h;
-                        if (within(rows, nn, k, e))
+                        if (within(rows, nn, k, e) && (!wide_only || f == DRAW_WIDE_FFN))
                             calib_gemm3(s.ops, &s.n, DRAW_OPS, EP_OP_GROUPED_GEMM, rows, nn, k, e);
                     }
     time_set(b, &s, out);
     /* attention: one executor per geometry (the executor takes it from the config) */
-    for (int d = 0; d < LEN(DRAW_ATTN_DIMS); d++)
+    for (int d = 0; d < LEN(DRAW_ATTN_DIMS) && !wide_only; d++)
         for (int is = 0; is < LEN(DRAW_SEQ); is++) {
             int dqk = DRAW_ATTN_DIMS[d][0], dv = DRAW_ATTN_DIMS[d][1], seq = DRAW_SEQ[is];
             calib_attention_config(&cfg, seq, dqk, dv);

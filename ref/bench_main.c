@@ -154,7 +154,8 @@ static const ep_opt *bench_table(bench *b) {
                  "rows or widths between powers of two;\n"
                  "nvl: only comm's NVLink transport (nvl_a2a);\n"
                  "draw: what compute ops draw toward the power cap (draw.json,\n"
-                 "not in the default; about 6 minutes on one GPU)"},
+                 "not in the default; about 8 minutes on one GPU); draw-wide:\n"
+                 "only its grouped GEMMs of the widest FFN"},
         {.name = "--l2-flush",
          .takes = EP_OPT_VALUE,
          .kind = EP_OPT_CALL,

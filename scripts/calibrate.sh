@@ -47,7 +47,8 @@ x1_cool=traces/h200/grid-cool-20261129
 # the same with what each op draws toward the power cap measured on that machine (two launches of
 # `epref bench calib --parts draw`, 2026-11-29) instead of a weight per class: not a default, its
 # trial tables are in docs/calibration.md, "What an op draws"
-h200_draw="traces/h200/draw-20261129/launch1 traces/h200/draw-20261129/launch2"
+h200_draw="traces/h200/draw-20261129/launch1 traces/h200/draw-20261129/launch2
+  traces/h200/draw-wide-20261129/launch1 traces/h200/draw-wide-20261129/launch2"
 "$epsim" calibrate $x1_cool traces/h200/torch:power.json $h200_draw traces/h200/calib \
   traces/h200/host-20261129 $x2_nvl traces/h200x2/calib traces/h200x2/bench \
   --model-shapes traces/h200/models-cool-20261129/compute.json.xz --topo h200x2 \

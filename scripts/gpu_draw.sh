@@ -3,7 +3,9 @@
 # draws"), in one device call: LAUNCHES separate launches of
 #   epref --nproc 1 bench calib --parts draw --out $OUT/draw-launchN
 # each with nvidia-smi's power and SM clock sampled every 100 ms beside it (power.csv).
-# Usage (on the GPU machine): OUT=dir [BIN_DIR=dir] [LAUNCHES=2] bash scripts/gpu_draw.sh
+# Usage (on the GPU machine): OUT=dir [BIN_DIR=dir] [LAUNCHES=2] [PARTS=draw] bash scripts/gpu_draw.sh
+#   PARTS        draw (the whole lattice, about 8 minutes a launch) or draw-wide (its grouped GEMMs
+#                of the widest FFN alone)
 #   CALIB_FLAGS  default "--iters 5 --warmup 2 --l2-flush 256" (the cold grid's settings)
 set -u -o pipefail
 export NCCL_NVLS_ENABLE=0
@@ -20,7 +22,7 @@ for l in $(seq 1 "${LAUNCHES:-2}"); do
     nvidia-smi --query-gpu=timestamp,power.draw,clocks.sm --format=csv -lms 100 > "$d/power.csv" 2>&1 &
     smi=$!
     t0=$(date +%s)
-    timeout "${LAUNCH_TIMEOUT:-270}" "$EPREF" --nproc 1 bench calib --out "$d" --parts draw \
+    timeout "${LAUNCH_TIMEOUT:-270}" "$EPREF" --nproc 1 bench calib --out "$d" --parts "${PARTS:-draw}" \
         ${CALIB_FLAGS:---iters 5 --warmup 2 --l2-flush 256} > "$d/calib.log" 2>&1
     r=$?
     kill $smi 2>/dev/null
