@@ -15,6 +15,9 @@ With --mix, also streams of each compute op and a 256 MiB copy interleaved at du
 the second half: how the cap's slowdown falls with the share of time compute-bound kernels run.
 With --recovery, the large GEMM back to back for 1.5 s, then an idle gap of 5-200 ms, then three
 GEMMs timed one by one: how fast the clock comes back (pipeline bubbles, waits).
+With --rise, HBM copies back to back for 1 s (the clock awake, below the cap), then the large GEMM
+back to back for 0.4 s with every GEMM timed: how fast the clock falls when the load turns heavy
+(three times, 2 s idle between).
 With --gemms MxNxK,..., bf16 GEMMs of those shapes join the table (gemm_MxNxK): how far a GEMM's
 size and efficiency set the power it draws back to back. With --bmms ExRxHxF,..., batched expert
 GEMMs (E experts of R rows each, [R x H] x [H x F], one torch.bmm) join it (bmm_ExRxHxF): the
@@ -22,7 +25,7 @@ grouped GEMMs of few rows per expert, whose tensor cores wait on their weights. 
 ExRxHxF,..., the same as one torch.mm per expert issued in turn (loop_ExRxHxF): how epref's
 grouped GEMM runs (one cuBLAS call per expert).
 Prints one JSON object; usage:
-  sustained_clock.py [--seconds S] [--rounds R] [--mix] [--recovery] [--only REGEX]
+  sustained_clock.py [--seconds S] [--rounds R] [--mix] [--recovery] [--rise] [--only REGEX]
                      [--gemms MxNxK,...] [--bmms ExRxHxF,...] [--loops ExRxHxF,...] > out.json
 """
 import argparse, json, re, statistics, subprocess, sys, threading, time
@@ -157,6 +160,7 @@ def main():
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--mix", action="store_true")
     p.add_argument("--recovery", action="store_true")
+    p.add_argument("--rise", action="store_true")
     p.add_argument("--only", default=None, help="regex of op names to time")
     p.add_argument("--gemms", default="",
                    help="extra bf16 GEMM shapes MxNxK,... (how a GEMM's size sets its power draw)")
@@ -257,6 +261,31 @@ def main():
             res["recovery"].append(r)
             print(f"recovery after {gap_ms} ms idle: x" + ", x".join(f"{v:.3f}" for v in
                   r["slowdown_after"]), flush=True, file=sys.stderr)
+    if args.rise and "gemm_8192" in table:
+        fn, rec = table["gemm_8192"]
+        copy, _ = table["copy_256MiB"]
+        res["rise"] = []
+        for rep in range(3):
+            time.sleep(2.0)
+            t0 = time.time()
+            while time.time() - t0 < 1.0:
+                for _ in range(20):
+                    copy()
+                torch.cuda.synchronize()
+            ev = []
+            t0 = time.time()
+            while time.time() - t0 < 0.4:
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                fn()
+                e.record()
+                ev.append((s, e))
+            torch.cuda.synchronize()
+            start = [ev[0][0].elapsed_time(s) for s, e in ev]
+            slow = [s.elapsed_time(e) * 1e3 / rec["isolated_us"] for s, e in ev]
+            res["rise"].append({"t_ms": start, "slowdown": slow})
+            print(f"rise {rep}: " + ", ".join(f"{t:.0f} ms x{v:.3f}" for t, v in
+                  list(zip(start, slow))[::20]), flush=True, file=sys.stderr)
     print(json.dumps(res))
 
 
