@@ -26,7 +26,14 @@ x4_nvl=traces/h200x4/bench-push-20261128/nvl:comm.json
 # same GPU; docs/calibration.md, "Sustained load"), host, NCCL, the NVLink transport curve,
 # interference, corun
 x2_cool=traces/h200x2/grid-cool-20261128
-x2_rest="traces/h200/torch:power.json $x2_nvl traces/h200x2/calib traces/h200x2/bench"
+# the power cap of one H200 (the same GPU and epref kernels): the duty table and its release
+# (traces/h200/torch/power.json), how fast it trips (power-rise-20261129) and what each op draws
+# (four launches of `epref bench calib --parts draw` / `draw-wide`), docs/calibration.md
+# "Sustained load" and "What an op draws"
+h200_power="traces/h200/torch:power.json traces/h200/torch/power-rise-20261129
+  traces/h200/draw-20261129/launch1 traces/h200/draw-20261129/launch2
+  traces/h200/draw-wide-20261129/launch1 traces/h200/draw-wide-20261129/launch2"
+x2_rest="$h200_power $x2_nvl traces/h200x2/calib traces/h200x2/bench"
 "$epsim" calibrate $x2_cool $x2_rest \
   --model-shapes traces/h200x2/models-cool-20261128/compute.json.xz --topo h200x2 \
   --out "$out"/h200x2.json
@@ -40,19 +47,10 @@ x2_rest="traces/h200/torch:power.json $x2_nvl traces/h200x2/calib traces/h200x2/
 # of the same GPU, the host costs of traces/h200/calib; NCCL and interference of the two-GPU
 # machine fill what one GPU cannot measure
 x1_cool=traces/h200/grid-cool-20261129
-"$epsim" calibrate $x1_cool traces/h200/torch:power.json traces/h200/calib traces/h200/host-20261129 $x2_nvl \
+"$epsim" calibrate $x1_cool $h200_power traces/h200/calib traces/h200/host-20261129 $x2_nvl \
   traces/h200x2/calib traces/h200x2/bench \
   --model-shapes traces/h200/models-cool-20261129/compute.json.xz --topo h200x2 \
   --out "$out"/h200.json
-# the same with what each op draws toward the power cap measured on that machine (two launches of
-# `epref bench calib --parts draw`, 2026-11-29) instead of a weight per class: not a default, its
-# trial tables are in docs/calibration.md, "What an op draws"
-h200_draw="traces/h200/draw-20261129/launch1 traces/h200/draw-20261129/launch2
-  traces/h200/draw-wide-20261129/launch1 traces/h200/draw-wide-20261129/launch2"
-"$epsim" calibrate $x1_cool traces/h200/torch:power.json $h200_draw traces/h200/calib \
-  traces/h200/host-20261129 $x2_nvl traces/h200x2/calib traces/h200x2/bench \
-  --model-shapes traces/h200/models-cool-20261129/compute.json.xz --topo h200x2 \
-  --out "$out"/h200-draw.json
 # the same with the compute of the Megatron software stack (traces/h200/torch: torch 2.11, cuDNN
 # 9.19 SDPA, torch._grouped_mm, cuBLAS via torch.matmul, FP8 _scaled_mm; 4 x H200, 2026-11-26)
 "$epsim" calibrate traces/h200/torch:kernels.json traces/h200/calib traces/h200x4/torch:host_torch.json \
@@ -67,7 +65,7 @@ h200_draw="traces/h200/draw-20261129/launch1 traces/h200/draw-20261129/launch2
 # kinds keep what this file read before: the 2 x H200 grid's memory curve and one H200's model
 # shapes of 2026-11-25, 5-18% faster below 50 us than every later timing (inputs still in L2, as
 # epref's runs meet them; the 2 x H200 file reads flushed ones: docs/validation.md, "Held out")
-x4_compute="traces/h200x2/grid-cool-20261128 traces/h200/torch:power.json"
+x4_compute="traces/h200x2/grid-cool-20261128 $h200_power"
 x4_rest="$x4_nvl traces/h200x4/calib-20261126 traces/h200x4/comm-pairs traces/h200x4/bench
   --kind-from elementwise:traces/h200x2/grid/compute.json --topo h200x4"
 x4_models=traces/h200x4/models-cool-20261128/launch1/compute.json.xz

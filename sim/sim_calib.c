@@ -240,6 +240,7 @@ static const field FIELDS[] = {
     TO2(act_geglu_clamp),
     TO2(expert_bias),
     F(power_tau_s),
+    F(power_window_s),
     F(power_attention_weight),
     SO(power_draw_gemm, SH_GEMM),
     SO(power_draw_grouped_gemm, SH_GEMM),

@@ -118,6 +118,9 @@ typedef struct {
      * (scripts/megatron_expert_extras.py); empty: the memory-kernel roofline */
     sim_table act_swiglu[2], act_geglu[2], act_geglu_clamp[2], expert_bias[2];
     double power_tau_s;
+    /* > 0: the cap trips on a window (sim_power.h): the duty averaged over this, the slowdown held
+     * and let go over power_tau_s; 0: one average over power_tau_s both ways */
+    double power_window_s;
     double power_attention_weight; /* attention's weight in the duty (GEMMs 1, memory ops 0) */
     /* what each op draws, measured (draw.json; sim_fit_draw.c): its weight in the duty by the
      * features of the shape tables above, in [0.01, 1]; where a kind's table is empty, the

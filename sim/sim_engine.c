@@ -227,7 +227,7 @@ static void gpu_update(engine *e, int r) {
         for (int i = 0; i < g->ncomp; i++)
             w += sim_power_weight(cal, op_of(e, g->comp[i].op, r), &g->comp[i].work);
         sim_power_set(&g->power, cal, e->now, w);
-        power = sim_power_slowdown(cal, g->power.duty);
+        power = sim_power_factor(cal, &g->power);
     }
     if (g->ncomp == 0) return;
     double sm = e->p->sm_count[r];
@@ -1245,7 +1245,8 @@ static int step_is_long(engine *e) {
     return 0;
 }
 
-/* In the child of steady_power_start: the step from a cold start, then each GPU's steady duty. */
+/* In the child of steady_power_start: the step from a cold start, then each GPU's steady duty
+ * (and, with a windowed cap, the duty and held level it ends at: two per GPU). */
 static int cold_pass(void *ctx, void *out) {
     engine *e = ctx;
     double *d = out;
@@ -1256,8 +1257,13 @@ static int cold_pass(void *ctx, void *out) {
     for (long o = 0; o < e->nops; o++)
         if (e->rec[o].t.end > makespan) makespan = e->rec[o].t.end;
     for (int r = 0; r < e->world; r++) {
-        sim_power_set(&e->gpu[r].power, e->c, makespan, 0);
-        d[r] = sim_power_steady_start(e->c, e->gpu[r].power.duty, makespan);
+        sim_power *p = &e->gpu[r].power;
+        sim_power_set(p, e->c, makespan, 0);
+        if (e->c->power_window_s > 0) { /* the window forgets the start within the step */
+            d[2 * r] = p->duty, d[2 * r + 1] = p->level;
+        } else {
+            d[2 * r] = sim_power_steady_start(e->c, p->duty, makespan), d[2 * r + 1] = 0;
+        }
     }
     return 0;
 }
@@ -1267,10 +1273,13 @@ static int cold_pass(void *ctx, void *out) {
  * the step's length. On any failure the GPUs start cold, as before. */
 static void steady_power_start(engine *e) {
     if (!sim_power_on(e->c) || step_is_long(e)) return;
-    double *d = malloc(sizeof(double) * (size_t)e->world);
-    if (d && sim_child_call(cold_pass, e, d, sizeof(double) * (size_t)e->world) == 0)
-        for (int r = 0; r < e->world; r++)
-            e->gpu[r].power.duty = d[r];
+    size_t n = sizeof(double) * 2 * (size_t)e->world;
+    double *d = malloc(n);
+    if (d && sim_child_call(cold_pass, e, d, n) == 0)
+        for (int r = 0; r < e->world; r++) {
+            e->gpu[r].power.duty = d[2 * r];
+            e->gpu[r].power.level = d[2 * r + 1];
+        }
     free(d);
 }
 

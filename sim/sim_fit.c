@@ -26,6 +26,7 @@
 #include "sim_fit_draw.h"
 #include "ep_xfer.h"
 #include "sim_platform.h"
+#include "sim_power.h"
 
 #define MAX_DIRS 12
 
@@ -46,13 +47,14 @@ enum {
     F_EXPERT_EXTRAS,
     F_STEP_HOST,
     F_DRAW,
+    F_POWER_RISE,
     F_NUM
 };
 static const char *FILES[F_NUM] = {
-    "compute.json", "comm.json",    "host.json",    "interference.json",  "dispatch.json",
-    "combine.json", "corun.json",   "kernels.json", "host_torch.json",    "host_megatron.json",
-    "power.json",   "permute.json", "mamba.json",   "expert_extras.json", "step_megatron.json",
-    "draw.json"};
+    "compute.json", "comm.json",      "host.json",    "interference.json",  "dispatch.json",
+    "combine.json", "corun.json",     "kernels.json", "host_torch.json",    "host_megatron.json",
+    "power.json",   "permute.json",   "mamba.json",   "expert_extras.json", "step_megatron.json",
+    "draw.json",    "power_rise.json"};
 
 enum { HOST_LAYERS_MAX = 16, HOST_LAUNCHES_MAX = 16 };
 
@@ -84,7 +86,7 @@ typedef struct {
     /* power.json: median powers of a copy, attention and GEMMs at the cap, and the GEMM's demand
      * at full clock that the table implies (W); recovery records the time constant came from */
     double power_watts[4];
-    int npower_tau;
+    int npower_tau, npower_rise;
     char err[EP_ERRLEN];
 } fit;
 
@@ -1339,6 +1341,43 @@ static void fit_power(fit *x) {
     x->npower_tau = ntau;
 }
 
+/* power_rise.json (scripts/sustained_clock.py --rise): the large GEMM back to back after copies,
+ * each GEMM's slowdown by its start. The cap's window is the time constant of the average that,
+ * through the duty table, gives those slowdowns best (least squares over the first 150 ms, the
+ * first GEMM left out: it also wakes the clock). */
+enum { RISE_POINTS = 4096 };
+
+static void fit_power_window(fit *x) {
+    json_t *root = x->root[F_POWER_RISE];
+    const sim_table *t = &x->c.power_duty_slowdown;
+    if (!root || t->n < 2) return;
+    static double pt[RISE_POINTS], ps[RISE_POINTS];
+    int n = 0;
+    for (size_t l = 1; l < json_array_size(root); l++) {
+        json_t *r;
+        size_t i;
+        json_array_foreach(json_object_get(json_array_get(root, l), "rise"), i, r) {
+            json_t *tm = json_object_get(r, "t_ms"), *sl = json_object_get(r, "slowdown");
+            for (size_t k = 1; k < json_array_size(tm) && k < json_array_size(sl); k++) {
+                double ms = json_number_value(json_array_get(tm, k));
+                if (ms > 150 || n == RISE_POINTS) break;
+                pt[n] = ms * 1e-3, ps[n++] = json_number_value(json_array_get(sl, k));
+            }
+        }
+    }
+    double best = INFINITY, best_tau = 0;
+    for (double tau = 1e-3; tau <= 0.2; tau += 5e-4) {
+        double e = 0;
+        for (int k = 0; k < n; k++) {
+            double y = sim_power_table(t, 1 - exp(-pt[k] / tau)) - ps[k];
+            e += y * y;
+        }
+        if (e < best) best = e, best_tau = tau;
+    }
+    x->c.power_window_s = n ? best_tau : 0;
+    x->npower_rise = n;
+}
+
 /* ---- functions timed whole, as GPU time per byte (permute.json, expert_extras.json) ------- */
 
 /* The bytes epsim's schedule gives the op of record r of part `o` and pass `bwd` (<= 0: the record
@@ -1786,6 +1825,7 @@ int sim_fit_main(int argc, char **argv) {
     if (fit_comm(&x) != 0) goto done;
     fit_ep_kernels(&x);
     fit_power(&x);
+    fit_power_window(&x); /* on the table fit_power made */
     sim_draw_report draw;
     if (sim_fit_draw(x.root[F_DRAW], &x.c, &draw) < 0) {
         snprintf(x.err, EP_ERRLEN, "out of memory fitting %s", x.path[F_DRAW]);
@@ -1879,6 +1919,11 @@ int sim_fit_main(int argc, char **argv) {
                x.c.power_tau_s * 1e3, x.npower_tau, x.c.power_attention_weight,
                x.power_watts[0], x.power_watts[1], x.power_watts[2], x.power_watts[3]);
     }
+    if (x.c.power_window_s > 0)
+        printf("  power cap window: %.1f ms (%d GEMMs of %s); the slowdown held and let go over "
+               "%.0f ms\n",
+               x.c.power_window_s * 1e3, x.npower_rise, x.path[F_POWER_RISE],
+               x.c.power_tau_s * 1e3);
     if (draw.ops)
         printf("  what ops draw: %d records of %d launches (reference GEMM back to back x%.3f), "
                "weight median: GEMMs %.2f, grouped GEMMs %.2f, attention %.2f; launch to launch "

@@ -17,23 +17,14 @@
 #include "ep_stats.h"
 #include "sim_cost.h"
 #include "sim_json.h"
+#include "sim_power.h"
 
 #define DRAW_TOP_U 0.9
 #define DRAW_MIN_W 0.01 /* shape tables hold positive values: 0.01 stands for none */
 
-/* the duty table, linear between its points, flat outside */
-static double table_at(const sim_table *t, double d) {
-    if (d <= t->x[0]) return t->y[0];
-    for (int i = 1; i < t->n; i++)
-        if (d <= t->x[i])
-            return t->y[i - 1] +
-                   (d - t->x[i - 1]) / (t->x[i] - t->x[i - 1]) * (t->y[i] - t->y[i - 1]);
-    return t->y[t->n - 1];
-}
-
 /* the smallest duty >= lo at which the table reaches y */
 static double duty_for(const sim_table *t, double lo, double y) {
-    double prev_d = lo, prev_y = table_at(t, lo);
+    double prev_d = lo, prev_y = sim_power_table(t, lo);
     if (y <= prev_y) return lo;
     for (int i = 0; i < t->n; i++) {
         if (t->x[i] <= lo) continue;
@@ -47,7 +38,7 @@ static double duty_for(const sim_table *t, double lo, double y) {
 /* X's weight in mix m at the fraction u of the way from the copy's slowdown to R's */
 static double weight_at(const sim_table *t, double u, double rho0, double tx, double tr) {
     if (u <= 0) return 0; /* as light as the copy, or lighter */
-    double lo = table_at(t, rho0), hi = table_at(t, 1.0);
+    double lo = sim_power_table(t, rho0), hi = sim_power_table(t, 1.0);
     double d = u >= 1 ? 1.0 : duty_for(t, rho0, lo + u * (hi - lo));
     return (d * (tx + tr) - tr) / tx;
 }

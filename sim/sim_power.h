@@ -17,6 +17,7 @@ typedef struct {
     double duty;   /* the average weight at time t */
     double t;      /* when duty was last brought forward */
     double weight; /* the weight of what has run since t */
+    double level;  /* with power_window_s: the slowdown held at time t (>= the table at duty) */
 } sim_power;
 
 /* Whether the calibration has a power model (a measured duty table). */
@@ -38,8 +39,15 @@ void sim_power_set(sim_power *p, const sim_calib *c, double now, double weight);
  * ends the step at end_duty + d e^(-step_s / tau) = d (capped at 1). */
 double sim_power_steady_start(const sim_calib *c, double end_duty, double step_s);
 
+/* The duty table at duty d, linear between its points, clamped at its ends (not rounded). */
+double sim_power_table(const sim_table *t, double d);
+
 /* The flop-time factor at this duty: the table, linear in duty, clamped at its ends, rounded to
  * 1e-3 (so that small drifts of the average do not re-time running ops). */
 double sim_power_slowdown(const sim_calib *c, double duty);
+
+/* The flop-time factor of a GPU now: with power_window_s its held level (rounded as above), else
+ * the table at its duty. */
+double sim_power_factor(const sim_calib *c, const sim_power *p);
 
 #endif

@@ -1052,6 +1052,66 @@ static void test_fit_draw(void) {
     rmdir(dir);
 }
 
+/* The windowed cap (power_window_s): the duty averaged over the window, the slowdown tripped up to
+ * the table at it at once and let go over power_tau_s; worked on paper with the table 1.0 up to
+ * duty 0.5, linear to 1.2 at 1, a window of 20 ms and a release of 100 ms. */
+static void test_power_window(void) {
+    sim_calib c;
+    sim_calib_default(&c);
+    c.power_duty_slowdown = (sim_table){.n = 2, .x = {0.5, 1.0}, .y = {1.0, 1.2}};
+    c.power_tau_s = 0.1, c.power_window_s = 0.02;
+    sim_power p = {0};
+    sim_power_set(&p, &c, 0, 1); /* a GEMM stream for 100 ms: duty 1 - e^-5 */
+    sim_power_set(&p, &c, 0.1, 0);
+    double d = 1 - exp(-5), level = 1.0 + (d - 0.5) / 0.5 * 0.2;
+    CU_ASSERT(near(p.duty, d, 1e-12) && near(p.level, level, 1e-12));
+    CU_ASSERT(near(sim_power_factor(&c, &p), round(level * 1000) / 1000, 1e-12));
+    /* then 100 ms idle: the window empties, the level lets go toward 1 over 100 ms */
+    sim_power_set(&p, &c, 0.2, 0);
+    CU_ASSERT(near(p.duty, d * exp(-5), 1e-12));
+    CU_ASSERT(near(p.level, 1.0 + (level - 1.0) * exp(-1), 1e-12));
+    /* without a window: one average over 100 ms both ways */
+    c.power_window_s = 0;
+    sim_power q = {0};
+    sim_power_set(&q, &c, 0, 1);
+    sim_power_set(&q, &c, 0.1, 0);
+    CU_ASSERT(near(sim_power_factor(&c, &q),
+                   round((1.0 + (0.5 - exp(-1)) / 0.5 * 0.2) * 1000) / 1000, 1e-12));
+}
+
+/* power_rise.json beside power.json: the window is the time constant whose average, through the
+ * fitted table, gives the rise's slowdowns; here points made from a 30 ms one. */
+static void test_fit_power_window(void) {
+    /* the table test_fit_power works out from POWER_JSON */
+    sim_table t = {.n = 4, .x = {0.3, 0.63 / 1.03, 0.92 / 1.12, 1.0}, .y = {1.0, 1.05, 1.15, 1.2}};
+    char rise[8192], tms[2048] = "", sl[4096] = "";
+    size_t a = 0, b = 0;
+    for (int ms = 0; ms <= 300; ms += 5) {
+        double y = ms ? sim_power_table(&t, 1 - exp(-ms / 30.0)) : 1.3; /* first: waking */
+        a += (size_t)snprintf(tms + a, sizeof tms - a, "%s%d", ms ? "," : "", ms);
+        b += (size_t)snprintf(sl + b, sizeof sl - b, "%s%.6f", ms ? "," : "", y);
+    }
+    snprintf(rise, sizeof rise, "[{\"meta\":{}},{\"rise\":[{\"t_ms\":[%s],\"slowdown\":[%s]}]}]\n",
+             tms, sl);
+    char dir[512], p1[600], p2[600], out[600];
+    tmp_path(dir, sizeof dir, "risefit");
+    write_raw_file(dir, "power.json", POWER_JSON, p1, sizeof p1);
+    write_raw_file(dir, "power_rise.json", rise, p2, sizeof p2);
+    snprintf(out, sizeof out, "%s.calib.json", dir);
+    sim_calib c;
+    calibrate_into(dir, out, &c);
+    CU_ASSERT(near(c.power_window_s, 0.030, 6e-4));
+    sim_calib_free(&c);
+    sim_calib none;
+    calibrate_one_file("power.json", POWER_JSON, &none); /* no rise: no window */
+    CU_ASSERT_EQUAL(none.power_window_s, 0);
+    sim_calib_free(&none);
+    remove(out);
+    remove(p1);
+    remove(p2);
+    rmdir(dir);
+}
+
 /* A raw file committed compressed (DIR/power.json.xz) is read as DIR/power.json. */
 static void test_fit_reads_xz(void) {
     char dir[512], path[600], out[600], cmd[800];
@@ -1338,6 +1398,8 @@ void ep_suite_calibrate(void) {
     CU_add_test(s, "draw.json: an op's weight from its mixes with the reference GEMM",
                 test_draw_weight);
     CU_add_test(s, "draw.json: weights by shape, read by the power model", test_fit_draw);
+    CU_add_test(s, "the windowed cap: trips at once, lets go over tau", test_power_window);
+    CU_add_test(s, "power_rise.json: the cap's window", test_fit_power_window);
     CU_add_test(s, "host.json: an op that runs nothing, measured or derived",
                 test_fit_host_empty_op);
     CU_add_test(s, "a raw file committed as FILE.xz is read", test_fit_reads_xz);
