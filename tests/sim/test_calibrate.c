@@ -539,17 +539,26 @@ static void calibrate_into(const char *dirs, const char *out, sim_calib *c) {
     calibrate_topo(dirs, "dgx8", out, c);
 }
 
-/* One raw file `name` holding `text`, alone in a directory of its own, calibrated into *c; the
+/* Raw files names[i] holding texts[i], in a directory of their own, calibrated into *c; the
  * directory and the calibration's output are removed again. */
-static void calibrate_one_file(const char *name, const char *text, sim_calib *c) {
-    char dir[512], path[600], out[600];
-    tmp_path(dir, sizeof dir, "onefile");
-    write_raw_file(dir, name, text, path, sizeof path);
+static void calibrate_files(const char *const *names, const char *const *texts, int n,
+                            sim_calib *c) {
+    char dir[512], path[4][600], out[600];
+    CU_ASSERT_FATAL(n <= 4);
+    tmp_path(dir, sizeof dir, "rawfiles");
+    for (int i = 0; i < n; i++)
+        write_raw_file(dir, names[i], texts[i], path[i], sizeof path[i]);
     snprintf(out, sizeof out, "%s.calib.json", dir);
     calibrate_into(dir, out, c);
     remove(out);
-    remove(path);
+    for (int i = 0; i < n; i++)
+        remove(path[i]);
     rmdir(dir);
+}
+
+/* One raw file `name` holding `text`, alone in a directory of its own, calibrated into *c. */
+static void calibrate_one_file(const char *name, const char *text, sim_calib *c) {
+    calibrate_files(&name, &text, 1, c);
 }
 
 /* A compute record of kind "gemm" (batch 1) or "grouped_gemm" (batch experts, m rows in all), phase
@@ -965,6 +974,12 @@ static void test_fit_power(void) {
     sim_calib_free(&c);
 }
 
+/* power.json (POWER_JSON) and one more raw file `name` holding `text`, calibrated into *c. */
+static void calibrate_with_power(const char *name, const char *text, sim_calib *c) {
+    const char *names[2] = {"power.json", name}, *texts[2] = {POWER_JSON, text};
+    calibrate_files(names, texts, 2, c);
+}
+
 /* An op's weight from its mixes with the reference GEMM R, worked on paper. Duty table: 1.0 up to
  * duty 0.5, linear to 1.2 at 1. R alone cold 1000 us, back to back 1200 us; with the copy R stays
  * at 1000 us in both mixes (rho0 1/2 and 1/10). */
@@ -1009,13 +1024,8 @@ static void test_fit_draw(void) {
         "\"ref_cold_us\":1000,\"mixes\":[{\"rho\":0.5,\"x_reps\":10,\"ref_reps\":1,\"x_us\":100,"
         "\"ref_us\":1100},{\"rho\":0.1,\"x_reps\":90,\"ref_reps\":1,\"x_us\":100,\"ref_us\":1050}],"
         "\"anchor\":\"\",\"source\":\"draw\"}]\n";
-    char dir[512], p1[600], p2[600], out[600];
-    tmp_path(dir, sizeof dir, "drawfit");
-    write_raw_file(dir, "power.json", POWER_JSON, p1, sizeof p1);
-    write_raw_file(dir, "draw.json", DRAW_JSON, p2, sizeof p2);
-    snprintf(out, sizeof out, "%s.calib.json", dir);
     sim_calib c;
-    calibrate_into(dir, out, &c);
+    calibrate_with_power("draw.json", DRAW_JSON, &c);
     CU_ASSERT_EQUAL(c.power_draw_gemm[0].n, 2);
     CU_ASSERT_EQUAL(c.power_draw_grouped_gemm[0].n + c.power_draw_attention[0].n, 0);
     /* the GEMM's weight on the fitted table, as sim_draw_weight gives it */
@@ -1046,10 +1056,6 @@ static void test_fit_draw(void) {
     CU_ASSERT(near(sim_power_weight(&c, &a, &w), c.power_attention_weight, 1e-9));
     sim_cost_free(&x);
     sim_calib_free(&c);
-    remove(out);
-    remove(p1);
-    remove(p2);
-    rmdir(dir);
 }
 
 /* The windowed cap (power_window_s): the duty averaged over the window, the slowdown tripped up to
@@ -1093,23 +1099,14 @@ static void test_fit_power_window(void) {
     }
     snprintf(rise, sizeof rise, "[{\"meta\":{}},{\"rise\":[{\"t_ms\":[%s],\"slowdown\":[%s]}]}]\n",
              tms, sl);
-    char dir[512], p1[600], p2[600], out[600];
-    tmp_path(dir, sizeof dir, "risefit");
-    write_raw_file(dir, "power.json", POWER_JSON, p1, sizeof p1);
-    write_raw_file(dir, "power_rise.json", rise, p2, sizeof p2);
-    snprintf(out, sizeof out, "%s.calib.json", dir);
     sim_calib c;
-    calibrate_into(dir, out, &c);
+    calibrate_with_power("power_rise.json", rise, &c);
     CU_ASSERT(near(c.power_window_s, 0.030, 6e-4));
     sim_calib_free(&c);
     sim_calib none;
     calibrate_one_file("power.json", POWER_JSON, &none); /* no rise: no window */
     CU_ASSERT_EQUAL(none.power_window_s, 0);
     sim_calib_free(&none);
-    remove(out);
-    remove(p1);
-    remove(p2);
-    rmdir(dir);
 }
 
 /* A raw file committed compressed (DIR/power.json.xz) is read as DIR/power.json. */
