@@ -301,8 +301,6 @@ static int kind_from_one(fit *x, const char *kind_from) {
     return n;
 }
 
-static ep_op_kind kind_of(const char *s);
-
 /* The model records (source model:*) of the kinds in a --model-shapes prefix (none: every kind). */
 typedef struct {
     char kinds[EP_OP_NUM_KINDS][32];
@@ -333,7 +331,7 @@ static int model_shapes_one(fit *x, const char *spec) {
             }
             memcpy(ks.kinds[ks.n], p, k);
             ks.kinds[ks.n][k] = 0;
-            if (kind_of(ks.kinds[ks.n]) == EP_OP_NUM_KINDS) {
+            if (sim_json_kind(ks.kinds[ks.n]) == EP_OP_NUM_KINDS) {
                 snprintf(x->err, EP_ERRLEN, "--model-shapes %s: %s is no op kind", spec,
                          ks.kinds[ks.n]);
                 return -1;
@@ -398,36 +396,15 @@ static int choose_records(fit *x, const char *const *model_shapes, int nmodel_sh
 
 /* ---- compute ------------------------------------------------------------------------------ */
 
-static ep_op_kind kind_of(const char *s) {
-    for (int k = 0; k < EP_OP_NUM_KINDS; k++)
-        if (strcmp(ep_op_kind_name((ep_op_kind)k), s) == 0) return (ep_op_kind)k;
-    return EP_OP_NUM_KINDS;
-}
-
-static ep_phase phase_of(const char *s) {
-    for (int p = EP_PHASE_FWD; p <= EP_PHASE_BWD_DW; p++)
-        if (strcmp(ep_phase_name((ep_phase)p), s) == 0) return (ep_phase)p;
-    return EP_PHASE_NONE;
-}
-
 static int is_memory_kind(ep_op_kind k) {
     return k != EP_OP_GEMM && k != EP_OP_GROUPED_GEMM && k != EP_OP_ATTENTION &&
            k < EP_OP_A2A_DISPATCH;
 }
 
-/* The op a compute record stands for. */
+/* The op a compute record stands for (a record without a time stands for none). */
 static int record_op(json_t *r, ep_op *op) {
-    memset(op, 0, sizeof *op);
-    op->kind = kind_of(sim_json_str(r, "kind"));
-    op->phase = phase_of(sim_json_str(r, "phase"));
-    op->m = (int)sim_json_num(r, "m"), op->n = (int)sim_json_num(r, "n"),
-    op->k = (int)sim_json_num(r, "k");
-    op->batch = (int)sim_json_num(r, "batch");
-    op->flops = sim_json_num(r, "flops"), op->bytes = sim_json_num(r, "bytes");
-    double t = sim_json_num(r, "time_us");
-    if (op->kind == EP_OP_NUM_KINDS || !(t > 0) || !(op->flops >= 0) || !(op->bytes >= 0))
-        return -1;
-    return 0;
+    if (sim_json_op(r, op) != 0) return -1;
+    return sim_json_num(r, "time_us") > 0 ? 0 : -1;
 }
 
 /* Memory-bound kernels: HBM efficiency by bytes, medians per quarter decade. */

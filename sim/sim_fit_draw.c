@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ep_sched.h"
 #include "ep_stats.h"
 #include "sim_cost.h"
 #include "sim_json.h"
@@ -106,7 +105,8 @@ int sim_fit_draw(json_t *root, sim_calib *c, sim_draw_report *rep) {
         int xr[SIM_DRAW_MIXES], rr[SIM_DRAW_MIXES];
         if (mixes_of(r, x_us, r_us, xr, rr)) continue;
         const char *anchor = sim_json_str(r, "anchor");
-        if (!strcmp(anchor, "ref")) { /* R with R: both mixes run R back to back */
+        int is_ref = !strcmp(anchor, "ref"); /* R with R: both mixes run R back to back */
+        if (is_ref) {
             cold = sim_json_num(r, "ref_cold_us");
             s1 = (r_us[0] + r_us[1]) / 2 / cold;
             b2b[nb2b++] = s1;
@@ -120,29 +120,23 @@ int sim_fit_draw(json_t *root, sim_calib *c, sim_draw_report *rep) {
             rep->launches++;
             continue;
         }
-        int is_ref = !strcmp(anchor, "ref"); /* R itself weighs 1 by definition */
+        /* R itself weighs 1 by definition; the others need both anchors */
         if (!is_ref && (!have_ref || !have_copy || !(s1 > s0[0] && s1 > s0[1]))) continue;
         ep_op op;
-        memset(&op, 0, sizeof op);
-        const char *kind = sim_json_str(r, "kind"), *phase = sim_json_str(r, "phase");
-        int cls = !strcmp(kind, "gemm")           ? 0
-                  : !strcmp(kind, "grouped_gemm") ? 1
-                  : !strcmp(kind, "attention")    ? 2
+        if (sim_json_op(r, &op) != 0) continue;
+        int cls = op.kind == EP_OP_GEMM           ? 0
+                  : op.kind == EP_OP_GROUPED_GEMM ? 1
+                  : op.kind == EP_OP_ATTENTION    ? 2
                                                   : -1;
-        int ph = !strcmp(phase, "fwd")      ? 0
-                 : !strcmp(phase, "bwd")    ? 1
-                 : !strcmp(phase, "bwd_dw") ? 2
-                                            : -1;
+        int ph = op.phase >= EP_PHASE_FWD && op.phase <= EP_PHASE_BWD_DW ? op.phase - 1 : -1;
         if (cls < 0 || ph < 0) continue;
         draw_point *p = &pt[n];
         p->cls = cls, p->ph = ph;
         if (cls == 2) {
-            p->f[0] = sim_json_num(r, "flops"), p->f[1] = sim_json_num(r, "seq"),
-            p->f[2] = sim_json_num(r, "dqk");
-            p->f[3] = sim_json_num(r, "dv");
+            p->f[0] = op.flops, p->f[1] = sim_json_num(r, "seq");
+            p->f[2] = sim_json_num(r, "dqk"), p->f[3] = sim_json_num(r, "dv");
         } else {
-            sim_gemm_features(ph == 2, sim_json_num(r, "m"), sim_json_num(r, "n"),
-                              sim_json_num(r, "k"), sim_json_num(r, "batch"), p->f);
+            sim_gemm_features(op.phase == EP_PHASE_BWD_DW, op.m, op.n, op.k, op.batch, p->f);
         }
         if (!(p->f[0] > 0 && p->f[1] > 0 && p->f[2] > 0 && p->f[3] > 0)) continue;
         double w = is_ref ? 1.0
