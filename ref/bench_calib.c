@@ -62,12 +62,8 @@ static void time_compute(bench *b, const ep_config *cfg, ep_op *ops, int n, cons
 }
 
 /* The shape grid (docs/calibration.md, "The grid"): geometric, powers of two only, so that no
- * model's widths are in it and a model can be predicted from shapes it never had timed. Ops
- * above GRID_MAX_FLOPS are left out (their efficiency is the largest point's); grouped GEMMs
- * whose weights exceed GRID_MAX_WEIGHTS too (an H100 still holds them beside the activations). */
-#define GRID_MAX_FLOPS   4e12
-#define GRID_MAX_WEIGHTS 24e9
-#define GRID_MAX_ROWS    65536
+ * model's widths are in it and a model can be predicted from shapes it never had timed; ops
+ * beyond calib_gemm_fits's bounds are left out. */
 static const int GRID_ROWS[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
 static const int GRID_WIDTHS[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
 /* --parts dense-steps: the dense GEMMs again with rows and widths between the powers of two
@@ -137,7 +133,7 @@ static void grid_compute(bench *b, calib_list *out, grid_part part) {
                     nn = grid_at(GRID_WIDTHS, LEN(GRID_WIDTHS), GRID_WIDTH_STEPS, in),
                     k = grid_at(GRID_WIDTHS, LEN(GRID_WIDTHS), GRID_WIDTH_STEPS, ik);
                 int on_grid = im < LEN(GRID_ROWS) && in < LEN(GRID_WIDTHS) && ik < LEN(GRID_WIDTHS);
-                if (steps == on_grid || ep_cost_gemm_flops(m, nn, k) > GRID_MAX_FLOPS) continue;
+                if (steps == on_grid || !calib_gemm_fits(m, nn, k, 1)) continue;
                 grid_flush(b, &cfg, ops, &n, 3, source, out);
                 calib_gemm3(ops, &n, MAX_OPS, EP_OP_GEMM, m, nn, k, 1);
             }
@@ -162,10 +158,7 @@ static void grid_compute(bench *b, calib_list *out, grid_part part) {
                         int rows = e * per;
                         if (part == GRID_STEPS && !(per & (per - 1))) continue;
                         int nn = proj ? h : 2 * f, k = proj ? f : h;
-                        if (rows > GRID_MAX_ROWS ||
-                            (double)e * nn * k * EP_BF16 > GRID_MAX_WEIGHTS ||
-                            ep_cost_gemm_flops(rows, nn, k) > GRID_MAX_FLOPS)
-                            continue;
+                        if (!calib_gemm_fits(rows, nn, k, e)) continue;
                         grid_flush(b, &cfg, ops, &n, 3, source, out);
                         calib_gemm3(ops, &n, MAX_OPS, EP_OP_GROUPED_GEMM, rows, nn, k, e);
                     }
@@ -201,7 +194,7 @@ static void grid_attention(bench *b, calib_list *out) {
             double per = 2.0 * seq * (double)seq * (dqk + dv);
             for (int ib = 0; ib < LEN(GRID_ATTN_BLOCKS); ib++) {
                 double fl = GRID_ATTN_BLOCKS[ib] * per;
-                if (fl > GRID_MAX_FLOPS) continue;
+                if (fl > CALIB_MAX_FLOPS) continue;
                 calib_synth_op(ops, &n, MAX_OPS, EP_OP_ATTENTION, EP_PHASE_FWD)->flops = fl;
                 calib_synth_op(ops, &n, MAX_OPS, EP_OP_ATTENTION, EP_PHASE_BWD)->flops = fl;
             }

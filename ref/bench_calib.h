@@ -42,6 +42,16 @@ typedef struct {
 } calib_op;
 void calib_launch_op(void *arg, cudaStream_t st);
 
+/* The bounds of the shapes calibration times (the grid, the draw lattice): ops above
+ * CALIB_MAX_FLOPS are left out (their efficiency is the largest point's), grouped GEMMs of more
+ * than CALIB_MAX_ROWS rows or whose weights exceed CALIB_MAX_WEIGHTS bytes too (an H100 still
+ * holds them beside the activations). Whether a GEMM of `rows` rows over `experts` experts of
+ * [k x nn] weights fits them. */
+#define CALIB_MAX_FLOPS   4e12
+#define CALIB_MAX_WEIGHTS 24e9
+#define CALIB_MAX_ROWS    65536
+int calib_gemm_fits(double rows, double nn, double k, double experts);
+
 /* Appends a forward GEMM shape and its backward ops (dgrad, wgrad) exactly as
  * core/sched_layer.c derives them. */
 void calib_gemm3(ep_op *ops, int *n, int cap, ep_op_kind kind, int m, int nn, int k, int batch);

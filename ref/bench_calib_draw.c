@@ -47,9 +47,6 @@ static const int DRAW_FFN[] = {512, 2048, 8192};
 static const int DRAW_SEQ[] = {2048, 8192};
 static const int DRAW_ATTN_DIMS[][2] = {{128, 128}, {192, 128}};
 static const int DRAW_ATTN_BLOCKS[] = {4, 32};
-#define DRAW_MAX_FLOPS   4e12
-#define DRAW_MAX_ROWS    65536
-#define DRAW_MAX_WEIGHTS 24e9
 #define LEN(a)           (int)(sizeof(a) / sizeof((a)[0]))
 
 /* One executor's ops: op 0 is R, the rest are timed against it. */
@@ -184,11 +181,6 @@ static void time_set(bench *b, draw_set *s, calib_list *out) {
     exec_gpu_destroy(g);
 }
 
-static int within(double rows, double nn, double k, double experts) {
-    return rows <= DRAW_MAX_ROWS && experts * nn * k * EP_BF16 <= DRAW_MAX_WEIGHTS &&
-           ep_cost_gemm_flops(rows, nn, k) <= DRAW_MAX_FLOPS;
-}
-
 void calib_draw(bench *b, calib_list *out, int wide_only) {
     static draw_set s;
     ep_config cfg;
@@ -201,7 +193,7 @@ void calib_draw(bench *b, calib_list *out, int wide_only) {
         for (int in = 0; in < LEN(DRAW_WIDTHS); in++)
             for (int ik = 0; ik < LEN(DRAW_WIDTHS); ik++) {
                 int m = DRAW_ROWS[im], nn = DRAW_WIDTHS[in], k = DRAW_WIDTHS[ik];
-                if (within(m, nn, k, 1))
+                if (calib_gemm_fits(m, nn, k, 1))
                     calib_gemm3(s.ops, &s.n, DRAW_OPS, EP_OP_GEMM, m, nn, k, 1);
             }
     for (int ie = 0; ie < LEN(DRAW_EXPERTS); ie++)
@@ -212,7 +204,7 @@ void calib_draw(bench *b, calib_list *out, int wide_only) {
                         int e = DRAW_EXPERTS[ie], rows = e * DRAW_EXPERT_ROWS[ir];
                         int h = DRAW_HIDDEN[ih], f = DRAW_FFN[iff];
                         int nn = proj ? h : 2 * f, k = proj ? f : h;
-                        if (within(rows, nn, k, e) && (!wide_only || f == DRAW_WIDE_FFN))
+                        if (calib_gemm_fits(rows, nn, k, e) && (!wide_only || f == DRAW_WIDE_FFN))
                             calib_gemm3(s.ops, &s.n, DRAW_OPS, EP_OP_GROUPED_GEMM, rows, nn, k, e);
                     }
     time_set(b, &s, out);
@@ -225,7 +217,7 @@ void calib_draw(bench *b, calib_list *out, int wide_only) {
             double per = 2.0 * seq * (double)seq * (dqk + dv);
             for (int ib = 0; ib < LEN(DRAW_ATTN_BLOCKS); ib++) {
                 double fl = DRAW_ATTN_BLOCKS[ib] * per;
-                if (fl > DRAW_MAX_FLOPS) continue;
+                if (fl > CALIB_MAX_FLOPS) continue;
                 calib_synth_op(s.ops, &s.n, DRAW_OPS, EP_OP_ATTENTION, EP_PHASE_FWD)->flops = fl;
                 calib_synth_op(s.ops, &s.n, DRAW_OPS, EP_OP_ATTENTION, EP_PHASE_BWD)->flops = fl;
             }

@@ -55,6 +55,11 @@ ep_op *calib_synth_op(ep_op *ops, int *n, int cap, ep_op_kind kind, ep_phase pha
     return op;
 }
 
+int calib_gemm_fits(double rows, double nn, double k, double experts) {
+    return rows <= CALIB_MAX_ROWS && experts * nn * k * EP_BF16 <= CALIB_MAX_WEIGHTS &&
+           ep_cost_gemm_flops(rows, nn, k) <= CALIB_MAX_FLOPS;
+}
+
 void calib_gemm3(ep_op *ops, int *n, int cap, ep_op_kind kind, int m, int nn, int k, int batch) {
     double flops = ep_cost_gemm_flops(m, nn, k), bytes = ep_cost_gemm_bytes(m, nn, k);
     if (kind == EP_OP_GROUPED_GEMM) bytes += (batch - 1) * (double)k * nn * EP_BF16;
