@@ -6,8 +6,8 @@
 # Usage (on the GPU machine): OUT=dir [BIN_DIR=dir] [LAUNCHES=1] [PARTS=draw] bash scripts/gpu_draw.sh
 #   PARTS        draw (the whole lattice, about 8 minutes a launch) or draw-wide (its grouped GEMMs
 #                of the widest FFN alone)
-#   LAUNCH_TIMEOUT seconds a launch may take, default 560 (a whole `draw` launch takes about 450 s,
-#                so one launch per device call; `draw-wide` about 105 s)
+#   LAUNCH_TIMEOUT seconds a launch may take, default 560 (a whole `draw` launch: about 440 s, the
+#                lattice without FFN 8192 338 s and `draw-wide` 103 s on one H200; one per call)
 #   CALIB_FLAGS  default "--iters 5 --warmup 2 --l2-flush 256" (the cold grid's settings)
 set -u -o pipefail
 export NCCL_NVLS_ENABLE=0
