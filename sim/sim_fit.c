@@ -110,6 +110,10 @@ static const char *const MERGE_KEYS[F_NUM][2] = {
     [F_COMM] = {"op", "ranks"}, /* a two-rank group's curves beside those over every GPU */
 };
 
+/* Files every DIR adds all its records to, in turn: draw.json, one launch per DIR
+ * (sim_fit_draw.h). */
+static const int APPEND_ALL[F_NUM] = {[F_DRAW] = 1};
+
 static int same_key(int which, json_t *a, json_t *b) {
     for (int k = 0; k < 2 && MERGE_KEYS[which][k]; k++) {
         json_t *x = json_object_get(a, MERGE_KEYS[which][k]),
@@ -166,11 +170,11 @@ static int load(fit *x, int which, char **dirs, int ndirs) {
         if (!x->root[which]) {
             x->root[which] = r;
             snprintf(x->path[which], sizeof x->path[which], "%s", path);
-            if (!MERGE_KEYS[which][0] && which != F_DRAW) return 0;
+            if (!MERGE_KEYS[which][0] && !APPEND_ALL[which]) return 0;
             continue;
         }
         int added;
-        if (which == F_DRAW) { /* each DIR one launch, all read in turn (sim_fit_draw.h) */
+        if (APPEND_ALL[which]) {
             added = (int)json_array_size(r) - 1;
             if (json_array_extend(x->root[which], r) != 0) added = 0;
         } else {
