@@ -16,6 +16,10 @@ calib=${2:-default}
 epsim="$build/sim/epsim"
 suite=configs/published/suite.tsv
 [ -x "$epsim" ] || { echo "published.sh: $epsim not built" >&2; exit 2; }
+# every case releases.tsv names is a suite case
+unknown=$(awk -F'\t' 'FNR == NR { if ($1 !~ /^#/ && $1 != "") have[$1] = 1; next }
+  $1 !~ /^#/ && NF >= 3 && !($1 in have) { print $1; exit }' "$suite" configs/published/releases.tsv)
+[ -z "$unknown" ] || { echo "published.sh: configs/published/releases.tsv: $unknown is no case of $suite" >&2; exit 2; }
 calib_flag=()
 [ "$calib" = default ] || calib_flag=(--calib "$calib")
 tmp=$(mktemp -d)
@@ -62,7 +66,7 @@ dirty=$(git status --porcelain -- core sim configs scripts 2>/dev/null | head -1
 [ -n "$dirty" ] && rev="$rev (with uncommitted changes)"
 ncpu=$(nproc 2>/dev/null || echo '?')
 
-awk -F'\t' -v calib="$calib" -v rev="$rev" -v date="$(date +%Y-%m-%d)" -v ncpu="$ncpu" \
+awk -F'\t' -v releases=configs/published/releases.tsv -v calib="$calib" -v rev="$rev" -v date="$(date +%Y-%m-%d)" -v ncpu="$ncpu" \
     -v total="$(awk -v a="$t_all0" -v b="$t_all1" 'BEGIN {printf "%.0f", b - a}')" '
 function speed(metric, v) { return metric == "step_s" ? 1 / v : v }
 # signed step-time error: predicted step / published step - 1 (positive: predicted too slow)
@@ -70,6 +74,16 @@ function steperr(metric, pub, pred) { return metric == "step_s" ? pred / pub - 1
 function fmt(v) { return v >= 100 ? sprintf("%.0f", v) : sprintf("%.4g", v) }
 function unit(metric) {
   return metric == "step_s" ? "s/step" : metric == "tokens_per_s_per_gpu" ? "tokens/s/GPU" : "TFLOP/s/GPU"
+}
+# releases.tsv: the same layout, other releases (comments and blank lines skipped)
+FILENAME == releases { if ($0 !~ /^#/ && NF >= 3) { nrel[$1]++; rel[$1, nrel[$1]] = $3 } next }
+# (max - min) / median of the published figures of case c; -1 with one figure
+function spread(c,    k, i, j, t, v) {
+  k = 1; v[1] = pub[c]
+  for (i = 1; i <= nrel[name[c]]; i++) v[++k] = rel[name[c], i]
+  if (k < 2) return -1
+  for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
+  return (v[k] - v[1]) / (k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2)
 }
 {
   n++; name[n] = $1; topo[n] = $2; world[n] = $3; metric[n] = $4; pub[n] = $5; prec[n] = $6
@@ -87,9 +101,11 @@ END {
   print "metric, published / predicted - 1): positive means epsim predicts a slower step. Launch wait:"
   print "the share of the predicted step in which the GPUs wait for the host to issue their next kernel"
   print "(a launch-bound step moves with the host cost per op, measured on one machine: docs/epsim.md)."
+  print "Published spread: (max - min) / median of the case'"'"'s figure and the same layout'"'"'s figures in"
+  print "other releases (`configs/published/releases.tsv`); \"-\": published once."
   print ""
-  print "| case | GPUs | topology | precision | metric | published | predicted | error | launch wait | epsim wall s | source |"
-  print "|---|---|---|---|---|---|---|---|---|---|---|"
+  print "| case | GPUs | topology | precision | metric | published | predicted | error | published spread | launch wait | epsim wall s | source |"
+  print "|---|---|---|---|---|---|---|---|---|---|---|---|"
   for (i = 1; i <= n; i++) {
     if (status[i] == "ok") {
       e = steperr(metric[i], pub[i], val[i]); err[i] = e
@@ -98,13 +114,20 @@ END {
       pred = fmt(val[i]); es = sprintf("%+.1f%%", 100 * e)
     } else { pred = "refused: " val[i]; es = "-"; refused++ }
     lw = lwait[i] == "-" || lwait[i] == "" ? "-" : lwait[i] "%"
-    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name[i], world[i], topo[i], prec[i], \
-      unit(metric[i]), pub[i], pred, es, lw, wall[i], src[i]
+    sp = spread(i); ss = sp < 0 ? "-" : sprintf("%.1f%%", 100 * sp)
+    if (sp >= 0) { nsp++; sps[nsp] = sp; if (status[i] == "ok" && (err[i] < 0 ? -err[i] : err[i]) <= sp) inside++ }
+    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name[i], world[i], topo[i], prec[i], \
+      unit(metric[i]), pub[i], pred, es, ss, lw, wall[i], src[i]
   }
   print ""
   if (m > 0)
     printf "**%d cases predicted, %d refused: mean |error| %.1f%%, worst %+.1f%% (%s).**\n\n", m, refused, \
       100 * sum / m, 100 * worsterr, worstname
+  if (nsp > 0) {
+    for (i = 1; i <= nsp; i++) for (l = i + 1; l <= nsp; l++) if (sps[l] < sps[i]) { t = sps[i]; sps[i] = sps[l]; sps[l] = t }
+    printf "Published more than once: %d cases, spread %.1f%% to %.1f%% (median %.1f%%); %d of them predicted within their spread.\n\n", \
+      nsp, 100 * sps[1], 100 * sps[nsp], 100 * (nsp % 2 ? sps[(nsp + 1) / 2] : (sps[nsp / 2] + sps[nsp / 2 + 1]) / 2), inside
+  }
   print "Pairs (gain = speed of the second row / speed of the first; the difference in percentage"
   print "points of gain) and rankings (fastest first):"
   print ""
@@ -143,4 +166,4 @@ END {
         ok ? (same == k ? "same order" : sprintf("%d of %d places agree", same, k)) : "-"
     }
   }
-}' "$results"
+}' configs/published/releases.tsv "$results"

@@ -50,7 +50,7 @@ echo "| case | GPUs | microbatches | N | whole s | sampled s | difference | idle
 echo "|---|---|---|---|---|---|---|---|---|---|"
 worst=0 worst_part=0 n=0
 while IFS=$'\t' read -r name topo world file; do
-  if ! w=$(run "$tmp/whole.json" --topo "$topo" @"$file" --world-size "$world"); then
+  if ! w=$(run "$tmp/whole.json" --topo "$topo" @"$file" --world-size "$world" --sample-microbatches 0); then
     echo "sample_accuracy.sh: $name: $(head -1 "$tmp/stderr")" >&2
     continue
   fi

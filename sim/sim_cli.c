@@ -615,10 +615,14 @@ int sim_cli_run(int argc, char **argv) {
         rc = fail2(err);
         goto out_plat;
     }
-    /* --sample-microbatches: the steps of N and 2N microbatches instead of the whole step */
+    /* --sample-microbatches: the steps of N and 2N microbatches instead of the whole step; a
+     * large step without the flag is sampled too (sim_sample_default) */
     ep_config short_cfg, long_cfg;
     int sample_n;
-    int sampled = sim_sample_plan(o.sample, &cfg, &sample_n, &short_cfg, &long_cfg, err);
+    double whole_ops;
+    memory_estimate(&cfg, &whole_ops);
+    const char *sample = sim_sample_default(o.sample, whole_ops, o.csv || o.trace);
+    int sampled = sim_sample_plan(sample, &cfg, &sample_n, &short_cfg, &long_cfg, err);
     if (sampled > 0 && (o.csv || o.trace)) {
         snprintf(err, EP_ERRLEN,
                  "--sample-microbatches simulates part of the step: --csv and --trace need the "
@@ -682,6 +686,7 @@ int sim_cli_run(int argc, char **argv) {
             sim_metrics long_m = m;
             sim_sample_extrapolate(&short_m, &long_m, sample_n, ep_config_num_microbatches(&cfg),
                                    &m);
+            m.sample_default = !o.sample;
             s.cfg = cfg;
             s.num_microbatches = ep_config_num_microbatches(&cfg);
         }

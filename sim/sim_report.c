@@ -1,5 +1,6 @@
 /* Metrics and output files of a run (sim_report.h). */
 #include "sim_report.h"
+#include "sim_sample.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -234,7 +235,13 @@ void sim_print_summary(FILE *f, const char *model, const ep_sched *s, const sim_
                 "beyond the timed grid, extrapolated)\n",
                 m->noutside, m->ncompute, 100 * m->outside_fraction);
     fprintf(f, "  ops simulated         %12ld  (%ld transfers)\n", m->step.nops, m->ntransfers);
-    if (m->sample_n)
+    if (m->sample_n && m->sample_default)
+        fprintf(f,
+                "  sampled: the steps of %d and %d microbatches simulated, the step of %d "
+                "extrapolated from them (the default for a step of %.0f M ops or more; "
+                "--sample-microbatches 0 simulates it whole)\n",
+                m->sample_n, 2 * m->sample_n, s->num_microbatches, SIM_SAMPLE_DEFAULT_OPS / 1e6);
+    else if (m->sample_n)
         fprintf(f,
                 "  sampled: the steps of %d and %d microbatches simulated, the step of %d "
                 "extrapolated from them (--sample-microbatches)\n",

@@ -19,6 +19,7 @@ typedef struct {
     double outside_fraction;   /* their share of the compute ops' time alone */
     int sample_n; /* --sample-microbatches: the steps of n and 2n microbatches simulated and the
                      figures extrapolated (sim_sample.h); 0: the whole step simulated */
+    int sample_default; /* sampled without --sample-microbatches: the step is that large */
 } sim_metrics;
 
 int sim_metrics_compute(const ep_sched *s, const sim_result *r, const sim_platform *p,

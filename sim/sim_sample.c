@@ -57,6 +57,11 @@ int sim_sample_plan(const char *arg, const ep_config *cfg, int *n, ep_config *a,
     return 1;
 }
 
+const char *sim_sample_default(const char *arg, double whole_ops, int per_op_outputs) {
+    if (arg) return arg;
+    return !per_op_outputs && whole_ops >= SIM_SAMPLE_DEFAULT_OPS ? "auto" : NULL;
+}
+
 /* what the child hands back: its status, then its figures or its message */
 typedef struct {
     int rc;

@@ -26,6 +26,16 @@
 int sim_sample_plan(const char *arg, const ep_config *cfg, int *n, ep_config *a, ep_config *b,
                     char err[EP_ERRLEN]);
 
+/* A step estimated at this many ops or more is sampled when --sample-microbatches is not given:
+ * on the published suite a sampled step is within 0.03% of the whole one at a third to a sixth of
+ * its time and memory (docs/epsim.md, "Sampled steps"); smaller steps run whole in seconds. */
+#define SIM_SAMPLE_DEFAULT_OPS 2e7
+
+/* The --sample-microbatches argument a run takes: arg when given; else "auto" for a step of
+ * whole_ops >= SIM_SAMPLE_DEFAULT_OPS estimated ops unless per-op outputs (--csv, --trace),
+ * which need the whole step, are asked for; else NULL (the whole step). */
+const char *sim_sample_default(const char *arg, double whole_ops, int per_op_outputs);
+
 /* Simulates the step of cfg in a child process (SimGrid runs once per process) and returns its
  * figures in m. Returns 0, or -1 with err (the child's own message where it gave one). */
 int sim_sample_run_child(const ep_config *cfg, const sim_platform *p, const sim_calib *c,

@@ -1015,10 +1015,11 @@ int sim_search_main(int argc, char **argv) {
           "lower_bound_s,sampled_microbatches,"
           "flags,status\n",
           o.f);
-    long nok = 0;
+    long nok = 0, nsampled = 0;
     char fl[2048];
     for (long i = 0; i < nc; i++) {
         cand *x = &c[i];
+        nsampled += x->status == ST_SIM && x->res.sampled > 0;
         if (x->status == ST_SIM && x->res.ok)
             fprintf(o.f, "%ld,%ld", ++nok, x->index);
         else
@@ -1062,10 +1063,10 @@ int sim_search_main(int argc, char **argv) {
            count[ST_STATE], count[ST_MEMORY], count[ST_RECOMPUTE], count[ST_BOUND],
            count[ST_BUDGET], so.budget, count[ST_ERROR]);
     printf("  simulated %ld (%ld fit, ranked by step time) -> %s\n", count[ST_SIM], nok, so.out);
-    if (so.sample) /* docs/epsim.md, "Sampled steps" */
-        printf("  steps extrapolated from shorter ones (--sample-microbatches %s; the CSV's "
+    if (nsampled > 0) /* docs/epsim.md, "Sampled steps" */
+        printf("  %ld steps extrapolated from shorter ones (--sample-microbatches %s; the CSV's "
                "sampled_microbatches)\n",
-               so.sample);
+               nsampled, so.sample ? so.sample : "not given: auto for the large ones");
     if (nok > 0)
         printf("  %4s %10s %8s %8s %8s %8s %8s %8s %8s  %s\n", "rank", "step s", "TFLOPS",
                "peak GiB", "exp disp", "exp comb", "exp dp", "exp pp", "launch", "layout");

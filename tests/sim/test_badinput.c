@@ -270,9 +270,11 @@ static void test_write_error_leaves_nothing(void) {
     remove(err);
 }
 
-/* Memory: refused before building with the estimate and the limit; --max-memory checked. */
+/* Memory: refused before building with the estimate and the limit; --max-memory checked. A step
+ * that large is sampled unless the whole step is asked for (test_sampled_by_default). */
 static void test_memory_guard(void) {
-    expect_refused("--topo dgx16 --global-batch-size 16777216", "above the limit of");
+    expect_refused("--topo dgx16 --global-batch-size 16777216 --sample-microbatches 0",
+                   "above the limit of");
     expect_refused(TINY " --max-memory 0.0001", "above the limit of 0.0 GiB (--max-memory)");
     expect_refused(TINY " --max-memory lots", "--max-memory 'lots'");
 }

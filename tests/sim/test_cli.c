@@ -2,6 +2,7 @@
 #include <CUnit/CUnit.h>
 #include <math.h>
 
+#include "sim_sample.h"
 #include "sim_test_util.h"
 
 /* 4 MoE layers of the DeepSeek-V3 proxy's widths on 2 DGX nodes, EP 8: about a second. */
@@ -747,6 +748,38 @@ static void test_sampled_step(void) {
     remove(sampled);
 }
 
+/* Without --sample-microbatches a step of SIM_SAMPLE_DEFAULT_OPS estimated ops or more is sampled
+ * (auto) and the summary says so; a smaller one, one with --csv or --trace, and an explicit count
+ * (0: the whole step) keep what they ask (test_sampled_step compares a sampled step with the
+ * whole one; the whole step of this one takes 17 s). */
+static void test_sampled_by_default(void) {
+    CU_ASSERT_PTR_NULL(sim_sample_default(NULL, SIM_SAMPLE_DEFAULT_OPS - 1, 0));
+    CU_ASSERT_STRING_EQUAL(sim_sample_default(NULL, SIM_SAMPLE_DEFAULT_OPS, 0), "auto");
+    CU_ASSERT_PTR_NULL(sim_sample_default(NULL, 1e9, 1));
+    CU_ASSERT_STRING_EQUAL(sim_sample_default("0", 1e9, 0), "0");
+    CU_ASSERT_STRING_EQUAL(sim_sample_default("4", 1, 1), "4");
+    /* 8 ranks x 32000 microbatches x 2 layers x 40 ops: 2.05e7 estimated */
+    const char *big = "--topo dgx8 --no-preset --num-layers 2 --hidden-size 128 "
+                      "--num-attention-heads 2 --ffn-hidden-size 256 --seq-length 128 "
+                      "--micro-batch-size 1 --padded-vocab-size 1024 --num-experts 0 "
+                      "--global-batch-size 256000";
+    char json[512], out[512], args[4096];
+    tmp_path(json, sizeof json, "default_sampled.json");
+    tmp_path(out, sizeof out, "default_sampled.out");
+    snprintf(args, sizeof args, "%s --summary-json %s", big, json);
+    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, out, NULL), 0);
+    json_error_t je;
+    json_t *root = json_load_file(json, 0, &je),
+           *steps = json_object_get(root, "sampled_microbatches");
+    CU_ASSERT(json_integer_value(json_array_get(steps, 0)) == 2 &&
+              json_integer_value(json_array_get(steps, 1)) == 4);
+    json_decref(root);
+    CU_ASSERT(file_has(out, "(the default for a step of 20 M ops or more; --sample-microbatches 0 "
+                            "simulates it whole)"));
+    remove(json);
+    remove(out);
+}
+
 void ep_suite_cli(void) {
     CU_pSuite s = CU_add_suite("sim_cli", NULL, NULL);
     CU_add_test(s, "errors: one line, exit 2, no output file", test_errors);
@@ -778,4 +811,5 @@ void ep_suite_cli(void) {
     CU_add_test(s, "Megatron-LM flags without effect change nothing", test_megatron_flags_ignored);
     CU_add_test(s, "--sample-microbatches: the whole step from two shorter ones",
                 test_sampled_step);
+    CU_add_test(s, "a large step is sampled unless asked otherwise", test_sampled_by_default);
 }
