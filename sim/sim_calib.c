@@ -279,7 +279,56 @@ static const field FIELDS[] = {
 #undef SO
 #define NFIELDS (sizeof FIELDS / sizeof FIELDS[0])
 
+/* Built-in values taken from a published measurement of their part (docs/epsim.md,
+ * "Calibration"), with that source: a calibration names them in _meta.published where no
+ * measured file replaced them (sim_calib_each_published), so a figure at cluster scale says what
+ * it rests on. */
+static const struct {
+    const char *key, *source;
+} PUBLISHED[] = {
+    {"nccl_ib_efficiency",
+     "NCCL over a 400G InfiniBand NIC: nccl-tests alltoall on 2 x DGX H100 with NVLink off, 46 of "
+     "50 GB/s (DeepEP issue 3, 2025-02-25); ring collectives 46-48 GB/s per NIC as NCCL's "
+     "maintainers expect (nccl-tests issues 290 and 267); 0.90, the low end, for large messages"},
+    {"ep_rdma_nodes",
+     "Hybrid-EP kernel-only BF16 dispatch on H100 + 400G NICs at 16 SMs, 4096 tokens, hidden "
+     "7168, top-8 (DeepEP docs/README_Hybrid-EP.md): IB bandwidth x (N-1)/N per NIC of 50 GB/s, "
+     "16 ranks 71.71 / 2, 32 ranks 57.69 x 3/4, 64 ranks 49.97 x 7/8; DeepEP's EP32 / EP64 H800 "
+     "figures agree"},
+    {"ep_rdma_combine_nodes",
+     "the same Hybrid-EP table's combine at 16 SMs: 62.95 / 2, 57.46 x 3/4, 49.77 x 7/8 GB/s of "
+     "50"},
+    {"ep_rdma_sm_bytes_s",
+     "the same Hybrid-EP table's 4-SM rows per SM, dispatch and combine averaged: (44.40 + "
+     "52.00) / 2 / 2 / 4, (52.60 + 51.00) / 2 x 3/4 / 4, (48.00 + 46.00) / 2 x 7/8 / 4 GB/s"},
+    {"ep_rdma_efficiency", "ep_rdma_nodes' 8-node value, for a group beyond that table"},
+};
+
 static const char *PHASE_KEYS[SIM_PHASES] = {"fwd", "bwd", "bwd_dw"};
+
+static const field *field_named(const char *key) {
+    for (size_t i = 0; i < NFIELDS; i++)
+        if (strcmp(FIELDS[i].key, key) == 0) return &FIELDS[i];
+    return NULL;
+}
+
+int sim_calib_each_published(const sim_calib *c,
+                             void (*fn)(const char *key, const char *source, void *ctx),
+                             void *ctx) {
+    sim_calib d;
+    sim_calib_default(&d);
+    int n = 0;
+    for (size_t i = 0; i < sizeof PUBLISHED / sizeof PUBLISHED[0]; i++) {
+        const field *f = field_named(PUBLISHED[i].key);
+        if (!f || (f->type != K_NUM && f->type != K_TABLE)) continue; /* tested: none */
+        size_t size = f->type == K_NUM ? sizeof(double) : sizeof(sim_table);
+        if (memcmp((const char *)c + f->off, (const char *)&d + f->off, size) != 0) continue;
+        fn(PUBLISHED[i].key, PUBLISHED[i].source, ctx);
+        n++;
+    }
+    sim_calib_free(&d);
+    return n;
+}
 
 /* ---- loading ------------------------------------------------------------------------------ */
 

@@ -175,6 +175,11 @@ const sim_coll_curve *sim_calib_nccl_curve(const sim_calib *c, ep_op_kind k, int
 
 /* The documented defaults (docs/epsim.md lists each with its source). */
 void sim_calib_default(sim_calib *c);
+
+/* Calls fn(key, source, ctx) for each key whose built-in value comes from a published measurement
+ * of its part and which c still holds (no measured file replaced it); returns how many. */
+int sim_calib_each_published(const sim_calib *c,
+                             void (*fn)(const char *key, const char *source, void *ctx), void *ctx);
 void sim_calib_free(sim_calib *c);
 
 /* Overrides fields of c from a JSON file. Returns 0, or -1 with one line in err. */

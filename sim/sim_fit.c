@@ -1525,6 +1525,19 @@ static void write_sources(fit *x, FILE *f) {
     fputs("}", f);
 }
 
+typedef struct {
+    FILE *f;
+    int n;
+} published_ctx;
+
+static void write_published(const char *key, const char *source, void *ctx) {
+    published_ctx *p = ctx;
+    if (p->n++) fputc(',', p->f);
+    ep_json_string(p->f, key);
+    fputc(':', p->f);
+    ep_json_string(p->f, source);
+}
+
 static int write_out(fit *x, const char *out, const char *machine) {
     ep_outfile o;
     if (ep_outfile_open(&o, out, x->err) != 0) return -1;
@@ -1564,7 +1577,11 @@ static int write_out(fit *x, const char *out, const char *machine) {
     }
     fputs("\"sources\":", f);
     write_sources(x, f);
-    fputs("},", f);
+    /* the values no file here measured that come from a published measurement of their part */
+    published_ctx pc = {f, 0};
+    fputs(",\"published\":{", f);
+    sim_calib_each_published(&x->c, write_published, &pc);
+    fputs("}},", f);
     /* then every key sim_calib_load reads: the object sim_calib_write_json writes, whose opening
      * brace is already out */
     char *buf = NULL;

@@ -236,8 +236,15 @@ static void test_fit_reproduces_records(void) {
     CU_ASSERT(c.nccl_nvlink[SIM_COLL_ALLTOALL].efficiency.n >= 8);
     CU_ASSERT(c.gemm_shapes[0].n > 100 && c.grouped_gemm_shapes[2].n > 100);
     CU_ASSERT(c.comm_flops_slowdown > 1 && c.nccl_compute_slowdown > 1);
-    /* comm.json of 2 x H200 (alltoall, bytes per peer -> time): the simulator gives them back */
+    /* what no file measured and a published figure gave: named with its source in _meta */
     json_error_t je;
+    json_t *root = json_load_file(out, 0, &je);
+    json_t *pub = json_object_get(json_object_get(root, "_meta"), "published");
+    CU_ASSERT(json_object_size(pub) == 5);
+    CU_ASSERT(strstr(json_string_value(json_object_get(pub, "nccl_ib_efficiency")), "nccl-tests") !=
+              NULL);
+    json_decref(root);
+    /* comm.json of 2 x H200 (alltoall, bytes per peer -> time): the simulator gives them back */
     json_t *comm = json_load_file(EP_SOURCE_DIR "/traces/h200x2/calib/comm.json", 0, &je);
     CU_ASSERT_PTR_NOT_NULL_FATAL(comm);
     int checked = 0;
@@ -295,6 +302,26 @@ static void test_fit_reproduces_records(void) {
     sim_calib_free(&c);
     remove(out);
     remove(log);
+}
+
+static void count_published(const char *key, const char *source, void *ctx) {
+    CU_ASSERT(key[0] && strlen(source) > 20);
+    ++*(int *)ctx;
+}
+
+/* The built-in values from published measurements are named while they hold, and no longer once
+ * a calibration replaced them. */
+static void test_published_provenance(void) {
+    sim_calib c;
+    sim_calib_default(&c);
+    int n = 0;
+    CU_ASSERT_EQUAL(sim_calib_each_published(&c, count_published, &n), 5);
+    CU_ASSERT_EQUAL(n, 5);
+    c.nccl_ib_efficiency = 0.8;
+    c.ep_rdma_nodes.y[0] = 0.5;
+    n = 0;
+    CU_ASSERT_EQUAL(sim_calib_each_published(&c, count_published, &n), 3);
+    sim_calib_free(&c);
 }
 
 static void test_fit_deterministic(void) {
@@ -1379,6 +1406,7 @@ void ep_suite_calibrate(void) {
     CU_add_test(s, "shape tables: exact points, series, below/above, nearest", test_shape_table);
     CU_add_test(s, "fit of the 2 x H200 raw files gives the records back",
                 test_fit_reproduces_records);
+    CU_add_test(s, "published values named with their source", test_published_provenance);
     CU_add_test(s, "fit is deterministic", test_fit_deterministic);
     CU_add_test(s, "comm.json over two ranks beside all: curves for groups of two",
                 test_fit_pair_curves);
