@@ -11,9 +11,12 @@
  *    coll_bound_s; per-microbatch ops scaled to the full count; with a pipeline, each stage's
  *    compute plus the fill and drain of the stages before it). In worker processes (--jobs), a
  *    layout group at a time.
+ *    The same pass estimates the step: each rank's longest path through its ops at their
+ *    standalone times (stream order, dependencies, the host's issue), scaled to the step's
+ *    microbatches - no bound, but it counts the transfers the compute waits for.
  * 3. Prune: model state alone above the GPU memory (the rest of that layout group needs no
  *    build); estimated peak above it; recomputation where the same layout fits with less
- *    (recomputation only adds compute ops); then, simulating by increasing lower bound, every
+ *    (recomputation only adds compute ops); then, simulating by increasing estimate, every
  *    layout whose bound is not below the best simulated step time; and what the --budget leaves.
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS: the workers' shared records */
@@ -99,6 +102,7 @@ typedef struct {
     long key;              /* ... and in dispatcher, overlap, micro batch: model state */
     int status;
     double state, mem, lb; /* estimates, bytes and seconds */
+    double est;            /* the step's estimate that orders the simulations (estimate()) */
     sim_run_result res;
 } cand;
 
@@ -381,10 +385,16 @@ static double a2a_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *o
     return t;
 }
 
-/* Peak memory, model state and the compute lower bound of cfg (legal) from one rank per pipeline
- * stage. Returns 0, or -1 with err. */
+/* Peak memory, model state, the compute lower bound of cfg (legal) and an estimate of its step from
+ * one rank per pipeline stage. The estimate is each rank's longest path through its ops at their
+ * standalone times (after the op before it on its stream, its dependencies and its issue by the
+ * host, which waits at host syncs), over the microbatches built and scaled to the step's: unlike
+ * the bound it counts a transfer the compute waits for, so a layout whose all-to-alls are exposed
+ * comes after one that hides them; it is no bound (the pipeline's warm-up is scaled too) and only
+ * orders the simulations. Returns 0, or -1 with err. */
 static int estimate(const ep_config *full, const plat_info *pi, const sim_calib *calib,
-                    double *state, double *mem, double *lb, int state_only, char err[EP_ERRLEN]) {
+                    double *state, double *mem, double *lb, double *est, int state_only,
+                    char err[EP_ERRLEN]) {
     ep_config cfg = *full;
     cfg.routing_budget = 1;      /* one draw, shared by microbatches and EP groups, */
     cfg.routing_layer_draws = 1; /* and by the layers: the rows of a layer, not of each */
@@ -423,7 +433,8 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
      * backward, for the pipeline's fill and drain below */
     double *stage_t = calloc(3 * (size_t)pp, sizeof *stage_t);
     if (!stage_t) rc = -1, snprintf(err, EP_ERRLEN, "out of memory");
-    *state = *mem = *lb = 0;
+    *state = *mem = *lb = *est = 0;
+    double *fin = NULL; /* per op of the rank: when it ends on the longest path */
     for (int r = 0; r < s.world && rc == 0; r++) {
         if (!only[r]) continue;
         if (s.ranks[r].model_state_bytes > *state) *state = s.ranks[r].model_state_bytes;
@@ -439,11 +450,28 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
         ep_rank_coords(&cfg, r, &d, NULL);
         int stage = d.pp;
         double host = 0, stream[EP_NUM_STREAMS] = {0};
-        for (int i = 0; i < s.ranks[r].nops; i++) {
-            const ep_op *op = &s.ranks[r].ops[i];
+        double issued = 0, last[EP_NUM_STREAMS] = {0}, path = 0;
+        const ep_rank_sched *rk = &s.ranks[r];
+        double *f = realloc(fin, ((size_t)rk->nops + 1) * sizeof *f);
+        if (!f) {
+            snprintf(err, EP_ERRLEN, "out of memory");
+            rc = -1;
+            break;
+        }
+        fin = f;
+        for (int i = 0; i < rk->nops; i++) {
+            const ep_op *op = &rk->ops[i];
             double k = op->mb >= 0 ? scale : 1;
             int gsize = op->group >= 0 ? s.groups[op->group].size : 1;
-            host += k * sim_op_host_s(&cost, op, gsize);
+            double h = sim_op_host_s(&cost, op, gsize);
+            host += k * h;
+            /* the longest path: the op starts once issued, after its stream's last op and its
+             * dependencies; t is what it adds below */
+            issued += h;
+            double start = fmax(issued, last[op->stream]);
+            for (int d = 0; d < op->ndeps; d++)
+                start = fmax(start, fin[rk->deps[op->deps_off + d]]);
+            double t = 0;
             if (ep_op_is_comm(op)) {
                 /* a stream runs its ops one after another: their bounds add up. A collective
                  * of two or more also pays its algorithm's fixed cost (the simulation adds it to
@@ -452,15 +480,18 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
                 double base = gsize >= 2 && op->kind != EP_OP_SEND && op->kind != EP_OP_RECV
                                   ? sim_algo_base_s(calib, op, gsize)
                                   : 0;
-                stream[op->stream] += k * (base + coll_bound_s(pi, &s, op, nodes_of, scratch) +
-                                           a2a_bound_s(pi, &s, op, r));
-                continue;
+                t = base + coll_bound_s(pi, &s, op, nodes_of, scratch) + a2a_bound_s(pi, &s, op, r);
+                stream[op->stream] += k * t;
+            } else if (op->kind != EP_OP_HOST_SYNC) {
+                sim_work w;
+                sim_op_work(&cost, op, pi->peak_flops, pi->hbm_bw, &w);
+                t = sim_work_alone(&w);
+                stream[op->stream] += k * t;
             }
-            if (op->kind == EP_OP_HOST_SYNC) continue;
-            sim_work w;
-            sim_op_work(&cost, op, pi->peak_flops, pi->hbm_bw, &w);
-            double t = sim_work_alone(&w);
-            stream[op->stream] += k * t;
+            fin[i] = last[op->stream] = start + t;
+            if (fin[i] > path) path = fin[i];
+            if (op->kind == EP_OP_HOST_SYNC && fin[i] > issued) issued = fin[i]; /* it waits */
+            if (ep_op_is_comm(op) || op->kind == EP_OP_HOST_SYNC) continue;
             if (op->stream == EP_STREAM_COMP && op->mb >= 0) {
                 double *st = stage_t + 3 * stage;
                 st[0] += k * t;
@@ -472,7 +503,9 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
         for (int t = 0; t < EP_NUM_STREAMS; t++)
             if (stream[t] > b) b = stream[t];
         if (b > *lb) *lb = b;
+        if (path * scale > *est) *est = path * scale;
     }
+    free(fin);
     /* The pipeline fills and drains: stage p's first forward waits for model chunk 0 of
      * microbatch 0 on stages 0..p-1, and after its last backward (chunk 0 of the last microbatch)
      * those stages still run theirs - the 1F1B bubble, (PP - 1) / (VPP x microbatches) of the
@@ -483,6 +516,7 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
             fill += stage_t[3 * q + 1] + stage_t[3 * q + 2];
         if (fill + stage_t[3 * p] > *lb) *lb = fill + stage_t[3 * p];
     }
+    if (*lb > *est) *est = *lb;
     free(stage_t);
     if (!state_only) sim_cost_free(&cost);
     ep_sched_free(&s);
@@ -495,7 +529,7 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
 typedef struct {
     long i;
     int status;
-    double state, mem, lb;
+    double state, mem, lb, est;
 } est_rec;
 
 /* Workers share one mapping: the next layout to claim, then a record per candidate. */
@@ -514,10 +548,10 @@ static double least_activations(const ep_config *base, const axis *ax, const uns
     memcpy(vi, vi_of, sizeof vi);
     vi[AX_OVL] = 0, vi[AX_MBS] = 0, vi[AX_RC] = (unsigned char)(ax[AX_RC].n - 1);
     ep_config cfg;
-    double state, mem, lb;
+    double state, mem, lb, est;
     char err[EP_ERRLEN];
     if (apply(base, ax, vi, &cfg, err) != 0 ||
-        estimate(&cfg, pi, calib, &state, &mem, &lb, 0, err) != 0)
+        estimate(&cfg, pi, calib, &state, &mem, &lb, &est, 0, err) != 0)
         return -1;
     return mem - state;
 }
@@ -551,15 +585,15 @@ static void worker(cand *c, const long *key_first, const long *unit_first, long 
             for (int d = 0; d < MAX_VALS; d++)
                 least[d] = -1;
             for (long i = key_first[k]; i < key_first[k + 1]; i++) {
-                est_rec rec = {i, ST_ERROR, 0, 0, 0};
+                est_rec rec = {i, ST_ERROR, 0, 0, 0, 0};
                 ep_config cfg;
                 if (apply(base, ax, c[i].vi, &cfg, err) != 0) { /* legal: cannot happen */
                     sh->rec[i] = rec;
                     continue;
                 }
                 if (i == key_first[k]) { /* model state: one build of the key */
-                    double m, l;
-                    if (estimate(&cfg, pi, &calib, &key_state, &m, &l, 1, err) != 0)
+                    double m, l, e;
+                    if (estimate(&cfg, pi, &calib, &key_state, &m, &l, &e, 1, err) != 0)
                         key_state = -1;
                 }
                 /* The dispatcher's least-memory variant: when it does not fit, none does, and
@@ -576,7 +610,8 @@ static void worker(cand *c, const long *key_first, const long *unit_first, long 
                     rec.status = ST_MEMORY, rec.state = key_state, rec.mem = least[d];
                 } else if (c[i].group == fit_group) {
                     rec.status = ST_RECOMPUTE;
-                } else if (estimate(&cfg, pi, &calib, &rec.state, &rec.mem, &rec.lb, 0, err) == 0) {
+                } else if (estimate(&cfg, pi, &calib, &rec.state, &rec.mem, &rec.lb, &rec.est, 0,
+                                    err) == 0) {
                     rec.status = hbm > 0 && rec.mem > hbm ? ST_MEMORY : ST_FIT;
                     if (rec.status == ST_FIT) fit_group = c[i].group;
                 }
@@ -686,17 +721,17 @@ static void run_show(void *ctx, long done, long running, long left, double elaps
     fflush(stderr);
 }
 
-static int by_lb(const void *a, const void *b, void *cs) {
+static int by_est(const void *a, const void *b, void *cs) {
     const cand *c = cs;
     const cand *x = &c[*(const long *)a], *y = &c[*(const long *)b];
-    if (x->lb != y->lb) return x->lb < y->lb ? -1 : 1;
+    if (x->est != y->est) return x->est < y->est ? -1 : 1;
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
-/* qsort with a context: the candidates of by_lb */
+/* qsort with a context: the candidates of by_est */
 static cand *g_sort;
-static int by_lb_g(const void *a, const void *b) {
-    return by_lb(a, b, g_sort);
+static int by_est_g(const void *a, const void *b) {
+    return by_est(a, b, g_sort);
 }
 
 static int ranked(const void *a, const void *b) {
@@ -922,7 +957,7 @@ int sim_search_main(int argc, char **argv) {
                 unit_first[nunits++] = nkeys;
             key_first[nkeys++] = i;
         }
-        sh->rec[i] = (est_rec){i, ST_ERROR, 0, 0, 0};
+        sh->rec[i] = (est_rec){i, ST_ERROR, 0, 0, 0, 0};
     }
     key_first[nkeys] = nc;
     unit_first[nunits] = nkeys;
@@ -940,19 +975,22 @@ int sim_search_main(int argc, char **argv) {
         x->state = sh->rec[i].state;
         x->mem = sh->rec[i].mem;
         x->lb = sh->rec[i].lb;
+        x->est = sh->rec[i].est;
     }
     munmap(sh, shbytes);
     free(wp);
     free(key_first);
     free(unit_first);
     double t_est = sim_runs_clock();
-    /* 3. simulate by increasing lower bound, while below the best step, within the budget */
+    /* 3. simulate by increasing estimate within the budget, skipping every layout whose bound is
+     * not below the best step simulated so far: the best only falls, so none skipped could beat
+     * the final best, and with budget enough the best layout is simulated */
     long nfit = 0;
     long *order = malloc((size_t)nc * sizeof *order);
     for (long i = 0; i < nc; i++)
         if (c[i].status == ST_FIT) order[nfit++] = i;
     g_sort = c;
-    qsort(order, (size_t)nfit, sizeof *order, by_lb_g);
+    qsort(order, (size_t)nfit, sizeof *order, by_est_g);
     if (so.show < 0) so.show = isatty(STDERR_FILENO);
     double best = INFINITY;
     long next = 0, nsim = 0;
@@ -960,13 +998,17 @@ int sim_search_main(int argc, char **argv) {
     long *ids = calloc((size_t)so.jobs + 1, sizeof *ids);
     while (next < nfit && nsim < so.budget) {
         long take = 0, pick[SIM_RUNS_MAX_JOBS];
-        while (take < so.jobs && next < nfit && nsim + take < so.budget &&
-               c[order[next]].lb < best) {
-            pick[take] = order[next++];
-            ids[take] = c[pick[take]].index;
+        while (take < so.jobs && next < nfit && nsim + take < so.budget) {
+            long i = order[next++];
+            if (c[i].lb >= best) {
+                c[i].status = ST_BOUND;
+                continue;
+            }
+            pick[take] = i;
+            ids[take] = c[i].index;
             take++;
         }
-        if (take == 0) break; /* the next bound is not below the best */
+        if (take == 0) break; /* nothing left below the best, or the budget spent */
         run_ctx rx = {c, pick, ax, &so, nsim, so.budget};
         sim_runs runs = {"epsim search", take, ids, so.jobs, so.show, run_args, run_show, &rx};
         if (sim_runs_exec(&runs, res) != 0) {
@@ -986,7 +1028,7 @@ int sim_search_main(int argc, char **argv) {
         nsim += take;
     }
     for (; next < nfit; next++)
-        c[order[next]].status = nsim < so.budget ? ST_BOUND : ST_BUDGET;
+        c[order[next]].status = c[order[next]].lb >= best ? ST_BOUND : ST_BUDGET;
     free(order);
     free(res);
     free(ids);
@@ -1012,7 +1054,7 @@ int sim_search_main(int argc, char **argv) {
     fputs(",iteration_time_s,tokens_per_s_per_gpu,tflops_per_gpu,mfu,exposed_dispatch_s,"
           "exposed_combine_s,exposed_dp_s,exposed_pp_s,exposed_other_s,exposed_total_s,"
           "host_wait_s,peak_memory_gib,peak_memory_of_gpu,est_peak_memory_gib,model_state_gib,"
-          "lower_bound_s,sampled_microbatches,"
+          "lower_bound_s,estimated_step_s,sampled_microbatches,"
           "flags,status\n",
           o.f);
     long nok = 0, nsampled = 0;
@@ -1042,6 +1084,8 @@ int sim_search_main(int argc, char **argv) {
         if (x->state > 0) fprintf(o.f, "%.3f", x->state / GIB);
         fputc(',', o.f);
         if (x->lb > 0) fprintf(o.f, "%.6f", x->lb);
+        fputc(',', o.f);
+        if (x->est > 0) fprintf(o.f, "%.6f", x->est);
         fputc(',', o.f);
         if (x->status == ST_SIM && r->sampled > 0) fprintf(o.f, "%d", r->sampled);
         flags_text(ax, x, fl, sizeof fl);
