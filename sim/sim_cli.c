@@ -623,6 +623,8 @@ int sim_cli_run(int argc, char **argv) {
     memory_estimate(&cfg, &whole_ops);
     const char *sample = sim_sample_default(o.sample, whole_ops, o.csv || o.trace);
     int sampled = sim_sample_plan(sample, &cfg, &sample_n, &short_cfg, &long_cfg, err);
+    /* not asked for: a step that cannot be sampled runs whole */
+    if (sampled < 0 && !o.sample) sampled = 0;
     if (sampled > 0 && (o.csv || o.trace)) {
         snprintf(err, EP_ERRLEN,
                  "--sample-microbatches simulates part of the step: --csv and --trace need the "
