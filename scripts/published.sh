@@ -77,13 +77,18 @@ function unit(metric) {
 }
 # releases.tsv: the same layout, other releases (comments and blank lines skipped)
 FILENAME == releases { if ($0 !~ /^#/ && NF >= 3) { nrel[$1]++; rel[$1, nrel[$1]] = $3 } next }
+# sorts v[1..k] ascending (numbers) and returns its median
+function sort_median(v, k,    i, j, t) {
+  for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
+  return k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+}
 # (max - min) / median of the published figures of case c; -1 with one figure
-function spread(c,    k, i, j, t, v) {
+function spread(c,    k, i, v, med) {
   k = 1; v[1] = pub[c]
   for (i = 1; i <= nrel[name[c]]; i++) v[++k] = rel[name[c], i]
   if (k < 2) return -1
-  for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
-  return (v[k] - v[1]) / (k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2)
+  med = sort_median(v, k)
+  return (v[k] - v[1]) / med
 }
 {
   n++; name[n] = $1; topo[n] = $2; world[n] = $3; metric[n] = $4; pub[n] = $5; prec[n] = $6
@@ -124,9 +129,9 @@ END {
     printf "**%d cases predicted, %d refused: mean |error| %.1f%%, worst %+.1f%% (%s).**\n\n", m, refused, \
       100 * sum / m, 100 * worsterr, worstname
   if (nsp > 0) {
-    for (i = 1; i <= nsp; i++) for (l = i + 1; l <= nsp; l++) if (sps[l] < sps[i]) { t = sps[i]; sps[i] = sps[l]; sps[l] = t }
+    med = sort_median(sps, nsp)
     printf "Published more than once: %d cases, spread %.1f%% to %.1f%% (median %.1f%%); %d of them predicted within their spread.\n\n", \
-      nsp, 100 * sps[1], 100 * sps[nsp], 100 * (nsp % 2 ? sps[(nsp + 1) / 2] : (sps[nsp / 2] + sps[nsp / 2 + 1]) / 2), inside
+      nsp, 100 * sps[1], 100 * sps[nsp], 100 * med, inside
   }
   print "Pairs (gain = speed of the second row / speed of the first; the difference in percentage"
   print "points of gain) and rankings (fastest first):"

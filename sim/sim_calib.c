@@ -472,9 +472,7 @@ int sim_calib_load(sim_calib *c, const char *path, char err[EP_ERRLEN]) {
     json_t *v;
     int rc = 0;
     json_object_foreach(root, key, v) {
-        const field *f = NULL;
-        for (size_t i = 0; i < NFIELDS; i++)
-            if (strcmp(FIELDS[i].key, key) == 0) f = &FIELDS[i];
+        const field *f = field_named(key);
         if (!f) {
             /* "_comment" style keys document a file without changing it */
             if (key[0] == '_') continue;

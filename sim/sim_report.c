@@ -235,17 +235,18 @@ void sim_print_summary(FILE *f, const char *model, const ep_sched *s, const sim_
                 "beyond the timed grid, extrapolated)\n",
                 m->noutside, m->ncompute, 100 * m->outside_fraction);
     fprintf(f, "  ops simulated         %12ld  (%ld transfers)\n", m->step.nops, m->ntransfers);
-    if (m->sample_n && m->sample_default)
+    if (m->sample_n) {
+        char why[128] = "--sample-microbatches";
+        if (m->sample_default)
+            snprintf(why, sizeof why,
+                     "the default for a step of %.0f M ops or more; --sample-microbatches 0 "
+                     "simulates it whole",
+                     SIM_SAMPLE_DEFAULT_OPS / 1e6);
         fprintf(f,
                 "  sampled: the steps of %d and %d microbatches simulated, the step of %d "
-                "extrapolated from them (the default for a step of %.0f M ops or more; "
-                "--sample-microbatches 0 simulates it whole)\n",
-                m->sample_n, 2 * m->sample_n, s->num_microbatches, SIM_SAMPLE_DEFAULT_OPS / 1e6);
-    else if (m->sample_n)
-        fprintf(f,
-                "  sampled: the steps of %d and %d microbatches simulated, the step of %d "
-                "extrapolated from them (--sample-microbatches)\n",
-                m->sample_n, 2 * m->sample_n, s->num_microbatches);
+                "extrapolated from them (%s)\n",
+                m->sample_n, 2 * m->sample_n, s->num_microbatches, why);
+    }
     if (T > 0 && m->step.host_wait_s > LAUNCH_BOUND * T) /* what such a figure rests on */
         fprintf(f,
                 "  launch-bound: %.0f%% of the step waits for the host; it scales with the "
