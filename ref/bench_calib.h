@@ -2,7 +2,8 @@
  *   compute.json      every compute op kind alone, through the executor's own launch (exec_gpu)
  *   comm.json         NCCL operations over all launched ranks, the executor's calls
  *   host.json         launch, NCCL launch, host sync and per-kernel GPU overhead
- *   interference.json a GEMM beside an NCCL all-to-all or an NVLink store kernel, and back
+ *   interference.json a GEMM beside an NCCL all-to-all or an NVLink store kernel, and back; with
+ *                     --parts interference-shapes, a grid of victim shapes beside both
  *   corun.json        a GEMM and a memory kernel beside each other on two streams of one GPU
  *   draw.json         what compute ops draw toward the power cap, back to back with a large GEMM
  * Records are JSON objects kept as text until rank 0 writes the files (one meta record first). */
@@ -61,10 +62,31 @@ void calib_attention_config(ep_config *cfg, int seq, int dqk, int dv);
 /* Appends one record (printf format of the object, braces included). */
 void calib_add(calib_list *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Sharing a GPU (bench_calib_share.c): the median GPU time of one victim launch (of nv back to
+ * back on s1) while na aggressor launches run on s2 (na 0: alone), mean over ranks; the first and
+ * last victims are left out (they may start before or end after the aggressor). */
+double calib_victim_us(bench *b, cudaStream_t s1, cudaStream_t s2, bench_op victim, void *va,
+                       int nv, bench_op aggr, void *aa, int na);
+/* Aggressor launches that outlast nv victims of victim_alone us by half again. */
+int calib_cover(double victim_alone, int nv, double aggr_alone);
+/* The executor of one NCCL all-to-all of CALIB_A2A_BYTES per peer over every rank (op 0). */
+#define CALIB_A2A_BYTES (256.0 * (1 << 20))
+exec_gpu *calib_a2a_aggressor(bench *b, const ep_config *cfg);
+/* A plain NVLink store kernel on `sms` SMs writing `bytes` to every peer, as a bench_op. */
+typedef struct {
+    ep_nvl *nvl;
+    const void *src;
+    size_t bytes;
+    int sms;
+} calib_store;
+void calib_run_store(void *a, cudaStream_t st);
+
 /* Host costs (host.json) and interference (interference.json); need b->barrier. */
 void calib_host(bench *b, calib_list *out);
 void calib_interference(bench *b, calib_list *out, int moving, int waiting);
 void calib_corun(bench *b, calib_list *out);
+/* Interference by victim shape (bench_calib_victims.c, --parts interference-shapes). */
+void calib_interference_shapes(bench *b, calib_list *out);
 /* What compute ops draw toward the power cap (draw.json; bench_calib_draw.c); wide_only: only
  * the grouped GEMMs of the lattice's widest FFN (--parts draw-wide). */
 void calib_draw(bench *b, calib_list *out, int wide_only);

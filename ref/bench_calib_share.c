@@ -140,23 +140,15 @@ void calib_host(bench *b, calib_list *out) {
 
 /* ---- interference ------------------------------------------------------------------------- */
 
-typedef struct {
-    ep_nvl *nvl;
-    const void *src;
-    size_t bytes;
-    int sms;
-} store_ref;
-
-static void run_store(void *a, cudaStream_t st) {
-    store_ref *s = a;
+void calib_run_store(void *a, cudaStream_t st) {
+    calib_store *s = a;
     s->nvl->num_sms = s->sms;
     for (int p = 0; p < s->nvl->ep; p++)
         if (p != s->nvl->me) CUDA_CHECK(ep_nvl_store_ceiling(s->nvl, s->src, s->bytes, p, st));
 }
 
-/* Median GPU time of one victim launch (of nv back to back on s1) while na aggressor launches
- * run on s2 (na 0: alone), mean over ranks first..W-1. The first and last victims are left out:
- * they may start before or end after the aggressor. */
+/* calib_victim_us, with the mean over ranks first..W-1 (the waiting part leaves the late rank 0
+ * out). */
 static double victim_time(bench *b, cudaStream_t s1, cudaStream_t s2, bench_op victim, void *va,
                           int nv, bench_op aggr, void *aa, int na, int first) {
     enum { REPS = 5, MAXV = 16 };
@@ -198,13 +190,12 @@ static double victim_time(bench *b, cudaStream_t s1, cudaStream_t s2, bench_op v
     return sum / (W - first);
 }
 
-static double victim_us(bench *b, cudaStream_t s1, cudaStream_t s2, bench_op victim, void *va,
-                        int nv, bench_op aggr, void *aa, int na) {
+double calib_victim_us(bench *b, cudaStream_t s1, cudaStream_t s2, bench_op victim, void *va,
+                       int nv, bench_op aggr, void *aa, int na) {
     return victim_time(b, s1, s2, victim, va, nv, aggr, aa, na, 0);
 }
 
-/* Aggressor launches that outlast nv victims of victim_alone us by half again. */
-static int cover(double victim_alone, int nv, double aggr_alone) {
+int calib_cover(double victim_alone, int nv, double aggr_alone) {
     int n = (int)(1.5 * nv * victim_alone / aggr_alone) + 2;
     return n < 2 ? 2 : n;
 }
@@ -220,8 +211,7 @@ static int victim_ops(ep_op *ops, int cap, double mem_bytes) {
     return n;
 }
 
-/* The executor of one NCCL all-to-all of 256 MiB per peer over every rank (op 0). */
-static exec_gpu *a2a_aggressor(bench *b, const ep_config *cfg) {
+exec_gpu *calib_a2a_aggressor(bench *b, const ep_config *cfg) {
     int W = b->ctx->w.size;
     static ep_op aops[EP_MAX_RANKS][1];
     static calib_synth ay;
@@ -229,7 +219,7 @@ static exec_gpu *a2a_aggressor(bench *b, const ep_config *cfg) {
     for (int r = 0; r < W; r++) {
         int na = 0;
         ep_op *a = calib_synth_op(aops[r], &na, 1, EP_OP_ALLTOALL, EP_PHASE_FWD);
-        a->stream = EP_STREAM_COMM, a->group = 0, a->bytes = 256.0 * (1 << 20);
+        a->stream = EP_STREAM_COMM, a->group = 0, a->bytes = CALIB_A2A_BYTES;
         ep_xfer_set(a, cfg, NULL);
         ay.rk[r].ops = aops[r], ay.rk[r].nops = 1;
     }
@@ -270,7 +260,7 @@ void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
     cy.rk[0].ops = cops, cy.rk[0].nops = nc;
     exec_gpu *cg = exec_gpu_create_rank(b->ctx, &cy.s, 0, 0);
     /* aggressors: an NCCL all-to-all of 256 MiB per peer, NVLink stores of 64 MiB per peer */
-    exec_gpu *ag = a2a_aggressor(b, &cfg);
+    exec_gpu *ag = calib_a2a_aggressor(b, &cfg);
     static ep_nvl nvl;
     const size_t sbytes = (size_t)64 << 20;
     void *ssrc = NULL;
@@ -281,7 +271,8 @@ void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
         CUDA_CHECK(cudaMemset(ssrc, 1, sbytes));
     }
     calib_op vic[2] = {{cg, 0}, {cg, 1}}, a2a = {ag, 0};
-    double a2a_alone = moving ? victim_us(b, s1, s2, calib_launch_op, &a2a, nv, NULL, NULL, 0) : 0;
+    double a2a_alone =
+        moving ? calib_victim_us(b, s1, s2, calib_launch_op, &a2a, nv, NULL, NULL, 0) : 0;
     static const int sms[] = {8, 16, 32};
     double gemm_alone = 0;
     for (int v = 0; v < 2; v++) {
@@ -292,7 +283,7 @@ void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
                      op->n, op->k);
         else
             snprintf(what, sizeof what, "\"victim\":\"elementwise\",\"bytes\":%.0f", op->bytes);
-        double alone = victim_us(b, s1, s2, calib_launch_op, &vic[v], nv, NULL, NULL, 0);
+        double alone = calib_victim_us(b, s1, s2, calib_launch_op, &vic[v], nv, NULL, NULL, 0);
         if (v == 0) gemm_alone = alone;
         if (waiting) {
             late_a2a late = {a2a, 3.0 * nv * alone + 1000, me};
@@ -302,33 +293,33 @@ void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
                       "{%s,\"aggressor\":\"nccl_waiting\",\"aggressor_sms\":-1,"
                       "\"aggressor_bytes\":%.0f,\"alone_us\":%.3f,\"shared_us\":%.3f,"
                       "\"slowdown\":%.4f}",
-                      what, 256.0 * (1 << 20), alone, sw, sw / alone);
+                      what, CALIB_A2A_BYTES, alone, sw, sw / alone);
             if (me == 0)
                 printf("  %s alone %.1f us, beside a waiting nccl alltoall %.1f us (ranks 1..)\n",
                        what, alone, sw);
         }
         if (!moving) continue;
-        double sh = victim_us(b, s1, s2, calib_launch_op, &vic[v], nv, calib_launch_op, &a2a,
-                              cover(alone, nv, a2a_alone));
+        double sh = calib_victim_us(b, s1, s2, calib_launch_op, &vic[v], nv, calib_launch_op, &a2a,
+                                    calib_cover(alone, nv, a2a_alone));
         calib_add(out,
                   "{%s,\"aggressor\":\"nccl_alltoall\",\"aggressor_sms\":-1,"
                   "\"aggressor_bytes\":%.0f,\"alone_us\":%.3f,\"shared_us\":%.3f,"
                   "\"slowdown\":%.4f}",
-                  what, 256.0 * (1 << 20), alone, sh, sh / alone);
+                  what, CALIB_A2A_BYTES, alone, sh, sh / alone);
         if (me == 0) printf("  %s alone %.1f us, beside nccl alltoall %.1f us\n", what, alone, sh);
         for (size_t s = 0; s < sizeof sms / sizeof sms[0]; s++) {
-            store_ref st = {&nvl, ssrc, sbytes, sms[s]};
-            double st_alone = victim_us(b, s1, s2, run_store, &st, nv, NULL, NULL, 0);
-            double sh2 = victim_us(b, s1, s2, calib_launch_op, &vic[v], nv, run_store, &st,
-                                   cover(alone, nv, st_alone));
+            calib_store st = {&nvl, ssrc, sbytes, sms[s]};
+            double st_alone = calib_victim_us(b, s1, s2, calib_run_store, &st, nv, NULL, NULL, 0);
+            double sh2 = calib_victim_us(b, s1, s2, calib_launch_op, &vic[v], nv, calib_run_store,
+                                         &st, calib_cover(alone, nv, st_alone));
             calib_add(out,
                       "{%s,\"aggressor\":\"store\",\"aggressor_sms\":%d,"
                       "\"aggressor_bytes\":%.0f,\"alone_us\":%.3f,\"shared_us\":%.3f,"
                       "\"slowdown\":%.4f}",
                       what, sms[s], (double)sbytes, alone, sh2, sh2 / alone);
             if (v == 0) { /* and the other way round: the transfer beside the GEMM */
-                double back = victim_us(b, s1, s2, run_store, &st, nv, calib_launch_op, &vic[0],
-                                        cover(st_alone, nv, alone));
+                double back = calib_victim_us(b, s1, s2, calib_run_store, &st, nv, calib_launch_op,
+                                              &vic[0], calib_cover(st_alone, nv, alone));
                 calib_add(out,
                           "{\"victim\":\"store\",\"sms\":%d,\"bytes\":%.0f,\"aggressor\":\"gemm\","
                           "\"m\":%d,\"n\":%d,\"k\":%d,\"alone_us\":%.3f,\"shared_us\":%.3f,"
@@ -340,13 +331,13 @@ void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
         }
     }
     if (moving) {
-        double back = victim_us(b, s1, s2, calib_launch_op, &a2a, nv, calib_launch_op, &vic[0],
-                                cover(a2a_alone, nv, gemm_alone));
+        double back = calib_victim_us(b, s1, s2, calib_launch_op, &a2a, nv, calib_launch_op,
+                                      &vic[0], calib_cover(a2a_alone, nv, gemm_alone));
         calib_add(out,
-                 "{\"victim\":\"nccl_alltoall\",\"bytes\":%.0f,\"aggressor\":\"gemm\",\"m\":%d,"
-                 "\"n\":%d,\"k\":%d,\"alone_us\":%.3f,\"shared_us\":%.3f,\"slowdown\":%.4f}",
-                 256.0 * (1 << 20), cops[0].m, cops[0].n, cops[0].k, a2a_alone, back,
-                 back / a2a_alone);
+                  "{\"victim\":\"nccl_alltoall\",\"bytes\":%.0f,\"aggressor\":\"gemm\",\"m\":%d,"
+                  "\"n\":%d,\"k\":%d,\"alone_us\":%.3f,\"shared_us\":%.3f,\"slowdown\":%.4f}",
+                  CALIB_A2A_BYTES, cops[0].m, cops[0].n, cops[0].k, a2a_alone, back,
+                  back / a2a_alone);
         if (me == 0)
             printf("  nccl alltoall alone %.1f us, beside the gemm %.1f us\n", a2a_alone, back);
         CUDA_CHECK(cudaFree(ssrc));
@@ -388,11 +379,11 @@ void calib_corun(bench *b, calib_list *out) {
     calib_op v[2] = {{g, 0}, {g, 1}}, a[2] = {{g, 2}, {g, 3}};
     double alone[2];
     for (int i = 0; i < 2; i++)
-        alone[i] = victim_us(b, s1, s2, calib_launch_op, &v[i], nv, NULL, NULL, 0);
+        alone[i] = calib_victim_us(b, s1, s2, calib_launch_op, &v[i], nv, NULL, NULL, 0);
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++) {
-            double sh = victim_us(b, s1, s2, calib_launch_op, &v[i], nv, calib_launch_op, &a[j],
-                                  cover(alone[i], nv, alone[j]));
+            double sh = calib_victim_us(b, s1, s2, calib_launch_op, &v[i], nv, calib_launch_op,
+                                        &a[j], calib_cover(alone[i], nv, alone[j]));
             calib_add(out,
                       "{\"victim\":\"%s\",\"victim_op\":\"%s\",\"beside\":\"%s\","
                       "\"alone_us\":%.3f,\"shared_us\":%.3f,\"slowdown\":%.4f}",

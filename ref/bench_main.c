@@ -155,7 +155,9 @@ static const ep_opt *bench_table(bench *b) {
                  "nvl: only comm's NVLink transport (nvl_a2a);\n"
                  "draw: what compute ops draw toward the power cap (draw.json,\n"
                  "not in the default; about 8 minutes on one GPU); draw-wide:\n"
-                 "only its grouped GEMMs of the widest FFN"},
+                 "only its grouped GEMMs of the widest FFN;\n"
+                 "interference-shapes: a grid of ops beside the NCCL all-to-all\n"
+                 "and NVLink stores (interference.json, 2+ ranks, not in the default)"},
         {.name = "--l2-flush",
          .takes = EP_OPT_VALUE,
          .kind = EP_OPT_CALL,

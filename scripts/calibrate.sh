@@ -33,7 +33,12 @@ x2_cool=traces/h200x2/grid-cool-20261128
 h200_power="traces/h200/torch:power.json traces/h200/torch/power-rise-20261129
   traces/h200/draw-20261129/launch1 traces/h200/draw-20261129/launch2
   traces/h200/draw-wide-20261129/launch1 traces/h200/draw-wide-20261129/launch2"
-x2_rest="$h200_power $x2_nvl traces/h200x2/calib traces/h200x2/bench"
+# interference by the victim's shape (`epref bench calib --parts interference-shapes`, three
+# launches, 2026-11-29; equal shapes keep their median): the GEMM, grouped GEMM and attention
+# sharing tables
+v=traces/h200x2/victims-20261129
+x2_victims="$v/launch1 $v/launch2 $v/launch3"
+x2_rest="$h200_power $x2_nvl traces/h200x2/calib traces/h200x2/bench $x2_victims"
 "$epsim" calibrate $x2_cool $x2_rest \
   --model-shapes traces/h200x2/models-cool-20261128/compute.json.xz --topo h200x2 \
   --out "$out"/h200x2.json

@@ -107,20 +107,6 @@ double sim_table_eval(const sim_table *t, double x) {
     return t->y[i - 1] + w * (t->y[i] - t->y[i - 1]);
 }
 
-void sim_calib_free(sim_calib *c) {
-    for (int ph = 0; ph < SIM_PHASES; ph++) {
-        sim_shape_free(&c->gemm_shapes[ph]);
-        sim_shape_free(&c->grouped_gemm_shapes[ph]);
-        sim_shape_free(&c->attention_shapes[ph]);
-        sim_shape_free(&c->fp8_gemm_shapes[ph]);
-        sim_shape_free(&c->fp8_grouped_gemm_shapes[ph]);
-        sim_shape_free(&c->mamba_scan_shapes[ph]);
-        sim_shape_free(&c->power_draw_gemm[ph]);
-        sim_shape_free(&c->power_draw_grouped_gemm[ph]);
-        sim_shape_free(&c->power_draw_attention[ph]);
-    }
-}
-
 const char *sim_coll_name(sim_coll k) {
     static const char *names[SIM_COLL_NUM] = {"alltoall", "all_gather", "reduce_scatter",
                                               "all_reduce", "send"};
@@ -249,6 +235,12 @@ static const field FIELDS[] = {
     F(comm_flops_slowdown),
     F(comm_wait_slowdown),
     TO(kernel_flops_slowdown),
+    SO(share_nccl_gemm, SH_GEMM),
+    SO(share_nccl_grouped_gemm, SH_GEMM),
+    SO(share_nccl_attention, SH_ATTENTION),
+    SO(share_kernel_gemm, SH_GEMM),
+    SO(share_kernel_grouped_gemm, SH_GEMM),
+    SO(share_kernel_attention, SH_ATTENTION),
     F(ce_flops_slowdown),
     F(nccl_compute_slowdown),
     F(ep_compute_slowdown),
@@ -278,6 +270,13 @@ static const field FIELDS[] = {
 #undef S
 #undef SO
 #define NFIELDS (sizeof FIELDS / sizeof FIELDS[0])
+
+void sim_calib_free(sim_calib *c) {
+    for (size_t i = 0; i < NFIELDS; i++)
+        if (FIELDS[i].type == K_SHAPES)
+            for (int ph = 0; ph < SIM_PHASES; ph++)
+                sim_shape_free((sim_shape_table *)((char *)c + FIELDS[i].off) + ph);
+}
 
 /* Built-in values taken from a published measurement of their part (docs/epsim.md,
  * "Calibration"), with that source: a calibration names them in _meta.published where no

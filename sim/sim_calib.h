@@ -133,6 +133,14 @@ typedef struct {
     /* ... while SM-driven (deepep / hybridep) transfers run, by the SMs they hold (the store
      * kernel beside a GEMM, interference.json); empty: comm_flops_slowdown */
     sim_table kernel_flops_slowdown;
+    /* ... by the op's shape (interference.json's victim grid, `--parts interference-shapes`):
+     * the slowdown of a GEMM, grouped GEMM or attention op beside a moving NCCL all-to-all
+     * (share_nccl_*) and beside the store kernel on the SMs closest to 16 (share_kernel_*), by
+     * the features of the shape tables above; where a kind's table is empty, the scalars above.
+     * Written only when measured. */
+    sim_shape_table share_nccl_gemm[SIM_PHASES], share_nccl_grouped_gemm[SIM_PHASES],
+        share_nccl_attention[SIM_PHASES], share_kernel_gemm[SIM_PHASES],
+        share_kernel_grouped_gemm[SIM_PHASES], share_kernel_attention[SIM_PHASES];
     double ce_flops_slowdown; /* ... while copy-engine transfers run (peer copies beside a GEMM) */
     double comm_wait_slowdown;    /* ... while an NCCL kernel waits for its peers (launched, holding
                                      its blocks, moving nothing) */

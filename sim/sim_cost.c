@@ -89,11 +89,12 @@ static double gemm_below(double y0, double x0, const double q[SIM_SHAPE_DIMS], v
 
 /* How a shape table is read: attention and scans as they are; GEMMs with gemm_below, a grouped
  * GEMM's rows over its experts; a weight gradient's rows are its reduction, run in whole blocks
- * of gemm_k_tile (sim_shape_rule.x0_tile); draw tables (power_draw_*) with draw_below, a grouped
- * GEMM's rows over its experts */
+ * of gemm_k_tile (sim_shape_rule.x0_tile); draw and sharing tables (power_draw_*, share_*) with
+ * draw_below, a grouped GEMM's rows over its experts */
 enum { SHAPE_PLAIN, SHAPE_GEMM, SHAPE_GEMM_WGRAD, SHAPE_DRAW, SHAPE_DRAW_GROUPED };
 
-/* a draw table below its smallest point: that point's weight (sim_fit_draw.c) */
+/* a draw or sharing table below its smallest point: that point's value (sim_fit_draw.c,
+ * sim_fit.c) */
 static double draw_below(double y0, double x0, const double q[SIM_SHAPE_DIMS], void *ctx) {
     (void)x0, (void)q, (void)ctx;
     return y0;
@@ -141,7 +142,7 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
     int ph = op->phase >= EP_PHASE_FWD && op->phase <= EP_PHASE_BWD_DW ? op->phase - 1 : 0;
     double q[SIM_SHAPE_DIMS], eff, measured = -1;
     int outside = 0, ignore;
-    w->draw = -1;
+    w->draw = w->share_nccl = w->share_kernel = -1;
     switch (op->kind) {
     case EP_OP_GEMM:
     case EP_OP_GROUPED_GEMM: {
@@ -150,8 +151,15 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
         int wgrad = op->phase == EP_PHASE_BWD_DW, how = wgrad ? SHAPE_GEMM_WGRAD : SHAPE_GEMM;
         sim_gemm_features(wgrad, op->m, op->n, op->k, op->batch, q);
         measured = shape_eff(x, t, q, how, &outside);
+        int per_unit = grouped ? SHAPE_DRAW_GROUPED : SHAPE_DRAW;
         w->draw = shape_eff(x, grouped ? &c->power_draw_grouped_gemm[ph] : &c->power_draw_gemm[ph],
-                            q, grouped ? SHAPE_DRAW_GROUPED : SHAPE_DRAW, &ignore);
+                            q, per_unit, &ignore);
+        w->share_nccl =
+            shape_eff(x, grouped ? &c->share_nccl_grouped_gemm[ph] : &c->share_nccl_gemm[ph], q,
+                      per_unit, &ignore);
+        w->share_kernel =
+            shape_eff(x, grouped ? &c->share_kernel_grouped_gemm[ph] : &c->share_kernel_gemm[ph], q,
+                      per_unit, &ignore);
         /* without a table: experts run as one grouped kernel, each expert's GEMM sets the
          * achievable efficiency */
         double per = grouped ? op->flops / (op->batch > 0 ? op->batch : 1) : op->flops;
@@ -175,6 +183,8 @@ void sim_op_work(sim_cost *x, const ep_op *op, double peak, double hbm, sim_work
         q[2] = x->attn_dqk, q[3] = x->attn_dv;
         measured = shape_eff(x, &c->attention_shapes[ph], q, SHAPE_PLAIN, &outside);
         w->draw = shape_eff(x, &c->power_draw_attention[ph], q, SHAPE_DRAW, &ignore);
+        w->share_nccl = shape_eff(x, &c->share_nccl_attention[ph], q, SHAPE_DRAW, &ignore);
+        w->share_kernel = shape_eff(x, &c->share_kernel_attention[ph], q, SHAPE_DRAW, &ignore);
         eff = c->attention_efficiency;
         break;
     case EP_OP_SCAN:

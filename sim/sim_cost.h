@@ -14,6 +14,9 @@ typedef struct {
     int outside;   /* its efficiency comes from a shape table the op lies outside of */
     double t_mem;  /* bytes / (HBM x efficiency) */
     double draw;   /* its weight in the power cap's duty, measured (power_draw_*); -1: none */
+    /* its flop-time slowdown beside a moving NCCL transfer / an SM-driven transfer, measured for
+     * its shape (share_nccl_*, share_kernel_*); -1: none (the calibration's scalars apply) */
+    double share_nccl, share_kernel;
 } sim_work;
 
 typedef struct sim_cost_memo sim_cost_memo;

@@ -234,21 +234,17 @@ static void gpu_update(engine *e, int r) {
     double avail = sm - g->comm_sms;
     if (avail < 0.05 * sm) /* oversubscribed SMs still time-slice */
         avail = 0.05 * sm;
-    double fsm = avail / sm;
+    double fsm_sms = avail / sm;
     /* a running transfer slows compute beyond the SMs it holds (memory system, NCCL's own
-     * blocks; an SM-driven transfer as measured by the SMs it holds), and so does an NCCL kernel
-     * already launched and waiting for its peers (its blocks spin; no memory traffic): the
-     * largest of the effects applies */
-    double slow = g->nxfer_nccl > 0 ? e->c->comm_flops_slowdown : 1.0;
-    if (g->nxfer_ce > 0 && e->c->ce_flops_slowdown > slow) slow = e->c->ce_flops_slowdown;
-    if (g->nxfer > g->nxfer_nccl + g->nxfer_ce) {
-        double k = e->c->kernel_flops_slowdown.n
-                       ? sim_table_eval(&e->c->kernel_flops_slowdown, g->comm_sms)
-                       : e->c->comm_flops_slowdown;
-        if (k > slow) slow = k;
-    }
-    if (g->nwait_nccl > 0 && e->c->comm_wait_slowdown > slow) slow = e->c->comm_wait_slowdown;
-    if (slow > 1 && 1.0 / slow < fsm) fsm = 1.0 / slow;
+     * blocks, a GEMM's last wave waiting for SMs the transfer holds: by the op's shape where
+     * measured, else one factor; an SM-driven transfer as measured by the SMs it holds), and so
+     * does an NCCL kernel already launched and waiting for its peers (its blocks spin; no memory
+     * traffic): the largest of the effects applies */
+    int kernel_xfer = g->nxfer > g->nxfer_nccl + g->nxfer_ce;
+    double kernel_slow = !kernel_xfer ? 1.0
+                         : cal->kernel_flops_slowdown.n
+                             ? sim_table_eval(&cal->kernel_flops_slowdown, g->comm_sms)
+                             : cal->comm_flops_slowdown;
     double fh = 1.0 - e->c->comm_hbm_fraction * g->nxfer;
     if (fh < 0.1) fh = 0.1;
     /* ops on other streams: each adds its calibrated slowdown for this op's class beside its own
@@ -258,6 +254,16 @@ static void gpu_update(engine *e, int r) {
         nmem += sim_work_memory_bound(&g->comp[i].work);
     for (int i = 0; i < g->ncomp; i++) {
         comp_slot *c = &g->comp[i];
+        double slow = 1.0, fsm = fsm_sms;
+        if (g->nxfer_nccl > 0)
+            slow = c->work.share_nccl > 0 ? c->work.share_nccl : cal->comm_flops_slowdown;
+        if (g->nxfer_ce > 0 && cal->ce_flops_slowdown > slow) slow = cal->ce_flops_slowdown;
+        if (kernel_xfer) {
+            double k = c->work.share_kernel > 0 ? c->work.share_kernel : kernel_slow;
+            if (k > slow) slow = k;
+        }
+        if (g->nwait_nccl > 0 && cal->comm_wait_slowdown > slow) slow = cal->comm_wait_slowdown;
+        if (slow > 1 && 1.0 / slow < fsm) fsm = 1.0 / slow;
         double a = c->work.t_flop * power / fsm, b = c->work.t_mem / fh;
         double share = 1.0;
         if (g->ncomp > 1) {

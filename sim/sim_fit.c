@@ -28,7 +28,7 @@
 #include "sim_platform.h"
 #include "sim_power.h"
 
-#define MAX_DIRS 12
+#define MAX_DIRS 16
 
 enum {
     F_COMPUTE,
@@ -103,19 +103,26 @@ static int fail2(const char *msg) {
  * all-to-all was measured on 2 x H200 only) takes that aggressor's records from a machine of the
  * same SMs and NCCL. comm.json: the operations timed over two ranks (a pair of a bigger machine,
  * or a two-GPU machine of the same GPU and NVLink) join those over all of the first machine's
- * GPUs: the curves of groups of two (docs/calibration.md, "NCCL curves by group size"). */
-static const char *const MERGE_KEYS[F_NUM][2] = {
+ * GPUs: the curves of groups of two (docs/calibration.md, "NCCL curves by group size"). A victim
+ * grid's records (source "shapes") are their own key, so they neither hide nor are hidden by the
+ * one-victim records. */
+static const char *const MERGE_KEYS[F_NUM][3] = {
     [F_HOST] = {"what", NULL},
-    [F_INTERFERENCE] = {"victim", "aggressor"},
+    [F_INTERFERENCE] = {"victim", "aggressor", "source"},
     [F_COMM] = {"op", "ranks"}, /* a two-rank group's curves beside those over every GPU */
 };
 
 /* Files every DIR adds all its records to, in turn: draw.json, one launch per DIR
- * (sim_fit_draw.h). */
+ * (sim_fit_draw.h). Records every DIR adds to a merged file: interference.json's victim grid, one
+ * launch per DIR (equal shapes keep their median in the fitted table). */
 static const int APPEND_ALL[F_NUM] = {[F_DRAW] = 1};
 
+static int appends(int which, json_t *r) {
+    return which == F_INTERFERENCE && strcmp(sim_json_str(r, "source"), "shapes") == 0;
+}
+
 static int same_key(int which, json_t *a, json_t *b) {
-    for (int k = 0; k < 2 && MERGE_KEYS[which][k]; k++) {
+    for (int k = 0; k < 3 && MERGE_KEYS[which][k]; k++) {
         json_t *x = json_object_get(a, MERGE_KEYS[which][k]),
                *y = json_object_get(b, MERGE_KEYS[which][k]);
         if (!(x ? y && json_equal(x, y) : !y)) return 0; /* strings and numbers alike */
@@ -129,7 +136,7 @@ static int merge_missing(int which, json_t *into, json_t *more) {
     for (size_t i = 1; i < json_array_size(more); i++) {
         json_t *r = json_array_get(more, i);
         int have = 0;
-        for (size_t j = 1; j < loaded && !have; j++)
+        for (size_t j = 1; j < loaded && !have && !appends(which, r); j++)
             have = same_key(which, r, json_array_get(into, j));
         if (!have) {
             json_array_append(into, r);
@@ -954,6 +961,81 @@ static double slowdown_of(json_t *r) {
     return !(s > 0) ? NAN : s < 1 ? 1 : s;
 }
 
+/* The sharing table of a victim grid record (interference.json, source "shapes"): by its kind
+ * and its aggressor (the NCCL all-to-all, or the store kernel on kernel_sms SMs); NULL for any
+ * other record. */
+static sim_shape_table *share_table(sim_calib *c, json_t *r, int kind, double kernel_sms) {
+    const char *a = sim_json_str(r, "aggressor");
+    int nccl = strcmp(a, "nccl_alltoall") == 0;
+    if (!nccl && !(strcmp(a, "store") == 0 && sim_json_num(r, "aggressor_sms") == kernel_sms))
+        return NULL;
+    switch (kind) {
+    case EP_OP_GEMM:
+        return nccl ? c->share_nccl_gemm : c->share_kernel_gemm;
+    case EP_OP_GROUPED_GEMM:
+        return nccl ? c->share_nccl_grouped_gemm : c->share_kernel_grouped_gemm;
+    case EP_OP_ATTENTION:
+        return nccl ? c->share_nccl_attention : c->share_kernel_attention;
+    default:
+        return NULL;
+    }
+}
+
+/* interference.json's victim grid: each GEMM, grouped GEMM and attention victim's slowdown beside
+ * the NCCL all-to-all and beside the store kernel on the SMs closest to 16 (Hybrid-EP's default),
+ * by the features of the compute shape tables; every DIR's launch joins, equal shapes keep their
+ * median (sim_shape_sort). */
+static int fit_share_shapes(fit *x) {
+    json_t *r;
+    double kernel_sms = NAN;
+    FOR_RECORDS(x, F_INTERFERENCE, i, r) {
+        double s = sim_json_num(r, "aggressor_sms");
+        if (appends(F_INTERFERENCE, r) && s > 0 &&
+            (isnan(kernel_sms) || fabs(s - 16) < fabs(kernel_sms - 16)))
+            kernel_sms = s;
+    }
+    FOR_RECORDS(x, F_INTERFERENCE, i, r) {
+        if (!appends(F_INTERFERENCE, r)) continue;
+        ep_op op;
+        sim_json_op(r, &op); /* the grid names its op's kind "victim" */
+        op.kind = sim_json_kind(sim_json_str(r, "victim"));
+        double s = slowdown_of(r), f[SIM_SHAPE_DIMS];
+        int ph = op.phase - EP_PHASE_FWD;
+        sim_shape_table *t = share_table(&x->c, r, op.kind, kernel_sms);
+        if (!t || isnan(s) || ph < 0 || ph >= SIM_PHASES) continue;
+        if (op.kind == EP_OP_ATTENTION) {
+            f[0] = op.flops, f[1] = sim_json_num(r, "seq"), f[2] = sim_json_num(r, "dqk"),
+            f[3] = sim_json_num(r, "dv");
+            if (!(f[1] > 0 && f[2] > 0 && f[3] > 0)) continue; /* no geometry recorded */
+        } else {
+            sim_gemm_features(op.phase == EP_PHASE_BWD_DW, op.m, op.n, op.k, op.batch, f);
+        }
+        if (sim_shape_add(&t[ph], f, s) != 0) return -1;
+    }
+    sim_calib *c = &x->c;
+    sim_shape_table *all[] = {c->share_nccl_gemm,           c->share_nccl_grouped_gemm,
+                              c->share_nccl_attention,      c->share_kernel_gemm,
+                              c->share_kernel_grouped_gemm, c->share_kernel_attention};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        for (int ph = 0; ph < SIM_PHASES; ph++)
+            if (all[i][ph].n && sim_shape_sort(&all[i][ph]) != 0) return -1;
+    return 0;
+}
+
+/* " kind: N shapes, median xM (lo-hi)" of one kind's sharing tables, over their phases */
+static void print_share(const char *kind, const sim_shape_table t[SIM_PHASES]) {
+    double y[4096];
+    int n = 0;
+    for (int ph = 0; ph < SIM_PHASES; ph++)
+        for (int i = 0; i < t[ph].n && n < 4096; i++)
+            y[n++] = t[ph].y[i];
+    if (n == 0) return;
+    double med = ep_median(y, n), lo = y[0], hi = y[0];
+    for (int i = 1; i < n; i++)
+        lo = y[i] < lo ? y[i] : lo, hi = y[i] > hi ? y[i] : hi;
+    printf(" %s: %d shapes, median x%.2f (%.2f-%.2f);", kind, n, med, lo, hi);
+}
+
 static void fit_interference(fit *x) {
     json_t *r;
     double best_sms = 1e9, wait = NAN, ce = NAN, ksms[SIM_CALIB_MAX_POINTS],
@@ -962,7 +1044,7 @@ static void fit_interference(fit *x) {
     FOR_RECORDS(x, F_INTERFERENCE, i, r) {
         const char *v = sim_json_str(r, "victim"), *a = sim_json_str(r, "aggressor");
         double s = slowdown_of(r);
-        if (isnan(s)) continue;
+        if (isnan(s) || appends(F_INTERFERENCE, r)) continue;
         if (strcmp(v, "gemm") == 0 && strcmp(a, "nccl_alltoall") == 0) x->c.comm_flops_slowdown = s;
         if (strcmp(v, "gemm") == 0 && strcmp(a, "nccl_waiting") == 0) wait = s;
         if (strcmp(v, "gemm") == 0 && strcmp(a, "ce_peer") == 0) ce = s;
@@ -1819,6 +1901,10 @@ int sim_fit_main(int argc, char **argv) {
     if (fit_host_layers(&x) != 0) goto done;
     fit_step_host(&x); /* after the layers: its launches are scaled to the fitted layer */
     fit_interference(&x);
+    if (fit_share_shapes(&x) != 0) {
+        snprintf(x.err, EP_ERRLEN, "out of memory fitting %s", x.path[F_INTERFERENCE]);
+        goto done;
+    }
     fit_corun(&x);
     if (fit_comm(&x) != 0) goto done;
     fit_ep_kernels(&x);
@@ -1902,6 +1988,17 @@ int sim_fit_main(int argc, char **argv) {
                "NCCL x%.3f beside compute, SM-driven transfers x%.3f\n",
                x.c.comm_flops_slowdown, x.c.comm_hbm_fraction, x.c.nccl_compute_slowdown,
                x.c.ep_compute_slowdown);
+    if (x.c.share_nccl_gemm[0].n || x.c.share_nccl_grouped_gemm[0].n) {
+        printf("  interference by shape beside the NCCL all-to-all:");
+        print_share("GEMM", x.c.share_nccl_gemm);
+        print_share("grouped GEMM", x.c.share_nccl_grouped_gemm);
+        print_share("attention", x.c.share_nccl_attention);
+        printf("\n  interference by shape beside the store kernel (the SMs closest to 16):");
+        print_share("GEMM", x.c.share_kernel_gemm);
+        print_share("grouped GEMM", x.c.share_kernel_grouped_gemm);
+        print_share("attention", x.c.share_kernel_attention);
+        printf("\n");
+    }
     if (x.root[F_CORUN])
         printf("  compute beside compute: GEMM x%.3f beside a GEMM, x%.3f beside a memory kernel; "
                "memory kernel x%.3f beside a GEMM, x%.3f beside a memory kernel\n",

@@ -1214,6 +1214,58 @@ static void test_interference_completed(void) {
     remove(out);
 }
 
+/* interference.json's victim grid (source "shapes", `--parts interference-shapes`): each victim's
+ * slowdown joins the sharing table of its kind, phase and aggressor (the store kernel on the SMs
+ * closest to 16 only), every DIR's launch joins and equal shapes keep their median, and the
+ * one-GEMM factors stay those of the records without a source. */
+static void test_interference_shapes(void) {
+    char a[512], b[512], out[512];
+    tmp_path(a, sizeof a, "shapes_a");
+    tmp_path(b, sizeof b, "shapes_b");
+    tmp_path(out, sizeof out, "shapes.json");
+#define VICTIM(kind, phase, agg, sms, s)                                                           \
+    "{\"victim\": \"" kind "\", \"phase\": \"" phase "\", \"m\": 4096, \"n\": 2048, \"k\": 1024, " \
+    "\"batch\": 8, \"flops\": 1e9, \"bytes\": 0, \"aggressor\": \"" agg                            \
+    "\", \"aggressor_sms\": " #sms ", \"slowdown\": " #s ", \"source\": \"shapes\"},"
+    /* clang-format off */
+    static const char first[] =
+        VICTIM("grouped_gemm", "fwd", "nccl_alltoall", -1, 1.9)
+        VICTIM("grouped_gemm", "fwd", "store", 16, 1.7)
+        VICTIM("grouped_gemm", "fwd", "store", 8, 1.2)
+        VICTIM("gemm", "bwd_dw", "nccl_alltoall", -1, 1.5)
+        "{\"victim\": \"gemm\", \"aggressor\": \"nccl_alltoall\", \"slowdown\": 1.3}";
+    static const char second[] =
+        VICTIM("grouped_gemm", "fwd", "nccl_alltoall", -1, 2.1)
+        VICTIM("grouped_gemm", "fwd", "nccl_alltoall", -1, 1.6)
+        "{\"victim\": \"gemm\", \"aggressor\": \"nccl_alltoall\", \"slowdown\": 1.1}";
+    /* clang-format on */
+#undef VICTIM
+    write_interference(a, first);
+    write_interference(b, second);
+    char dirs[1100];
+    snprintf(dirs, sizeof dirs, "%s %s", a, b);
+    sim_calib c;
+    calibrate_into(dirs, out, &c); /* and read back from the file written */
+    CU_ASSERT(near(c.comm_flops_slowdown, 1.3, 1e-9));
+    const sim_shape_table *nccl = &c.share_nccl_grouped_gemm[0],
+                          *kern = &c.share_kernel_grouped_gemm[0];
+    CU_ASSERT_EQUAL_FATAL(nccl->n, 1);
+    CU_ASSERT(near(nccl->y[0], 1.9, 1e-9)); /* the median of 1.9, 2.1, 1.6 */
+    CU_ASSERT(nccl->x[0][0] == 4096 && nccl->x[0][3] == 8);
+    CU_ASSERT_EQUAL_FATAL(kern->n, 1);
+    CU_ASSERT(near(kern->y[0], 1.7, 1e-9)); /* 16 SMs, not 8 */
+    const sim_shape_table *wg = &c.share_nccl_gemm[EP_PHASE_BWD_DW - 1];
+    CU_ASSERT_EQUAL_FATAL(wg->n, 1);
+    CU_ASSERT(wg->x[0][0] == 1024 && near(wg->y[0], 1.5, 1e-9)); /* a wgrad's rows: its k */
+    CU_ASSERT(c.share_nccl_attention[0].n == 0 && c.share_kernel_gemm[0].n == 0);
+    CU_ASSERT(file_has(out, "\"share_nccl_grouped_gemm\":"));
+    sim_calib_free(&c);
+    char path[600];
+    snprintf(path, sizeof path, "%s/interference.json", a), remove(path), rmdir(a);
+    snprintf(path, sizeof path, "%s/interference.json", b), remove(path), rmdir(b);
+    remove(out);
+}
+
 /* permute.json: the unfused functions' time per byte by the bytes epsim gives the op; an alltoall
  * run without --moe-permute-fusion times its permutation ops by it, a fused one by the roofline. */
 static void test_fit_unfused_permute(void) {
@@ -1442,6 +1494,8 @@ void ep_suite_calibrate(void) {
                 test_fit_mamba_scan);
     CU_add_test(s, "interference.json: a later file adds only the aggressors the first lacks",
                 test_interference_completed);
+    CU_add_test(s, "interference.json: the victim grid makes the sharing tables",
+                test_interference_shapes);
     CU_add_test(s, "a GEMM below its measured rows follows the size curve", test_gemm_below_series);
     CU_add_test(s, "shape grid: box blend, model shapes apart, holes, per expert, outside",
                 test_shape_grid);

@@ -293,6 +293,46 @@ static void test_kernel_transfer_slowdown(void) {
     check_gemm_beside_transfer(&res, &c, &gemm, 1.5);
 }
 
+/* Where the calibration measured sharing by the victim's shape (share_nccl_*, share_kernel_*), a
+ * GEMM beside a transfer runs at 1 / its shape's factor, not at the one-GEMM factors: beside an
+ * NCCL all-to-all and beside an SM-driven transfer of 16 SMs. */
+static void test_shape_transfer_slowdown(void) {
+    for (int kernel = 0; kernel < 2; kernel++) {
+        hand_sched h;
+        hand_init(&h, 2);
+        if (kernel) {
+            h.s.cfg.moe_token_dispatcher_type = EP_DISPATCHER_FLEX;
+            h.s.cfg.moe_flex_dispatcher_backend = EP_FLEX_HYBRIDEP;
+            h.s.cfg.ep_transport = EP_TRANSPORT_KERNEL;
+        }
+        int g = hand_group(&h, 2);
+        ep_op gemm = hand_gemm(8192);
+        gemm.m = gemm.n = gemm.k = 8192; /* the shape the tables are read at */
+        hand_add(&h, 0, gemm, 0, NULL);
+        hand_a2a_pair(&h, g, 32ll << 20, kernel ? 16 : 0);
+        CU_ASSERT_FATAL(ep_algo_is_nccl(h.rs[0].ops[1].algo) == !kernel);
+        sim_calib c;
+        sim_calib_default(&c);
+        c.comm_hbm_fraction = 0;
+        c.comm_flops_slowdown = 3.0; /* the one-GEMM factors: must not apply */
+        c.kernel_flops_slowdown.n = 1;
+        c.kernel_flops_slowdown.x[0] = 16, c.kernel_flops_slowdown.y[0] = 2.5;
+        /* two measured shapes of the GEMM's widths around its rows: read between them */
+        double f[SIM_SHAPE_DIMS];
+        sim_shape_table *t = kernel ? c.share_kernel_gemm : c.share_nccl_gemm;
+        sim_gemm_features(0, gemm.m / 2.0, gemm.n, gemm.k, 1, f);
+        CU_ASSERT_FATAL(sim_shape_add(&t[0], f, 1.6) == 0);
+        sim_gemm_features(0, gemm.m * 2.0, gemm.n, gemm.k, 1, f);
+        CU_ASSERT_FATAL(sim_shape_add(&t[0], f, 1.8) == 0);
+        CU_ASSERT_FATAL(sim_shape_sort(&t[0]) == 0);
+        hand_result res;
+        hand_run(&h, "h200x2", &c, &res);
+        CU_ASSERT_EQUAL_FATAL(res.rc, 0);
+        check_gemm_beside_transfer(&res, &c, &gemm, 1.7); /* halfway in log(rows) */
+        sim_calib_free(&c);
+    }
+}
+
 /* --tp-comm-overlap's all-gather on the tp stream moves by copy engines (Transformer Engine's
  * userbuffers): a GEMM beside it runs at 1 / ce_flops_slowdown, not NCCL's 1 / comm_flops_slowdown,
  * and the transfer is not slowed by the compute. */
@@ -586,6 +626,8 @@ void ep_suite_engine(void) {
     CU_add_test(s, "comm SMs slow a concurrent GEMM", test_sm_contention);
     CU_add_test(s, "an SM-driven transfer slows a GEMM by its own measured factor",
                 test_kernel_transfer_slowdown);
+    CU_add_test(s, "a GEMM beside a transfer runs at its shape's measured factor",
+                test_shape_transfer_slowdown);
     CU_add_test(s,
                 "a copy-engine transfer (TP overlap's all-gather) slows a GEMM by its own factor",
                 test_copy_engine_transfer_slowdown);
