@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ep_cost.h"
+#include "ep_xfer.h"
 
 struct sim_cost_memo {
     const sim_shape_table *t; /* NULL: empty slot */
@@ -260,4 +261,26 @@ double sim_op_host_s(const sim_cost *x, const ep_op *op, int group_size) {
 
 double sim_work_alone(const sim_work *w) {
     return w->t0 + (w->t_flop > w->t_mem ? w->t_flop : w->t_mem);
+}
+
+sim_xfer_class sim_xfer_class_of(const ep_config *cfg, const ep_op *op) {
+    if (op->stream == EP_STREAM_TP && cfg->tp_comm_overlap)
+        return op->kind == EP_OP_ALL_GATHER ? SIM_XF_CE : SIM_XF_KERNEL;
+    return ep_algo_is_nccl(op->algo) ? SIM_XF_NCCL : SIM_XF_KERNEL;
+}
+
+double sim_share_slowdown(const sim_calib *c, const sim_work *w, const int running[SIM_XF_NUM],
+                          int waiting, int comm_sms) {
+    double slow = 1.0;
+    if (running[SIM_XF_NCCL] > 0) slow = w->share_nccl > 0 ? w->share_nccl : c->comm_flops_slowdown;
+    if (running[SIM_XF_CE] > 0 && c->ce_flops_slowdown > slow) slow = c->ce_flops_slowdown;
+    if (running[SIM_XF_KERNEL] > 0) {
+        double k = w->share_kernel > 0 ? w->share_kernel
+                   : c->kernel_flops_slowdown.n
+                       ? sim_table_eval(&c->kernel_flops_slowdown, comm_sms)
+                       : c->comm_flops_slowdown;
+        if (k > slow) slow = k;
+    }
+    if (waiting > 0 && c->comm_wait_slowdown > slow) slow = c->comm_wait_slowdown;
+    return slow;
 }

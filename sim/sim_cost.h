@@ -41,6 +41,24 @@ void sim_cost_free(sim_cost *x);
 
 void sim_op_work(sim_cost *x, const ep_op *op, double peak_flops, double hbm_bw, sim_work *w);
 
+/* What moves a transfer's data, for its effect on the compute beside it (docs/epsim.md,
+ * "Compute"): NCCL's kernel; an SM-driven kernel (deepep / hybridep, and Transformer Engine's
+ * userbuffers reduce-scatter of --tp-comm-overlap); or the copy engines (userbuffers'
+ * all-gather, a ring exchange of peer copies). Without --tp-comm-overlap the tp stream holds
+ * NCCL's async backward reduce-scatters. */
+typedef enum { SIM_XF_NCCL, SIM_XF_KERNEL, SIM_XF_CE, SIM_XF_NUM } sim_xfer_class;
+sim_xfer_class sim_xfer_class_of(const ep_config *cfg, const ep_op *op);
+
+/* The factor a compute op's flop time takes while transfers run beside it on its GPU (running[k]
+ * of class k), while an NCCL operation launched there waits for its peers (waiting), with
+ * SM-driven transfers holding comm_sms SMs: a running transfer slows compute beyond the SMs it
+ * holds (memory system, NCCL's own blocks, a GEMM's last wave waiting for the transfer's SMs: by
+ * the op's shape where measured, else one factor; an SM-driven transfer as measured by the SMs it
+ * holds), and so does a waiting NCCL kernel (its blocks spin; no memory traffic): the largest of
+ * the effects, at least 1. */
+double sim_share_slowdown(const sim_calib *c, const sim_work *w, const int running[SIM_XF_NUM],
+                          int waiting, int comm_sms);
+
 /* Host time to issue op: op_overhead_s plus its calls - one kernel (launch_s), one cuBLAS GEMM
  * per GEMM and per expert of a grouped GEMM (gemm_launch_s), attention_launch_s, one NCCL
  * operation (nccl_launch_s + comm_call_s; none for a group of one, which moves nothing), and

@@ -197,17 +197,9 @@ static void push(engine *e, double t, int type, long a, uint32_t ver, int rank) 
 
 /* ---------------------------------------------------------------- GPU sharing */
 
-/* What moves a transfer's data, for its effect on the GPU's compute (docs/epsim.md, "Compute"):
- * NCCL's kernel; an SM-driven kernel (deepep / hybridep, and Transformer Engine's userbuffers
- * reduce-scatter of --tp-comm-overlap); or the copy engines (userbuffers' all-gather, a ring
- * exchange of peer copies). Without --tp-comm-overlap the tp stream holds NCCL's async backward
- * reduce-scatters. */
-typedef enum { XF_NCCL, XF_KERNEL, XF_CE } xfer_class;
-
-static xfer_class xfer_class_of(const engine *e, const ep_op *op) {
-    if (op->stream == EP_STREAM_TP && e->s->cfg.tp_comm_overlap)
-        return op->kind == EP_OP_ALL_GATHER ? XF_CE : XF_KERNEL;
-    return ep_algo_is_nccl(op->algo) ? XF_NCCL : XF_KERNEL;
+/* What moves a transfer's data, for its effect on the GPU's compute (sim_cost.h) */
+static sim_xfer_class xfer_class_of(const engine *e, const ep_op *op) {
+    return sim_xfer_class_of(&e->s->cfg, op);
 }
 
 static void mark_dirty(engine *e, int r) {
@@ -235,16 +227,10 @@ static void gpu_update(engine *e, int r) {
     if (avail < 0.05 * sm) /* oversubscribed SMs still time-slice */
         avail = 0.05 * sm;
     double fsm_sms = avail / sm;
-    /* a running transfer slows compute beyond the SMs it holds (memory system, NCCL's own
-     * blocks, a GEMM's last wave waiting for SMs the transfer holds: by the op's shape where
-     * measured, else one factor; an SM-driven transfer as measured by the SMs it holds), and so
-     * does an NCCL kernel already launched and waiting for its peers (its blocks spin; no memory
-     * traffic): the largest of the effects applies */
-    int kernel_xfer = g->nxfer > g->nxfer_nccl + g->nxfer_ce;
-    double kernel_slow = !kernel_xfer ? 1.0
-                         : cal->kernel_flops_slowdown.n
-                             ? sim_table_eval(&cal->kernel_flops_slowdown, g->comm_sms)
-                             : cal->comm_flops_slowdown;
+    /* the transfers beside the compute (sim_share_slowdown) */
+    const int running[SIM_XF_NUM] = {[SIM_XF_NCCL] = g->nxfer_nccl,
+                                     [SIM_XF_CE] = g->nxfer_ce,
+                                     [SIM_XF_KERNEL] = g->nxfer - g->nxfer_nccl - g->nxfer_ce};
     double fh = 1.0 - e->c->comm_hbm_fraction * g->nxfer;
     if (fh < 0.1) fh = 0.1;
     /* ops on other streams: each adds its calibrated slowdown for this op's class beside its own
@@ -254,15 +240,8 @@ static void gpu_update(engine *e, int r) {
         nmem += sim_work_memory_bound(&g->comp[i].work);
     for (int i = 0; i < g->ncomp; i++) {
         comp_slot *c = &g->comp[i];
-        double slow = 1.0, fsm = fsm_sms;
-        if (g->nxfer_nccl > 0)
-            slow = c->work.share_nccl > 0 ? c->work.share_nccl : cal->comm_flops_slowdown;
-        if (g->nxfer_ce > 0 && cal->ce_flops_slowdown > slow) slow = cal->ce_flops_slowdown;
-        if (kernel_xfer) {
-            double k = c->work.share_kernel > 0 ? c->work.share_kernel : kernel_slow;
-            if (k > slow) slow = k;
-        }
-        if (g->nwait_nccl > 0 && cal->comm_wait_slowdown > slow) slow = cal->comm_wait_slowdown;
+        double fsm = fsm_sms;
+        double slow = sim_share_slowdown(cal, &c->work, running, g->nwait_nccl, g->comm_sms);
         if (slow > 1 && 1.0 / slow < fsm) fsm = 1.0 / slow;
         double a = c->work.t_flop * power / fsm, b = c->work.t_mem / fh;
         double share = 1.0;
@@ -528,7 +507,7 @@ static void start_op(engine *e, long o, int r) {
         if (++e->coll[id].arrived == e->coll[id].n) {
             coll_begin(e, id, o);
         } else if (xfer_class_of(e, op) ==
-                   XF_NCCL) { /* its kernel waits on the GPU for the peers */
+                   SIM_XF_NCCL) { /* its kernel waits on the GPU for the peers */
             e->gpu[r].nwait_nccl++;
             gpu_update(e, r);
         }
@@ -648,12 +627,12 @@ static void coll_begin(engine *e, long id, long last) {
     for (int i = 0; i < c->n; i++) {
         long o = e->members[c->off + i];
         int r = granks[i];
-        xfer_class k = xfer_class_of(e, op_of(e, o, r));
-        if (k == XF_NCCL && o != last) e->gpu[r].nwait_nccl--;
+        sim_xfer_class k = xfer_class_of(e, op_of(e, o, r));
+        if (k == SIM_XF_NCCL && o != last) e->gpu[r].nwait_nccl--;
         e->rec[o].t.xfer = e->now;
         e->gpu[r].nxfer++;
-        e->gpu[r].nxfer_nccl += k == XF_NCCL;
-        e->gpu[r].nxfer_ce += k == XF_CE;
+        e->gpu[r].nxfer_nccl += k == SIM_XF_NCCL;
+        e->gpu[r].nxfer_ce += k == SIM_XF_CE;
         gpu_update(e, r);
     }
     double fixed = task_flows(e, id);
@@ -682,10 +661,10 @@ static void coll_done(engine *e, long id) {
         long o = e->members[c->off + i];
         int r = granks[i];
         const ep_op *op = op_of(e, o, r);
-        xfer_class k = xfer_class_of(e, op);
+        sim_xfer_class k = xfer_class_of(e, op);
         e->gpu[r].nxfer--;
-        e->gpu[r].nxfer_nccl -= k == XF_NCCL;
-        e->gpu[r].nxfer_ce -= k == XF_CE;
+        e->gpu[r].nxfer_nccl -= k == SIM_XF_NCCL;
+        e->gpu[r].nxfer_ce -= k == SIM_XF_CE;
         if (op->sms > 0) e->gpu[r].comm_sms -= op->sms;
         complete(e, o, r);
         gpu_update(e, r);

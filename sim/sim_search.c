@@ -385,6 +385,14 @@ static double a2a_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *o
     return t;
 }
 
+/* How long an op that takes alone s alone and shared s beside another runs when the other goes on
+ * for `overlap` s after its start: at the shared rate while both run, then alone. */
+static double beside(double alone, double shared, double overlap) {
+    if (overlap <= 0 || shared <= alone) return alone;
+    if (overlap >= shared) return shared;
+    return overlap + (1 - overlap / shared) * alone;
+}
+
 /* Peak memory, model state, the compute lower bound of cfg (legal) and an estimate of its step from
  * one rank per pipeline stage. The estimate is each rank's longest path through its ops at their
  * standalone times (after the op before it on its stream, its dependencies and its issue by the
@@ -451,6 +459,10 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
         int stage = d.pp;
         double host = 0, stream[EP_NUM_STREAMS] = {0};
         double issued = 0, last[EP_NUM_STREAMS] = {0}, path = 0;
+        /* on the path: when the last transfer of each class ends (and the SMs of the last
+         * SM-driven one), when the last compute op ends */
+        double xfer_end[SIM_XF_NUM] = {0}, comp_end = 0;
+        int xfer_sms = 0;
         const ep_rank_sched *rk = &s.ranks[r];
         double *f = realloc(fin, ((size_t)rk->nops + 1) * sizeof *f);
         if (!f) {
@@ -471,7 +483,7 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
             double start = fmax(issued, last[op->stream]);
             for (int d = 0; d < op->ndeps; d++)
                 start = fmax(start, fin[rk->deps[op->deps_off + d]]);
-            double t = 0;
+            double t = 0, tp; /* t: alone, for the bound; tp: on the path, beside the others */
             if (ep_op_is_comm(op)) {
                 /* a stream runs its ops one after another: their bounds add up. A collective
                  * of two or more also pays its algorithm's fixed cost (the simulation adds it to
@@ -482,13 +494,31 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
                                   : 0;
                 t = base + coll_bound_s(pi, &s, op, nodes_of, scratch) + a2a_bound_s(pi, &s, op, r);
                 stream[op->stream] += k * t;
+                /* compute running beside it slows it as in the simulation */
+                sim_xfer_class xc = sim_xfer_class_of(&cfg, op);
+                double slow = xc == SIM_XF_NCCL     ? calib->nccl_compute_slowdown
+                              : xc == SIM_XF_KERNEL ? calib->ep_compute_slowdown
+                                                    : 1.0;
+                tp = beside(t, t * slow, comp_end - start);
+                if (start + tp > xfer_end[xc]) xfer_end[xc] = start + tp;
+                if (xc == SIM_XF_KERNEL) xfer_sms = op->sms;
             } else if (op->kind != EP_OP_HOST_SYNC) {
                 sim_work w;
                 sim_op_work(&cost, op, pi->peak_flops, pi->hbm_bw, &w);
                 t = sim_work_alone(&w);
                 stream[op->stream] += k * t;
+                /* transfers still running when it starts slow it (sim_share_slowdown) */
+                int running[SIM_XF_NUM] = {0};
+                double until = start;
+                for (int c = 0; c < SIM_XF_NUM; c++)
+                    if (xfer_end[c] > start) running[c] = 1, until = fmax(until, xfer_end[c]);
+                double slow = sim_share_slowdown(calib, &w, running, 0, xfer_sms);
+                tp = beside(t, w.t0 + fmax(w.t_flop * slow, w.t_mem), until - start);
+                if (start + tp > comp_end) comp_end = start + tp;
+            } else {
+                tp = 0;
             }
-            fin[i] = last[op->stream] = start + t;
+            fin[i] = last[op->stream] = start + tp;
             if (fin[i] > path) path = fin[i];
             if (op->kind == EP_OP_HOST_SYNC && fin[i] > issued) issued = fin[i]; /* it waits */
             if (ep_op_is_comm(op) || op->kind == EP_OP_HOST_SYNC) continue;
