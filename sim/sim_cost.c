@@ -284,3 +284,9 @@ double sim_share_slowdown(const sim_calib *c, const sim_work *w, const int runni
     if (waiting > 0 && c->comm_wait_slowdown > slow) slow = c->comm_wait_slowdown;
     return slow;
 }
+
+double sim_xfer_slowdown(const sim_calib *c, sim_xfer_class k) {
+    return k == SIM_XF_NCCL     ? c->nccl_compute_slowdown
+           : k == SIM_XF_KERNEL ? c->ep_compute_slowdown
+                                : 1.0;
+}

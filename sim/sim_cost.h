@@ -58,6 +58,8 @@ sim_xfer_class sim_xfer_class_of(const ep_config *cfg, const ep_op *op);
  * the effects, at least 1. */
 double sim_share_slowdown(const sim_calib *c, const sim_work *w, const int running[SIM_XF_NUM],
                           int waiting, int comm_sms);
+/* The factor a transfer of class k takes while compute runs on its GPU (the copy engines: 1). */
+double sim_xfer_slowdown(const sim_calib *c, sim_xfer_class k);
 
 /* Host time to issue op: op_overhead_s plus its calls - one kernel (launch_s), one cuBLAS GEMM
  * per GEMM and per expert of a grouped GEMM (gemm_launch_s), attention_launch_s, one NCCL

@@ -268,7 +268,7 @@ static void gpu_update(engine *e, int r) {
 static double gpu_slow(const engine *e, int r) {
     const gpu_t *g = &e->gpu[r];
     if (g->ncomp == 0 || g->nxfer == g->nxfer_ce) return 1.0; /* copy engines: not slowed */
-    return g->nxfer_nccl > 0 ? e->c->nccl_compute_slowdown : e->c->ep_compute_slowdown;
+    return sim_xfer_slowdown(e->c, g->nxfer_nccl > 0 ? SIM_XF_NCCL : SIM_XF_KERNEL);
 }
 
 /* Sets the bandwidth of the links of GPUs whose compute or transfers changed, before time moves

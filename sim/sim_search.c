@@ -496,10 +496,7 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
                 stream[op->stream] += k * t;
                 /* compute running beside it slows it as in the simulation */
                 sim_xfer_class xc = sim_xfer_class_of(&cfg, op);
-                double slow = xc == SIM_XF_NCCL     ? calib->nccl_compute_slowdown
-                              : xc == SIM_XF_KERNEL ? calib->ep_compute_slowdown
-                                                    : 1.0;
-                tp = beside(t, t * slow, comp_end - start);
+                tp = beside(t, t * sim_xfer_slowdown(calib, xc), comp_end - start);
                 if (start + tp > xfer_end[xc]) xfer_end[xc] = start + tp;
                 if (xc == SIM_XF_KERNEL) xfer_sms = op->sms;
             } else if (op->kind != EP_OP_HOST_SYNC) {
