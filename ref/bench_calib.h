@@ -80,6 +80,14 @@ typedef struct {
     int sms;
 } calib_store;
 void calib_run_store(void *a, cudaStream_t st);
+/* The store aggressors of both interference parts: CALIB_STORE_BYTES to every peer on each of
+ * calib_store_sms[] SMs. calib_stores_open sets up nvl (over every rank) and returns the source;
+ * calib_stores_close frees both. */
+#define CALIB_STORE_BYTES ((size_t)64 << 20)
+#define CALIB_STORE_NSMS  3
+extern const int calib_store_sms[CALIB_STORE_NSMS];
+void *calib_stores_open(bench *b, ep_nvl *nvl);
+void calib_stores_close(ep_nvl *nvl, void *src);
 
 /* Host costs (host.json) and interference (interference.json); need b->barrier. */
 void calib_host(bench *b, calib_list *out);

@@ -140,6 +140,23 @@ void calib_host(bench *b, calib_list *out) {
 
 /* ---- interference ------------------------------------------------------------------------- */
 
+const int calib_store_sms[CALIB_STORE_NSMS] = {8, 16, 32};
+
+void *calib_stores_open(bench *b, ep_nvl *nvl) {
+    int W = b->ctx->w.size;
+    void *src;
+    CUDA_CHECK(ep_nvl_create(nvl, W, b->ctx->w.rank, 7168, 1, W, 8192, 1, 0, ref_allgather_cb,
+                             &b->ctx->w));
+    CUDA_CHECK(cudaMalloc(&src, CALIB_STORE_BYTES));
+    CUDA_CHECK(cudaMemset(src, 1, CALIB_STORE_BYTES));
+    return src;
+}
+
+void calib_stores_close(ep_nvl *nvl, void *src) {
+    CUDA_CHECK(cudaFree(src));
+    ep_nvl_destroy(nvl);
+}
+
 void calib_run_store(void *a, cudaStream_t st) {
     calib_store *s = a;
     s->nvl->num_sms = s->sms;
@@ -246,7 +263,7 @@ static void run_late_a2a(void *a, cudaStream_t st) {
  * "nccl_waiting": the slowdown epsim applies to compute beside a launched NCCL operation whose
  * peers have not arrived, docs/calibration.md). */
 void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
-    int W = b->ctx->w.size, me = b->ctx->w.rank, nv = 8;
+    int me = b->ctx->w.rank, nv = 8;
     cudaStream_t s1, s2;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
@@ -262,18 +279,12 @@ void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
     /* aggressors: an NCCL all-to-all of 256 MiB per peer, NVLink stores of 64 MiB per peer */
     exec_gpu *ag = calib_a2a_aggressor(b, &cfg);
     static ep_nvl nvl;
-    const size_t sbytes = (size_t)64 << 20;
-    void *ssrc = NULL;
-    if (moving) {
-        CUDA_CHECK(ep_nvl_create(&nvl, W, me, 7168, 1, W, 8192, 1, 0, ref_allgather_cb,
-                                 &b->ctx->w));
-        CUDA_CHECK(cudaMalloc(&ssrc, sbytes));
-        CUDA_CHECK(cudaMemset(ssrc, 1, sbytes));
-    }
+    const size_t sbytes = CALIB_STORE_BYTES;
+    void *ssrc = moving ? calib_stores_open(b, &nvl) : NULL;
     calib_op vic[2] = {{cg, 0}, {cg, 1}}, a2a = {ag, 0};
     double a2a_alone =
         moving ? calib_victim_us(b, s1, s2, calib_launch_op, &a2a, nv, NULL, NULL, 0) : 0;
-    static const int sms[] = {8, 16, 32};
+    const int *sms = calib_store_sms;
     double gemm_alone = 0;
     for (int v = 0; v < 2; v++) {
         const ep_op *op = &cops[v];
@@ -307,7 +318,7 @@ void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
                   "\"slowdown\":%.4f}",
                   what, CALIB_A2A_BYTES, alone, sh, sh / alone);
         if (me == 0) printf("  %s alone %.1f us, beside nccl alltoall %.1f us\n", what, alone, sh);
-        for (size_t s = 0; s < sizeof sms / sizeof sms[0]; s++) {
+        for (int s = 0; s < CALIB_STORE_NSMS; s++) {
             calib_store st = {&nvl, ssrc, sbytes, sms[s]};
             double st_alone = calib_victim_us(b, s1, s2, calib_run_store, &st, nv, NULL, NULL, 0);
             double sh2 = calib_victim_us(b, s1, s2, calib_launch_op, &vic[v], nv, calib_run_store,
@@ -340,8 +351,7 @@ void calib_interference(bench *b, calib_list *out, int moving, int waiting) {
                   back / a2a_alone);
         if (me == 0)
             printf("  nccl alltoall alone %.1f us, beside the gemm %.1f us\n", a2a_alone, back);
-        CUDA_CHECK(cudaFree(ssrc));
-        ep_nvl_destroy(&nvl);
+        calib_stores_close(&nvl, ssrc);
     }
     if (me == 0) fflush(stdout);
     exec_gpu_destroy(ag);

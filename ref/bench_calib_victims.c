@@ -16,6 +16,7 @@
 #include "ref_check.h"
 
 #define MAX_VICTIMS 24
+enum { NV = 8 }; /* victims back to back per timing (calib_victim_us) */
 
 /* One batch of victims on one executor (its buffers sized for the batch): every victim alone,
  * beside the all-to-all and beside each store kernel. */
@@ -24,9 +25,8 @@ typedef struct {
     cudaStream_t s1, s2;
     calib_op a2a;
     double a2a_alone;
-    calib_store *stores;
-    const double *store_alone;
-    int nstores;
+    calib_store stores[CALIB_STORE_NSMS];
+    double store_alone[CALIB_STORE_NSMS];
     calib_list *out;
     int seq, dqk, dv; /* the attention geometry of the batch's executor */
 } victim_bench;
@@ -46,7 +46,6 @@ static void victim_record(victim_bench *v, const ep_op *op, const char *aggresso
 }
 
 static void time_victims(victim_bench *v, const ep_config *cfg, ep_op *ops, int n) {
-    enum { NV = 8 };
     calib_synth y;
     calib_synth_init(&y, cfg, 1);
     y.rk[0].ops = ops, y.rk[0].nops = n;
@@ -62,7 +61,7 @@ static void time_victims(victim_bench *v, const ep_config *cfg, ep_op *ops, int 
             printf("  %-12s %-6s m %6d n %5d k %5d x%-3d alone %8.1f us  nccl x%.2f",
                    ep_op_kind_name(ops[i].kind), ep_phase_name(ops[i].phase), ops[i].m, ops[i].n,
                    ops[i].k, ops[i].batch, alone, sh / alone);
-        for (int s = 0; s < v->nstores; s++) {
+        for (int s = 0; s < CALIB_STORE_NSMS; s++) {
             double st =
                 calib_victim_us(v->b, v->s1, v->s2, calib_launch_op, &op, NV, calib_run_store,
                                 &v->stores[s], calib_cover(alone, NV, v->store_alone[s]));
@@ -135,9 +134,7 @@ static void victim_grid(victim_bench *v) {
 }
 
 void calib_interference_shapes(bench *b, calib_list *out) {
-    enum { NV = 8 };
-    static const int SMS[] = {8, 16, 32};
-    int W = b->ctx->w.size, me = b->ctx->w.rank;
+    int me = b->ctx->w.rank;
     victim_bench v = {.b = b, .out = out};
     CUDA_CHECK(cudaStreamCreateWithFlags(&v.s1, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&v.s2, cudaStreamNonBlocking));
@@ -148,28 +145,20 @@ void calib_interference_shapes(bench *b, calib_list *out) {
     v.a2a = (calib_op){ag, 0};
     v.a2a_alone = calib_victim_us(b, v.s1, v.s2, calib_launch_op, &v.a2a, NV, NULL, NULL, 0);
     static ep_nvl nvl;
-    const size_t sbytes = (size_t)64 << 20;
-    void *src;
-    CUDA_CHECK(ep_nvl_create(&nvl, W, me, 7168, 1, W, 8192, 1, 0, ref_allgather_cb, &b->ctx->w));
-    CUDA_CHECK(cudaMalloc(&src, sbytes));
-    CUDA_CHECK(cudaMemset(src, 1, sbytes));
-    calib_store stores[3];
-    double store_alone[3];
-    for (int s = 0; s < 3; s++) {
-        stores[s] = (calib_store){&nvl, src, sbytes, SMS[s]};
-        store_alone[s] =
-            calib_victim_us(b, v.s1, v.s2, calib_run_store, &stores[s], NV, NULL, NULL, 0);
+    void *src = calib_stores_open(b, &nvl);
+    for (int s = 0; s < CALIB_STORE_NSMS; s++) {
+        v.stores[s] = (calib_store){&nvl, src, CALIB_STORE_BYTES, calib_store_sms[s]};
+        v.store_alone[s] =
+            calib_victim_us(b, v.s1, v.s2, calib_run_store, &v.stores[s], NV, NULL, NULL, 0);
     }
-    v.stores = stores, v.store_alone = store_alone, v.nstores = 3;
     if (me == 0) {
         printf("  victims by shape: nccl alltoall alone %.1f us; stores on 8/16/32 SMs alone "
                "%.1f/%.1f/%.1f us\n",
-               v.a2a_alone, store_alone[0], store_alone[1], store_alone[2]);
+               v.a2a_alone, v.store_alone[0], v.store_alone[1], v.store_alone[2]);
         fflush(stdout);
     }
     victim_grid(&v);
-    CUDA_CHECK(cudaFree(src));
-    ep_nvl_destroy(&nvl);
+    calib_stores_close(&nvl, src);
     exec_gpu_destroy(ag);
     CUDA_CHECK(cudaStreamDestroy(v.s1));
     CUDA_CHECK(cudaStreamDestroy(v.s2));
