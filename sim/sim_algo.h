@@ -25,7 +25,7 @@ typedef struct {
     double hop_latency_s; /* rings: the largest route latency between neighbours */
 } sim_algo_args;
 
-/* Adds the instance's flows to f (the algorithm calls sim_flows_begin with its efficiencies first),
+/* Adds the instance's flows to f (begun by sim_algo_build with sim_algo_efficiency's efficiencies),
  * sets *fixed_s to the time it adds beyond the parallel task (base cost, extra ring steps) and
  * returns the payload bytes (before efficiency). */
 typedef double (*sim_algo_fn)(sim_flows *f, const sim_algo_args *a, double *fixed_s);
@@ -40,6 +40,17 @@ double sim_algo_p2p(sim_flows *f, const sim_algo_args *a, double *fixed_s);    /
  * ring steps: the measured curve's base where the calibration has one, else the scalar default
  * of whoever moves the bytes (NCCL, a send/recv pair, the deepep/hybridep kernels). */
 double sim_algo_base_s(const sim_calib *c, const ep_op *op, int members);
+
+/* The efficiencies an instance's flows move at (sim_flows_begin's arguments): over NVLink (by a
+ * flow's bytes where a measured curve gives it: nvl_by_flow) and over the NIC, of whoever moves
+ * the bytes. One home, read by the algorithms and by epsim search's estimate. nic_bw: the
+ * topology's NIC bandwidth (bytes/s), which bounds Hybrid-EP's RDMA leg by its SMs; 0: no bound. */
+typedef struct {
+    double nvl, net;
+    const sim_table *nvl_by_flow; /* NVLink efficiency by a flow's bytes, or NULL: nvl */
+} sim_algo_eff;
+sim_algo_eff sim_algo_efficiency(const sim_calib *c, const ep_sched *s, const ep_op *op,
+                                 int members, double nic_bw);
 
 /* The function of an algorithm; NULL for EP_ALGO_NONE (and out of range). */
 sim_algo_fn sim_algo_of(int algo);

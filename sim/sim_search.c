@@ -306,6 +306,23 @@ typedef struct {
     char calib[4096]; /* the calibration file, "" for the built-in defaults */
 } plat_info;
 
+/* What a transfer must move at full link bandwidth: its time over NVLink and over the NICs (it
+ * takes at least the larger), and its NVLink flows' typical bytes (a per-flow efficiency curve is
+ * read there). */
+typedef struct {
+    double nvl, net, flow;
+} link_time;
+
+static double bound_of(link_time l) {
+    return fmax(l.nvl, l.net);
+}
+
+/* At the efficiencies its algorithm moves at (sim_algo_efficiency): what the estimate takes. */
+static double at_efficiency(link_time l, sim_algo_eff e) {
+    double nvl = e.nvl_by_flow && e.nvl_by_flow->n ? sim_table_eval(e.nvl_by_flow, l.flow) : e.nvl;
+    return fmax(nvl > 0 ? l.nvl / nvl : l.nvl, e.net > 0 ? l.net / e.net : l.net);
+}
+
 /* A lower bound on a collective's time from what must cross links, whatever the algorithm: every
  * member receives its share through its own link (the kind's link bytes over the node's link
  * bandwidth), and over several nodes each node imports what the other nodes hold (all_gather:
@@ -316,28 +333,30 @@ typedef struct {
  * carry all of it - with one member per node, one NIC's worth. 0 for other kinds.
  * nodes_of: per group, the nodes it spans (ep_route_nodes), 0 until first asked; scratch: room for
  * a group's ranks. */
-static double coll_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *op, int *nodes_of,
-                           int *scratch) {
+static link_time coll_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *op,
+                              int *nodes_of, int *scratch) {
+    link_time l = {0, 0, 0};
     if (op->group < 0 || (op->kind != EP_OP_ALL_GATHER && op->kind != EP_OP_REDUCE_SCATTER &&
                           op->kind != EP_OP_ALL_REDUCE))
-        return 0;
+        return l;
     const ep_group *g = &s->groups[op->group];
     int n = g->size;
-    if (n < 2) return 0;
+    if (n < 2) return l;
     int gpn = pi->gpn > 0 ? pi->gpn : 1;
     if (!nodes_of[op->group]) nodes_of[op->group] = ep_route_nodes(g->ranks, n, gpn, scratch);
     int nodes = nodes_of[op->group];
-    double t = pi->nvl_bw > 0 ? ep_xfer_size_of(op->kind, n, op->bytes).link / pi->nvl_bw : 0;
+    double link = ep_xfer_size_of(op->kind, n, op->bytes).link;
+    l.nvl = pi->nvl_bw > 0 ? link / pi->nvl_bw : 0;
+    l.flow = link;
     if (nodes > 1 && pi->net_bw > 0) {
         double B = op->bytes, N = nodes, imp = op->kind == EP_OP_ALL_GATHER
                                                    ? (N - 1) * (n / N) * B
                                                    : (op->kind == EP_OP_ALL_REDUCE ? 2 : 1) *
                                                          B * (N - 1) / N;
         double members = n / N < gpn ? n / N : gpn; /* of this group in a node */
-        double tn = imp / (members * pi->net_bw);
-        if (tn > t) t = tn;
+        l.net = imp / (members * pi->net_bw);
     }
-    return t;
+    return l;
 }
 
 /* A lower bound on a token all-to-all's time at member `me` of its group (global rank r): inside
@@ -347,19 +366,21 @@ static double coll_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *
  * totals, the deepep/hybridep transport) over their NICs, one per GPU. Both take the larger of
  * the two directions, so dispatch and combine (the traffic transposed) have the same bound. 0 for
  * other ops. */
-static double a2a_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *op, int r) {
+static link_time a2a_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *op, int r) {
+    link_time l = {0, 0, 0};
     if (op->traffic < 0 || (op->kind != EP_OP_A2A_DISPATCH && op->kind != EP_OP_A2A_COMBINE))
-        return 0;
+        return l;
     const ep_traffic *tr = &s->traffic[op->traffic];
     const ep_group *g = &s->groups[tr->group];
     const int n = tr->n;
     int me = -1;
     for (int i = 0; i < n && me < 0; i++)
         if (g->ranks[i] == r) me = i;
-    if (me < 0) return 0;
+    if (me < 0) return l;
     const int home = tr->node_of[me];
     double out = 0, in = 0, xout = 0, xin = 0; /* dispatch direction; x: across nodes */
     int k = 0;                                 /* the group's members in my node */
+    int peers = 0;                             /* of them, the ones I send to */
     for (int i = 0; i < n; i++) {
         if (tr->node_of[i] != home) continue;
         k++;
@@ -370,6 +391,7 @@ static double a2a_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *o
                 if (!tr->node_bytes) xout += ij, xin += ji;
             } else if (i == me) {
                 out += ij, in += ji;
+                peers += ij > 0;
             }
         }
     }
@@ -380,9 +402,10 @@ static double a2a_bound_s(const plat_info *pi, const ep_sched *s, const ep_op *o
                 if (tr->node_of[i] == home && m != home) xout += b;
                 if (tr->node_of[i] != home && m == home) xin += b;
             }
-    double t = pi->nvl_bw > 0 ? fmax(out, in) / pi->nvl_bw : 0;
-    if (tr->nnodes > 1 && pi->net_bw > 0 && k > 0) t = fmax(t, fmax(xout, xin) / (k * pi->net_bw));
-    return t;
+    l.nvl = pi->nvl_bw > 0 ? fmax(out, in) / pi->nvl_bw : 0;
+    l.flow = peers ? out / peers : 0;
+    if (tr->nnodes > 1 && pi->net_bw > 0 && k > 0) l.net = fmax(xout, xin) / (k * pi->net_bw);
+    return l;
 }
 
 /* How long an op that takes alone s alone and shared s beside another runs when the other goes on
@@ -492,11 +515,17 @@ static int estimate(const ep_config *full, const plat_info *pi, const sim_calib 
                 double base = gsize >= 2 && op->kind != EP_OP_SEND && op->kind != EP_OP_RECV
                                   ? sim_algo_base_s(calib, op, gsize)
                                   : 0;
-                t = base + coll_bound_s(pi, &s, op, nodes_of, scratch) + a2a_bound_s(pi, &s, op, r);
+                link_time l = op->kind == EP_OP_A2A_DISPATCH || op->kind == EP_OP_A2A_COMBINE
+                                  ? a2a_bound_s(pi, &s, op, r)
+                                  : coll_bound_s(pi, &s, op, nodes_of, scratch);
+                t = base + bound_of(l);
                 stream[op->stream] += k * t;
-                /* compute running beside it slows it as in the simulation */
+                /* on the path: at its algorithm's efficiencies, and slowed by compute running
+                 * beside it, as in the simulation */
+                double te =
+                    base + at_efficiency(l, sim_algo_efficiency(calib, &s, op, gsize, pi->net_bw));
                 sim_xfer_class xc = sim_xfer_class_of(&cfg, op);
-                tp = beside(t, t * sim_xfer_slowdown(calib, xc), comp_end - start);
+                tp = beside(te, te * sim_xfer_slowdown(calib, xc), comp_end - start);
                 if (start + tp > xfer_end[xc]) xfer_end[xc] = start + tp;
                 if (xc == SIM_XF_KERNEL) xfer_sms = op->sms;
             } else if (op->kind != EP_OP_HOST_SYNC) {

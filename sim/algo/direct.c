@@ -1,15 +1,13 @@
 /* NCCL direct all-to-all (sim_algo.h): every member sends every other its bytes at once, grouped
  * send/recv - the count exchange (uniform bytes per peer) and the token all-to-alls of the
  * alltoall dispatcher or of deepep/hybridep over NCCL (the traffic matrix; combine: transposed).
- * A measured NCCL all-to-all curve gives each NVLink flow the efficiency of its own size. */
+ * A measured NCCL all-to-all curve gives each NVLink flow the efficiency of its own size
+ * (sim_algo_efficiency). */
 #include "sim_algo.h"
 
 double sim_algo_direct(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
     const sim_calib *c = a->c;
     const ep_op *op = a->ops[0];
-    const sim_coll_curve *curve = sim_calib_nccl_curve(c, op->kind, a->n);
-    sim_flows_begin(f, c->nccl_nvlink_efficiency, c->nccl_ib_efficiency,
-                    curve ? &curve->efficiency : NULL);
     *fixed_s = sim_algo_base_s(c, op, a->n);
     int n = a->n;
     double payload = 0;

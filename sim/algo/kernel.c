@@ -2,7 +2,8 @@
  * inside a node a store into every peer's buffer; to another node one RDMA copy per destination
  * node (the traffic's node_bytes) to the member of that node on the sender's rail, which forwards
  * each row over NVLink to the members that chose it (combine: the reverse, flows reversed). With
- * the transport's measured curve (nvl_a2a) each NVLink flow gets the efficiency of its size. */
+ * the transport's measured curve (nvl_a2a) each NVLink flow gets the efficiency of its size; the
+ * RDMA leg's by the nodes the group spans (sim_algo_efficiency). */
 #include "sim_algo.h"
 
 /* The flows of sender i (group position) to the members of node nd. */
@@ -37,26 +38,8 @@ static void to_node(sim_flows *f, const ep_traffic *t, const int *ranks, int i, 
 double sim_algo_kernel(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
     const sim_calib *c = a->c;
     const ep_op *op = a->ops[0];
-    const sim_coll_curve *ep = c->ep_nvlink.efficiency.n ? &c->ep_nvlink : NULL;
     const ep_traffic *t =
         op->traffic >= 0 && op->traffic < a->s->ntraffic ? &a->s->traffic[op->traffic] : NULL;
-    /* the RDMA leg's efficiency depends on how many nodes the group spans (sim_calib.h);
-     * Hybrid-EP's combine has its own, and its transfer SMs bound it (DeepEP's published combine
-     * runs as fast as its dispatch, and no per-SM figure of it is published) */
-    const ep_config *cfg = &a->s->cfg;
-    int hybridep = cfg->moe_flex_dispatcher_backend == EP_FLEX_HYBRIDEP;
-    const sim_table *nodes = hybridep && op->kind == EP_OP_A2A_COMBINE && c->ep_rdma_combine_nodes.n
-                                 ? &c->ep_rdma_combine_nodes
-                                 : &c->ep_rdma_nodes;
-    double rdma =
-        nodes->n && t && t->nnodes > 1 ? sim_table_eval(nodes, t->nnodes) : c->ep_rdma_efficiency;
-    double nic = f->t->nic_bw;
-    if (hybridep && t && t->nnodes > 1 && c->ep_rdma_sm_bytes_s.n && nic > 0) {
-        double cap =
-            cfg->moe_hybridep_num_sms * sim_table_eval(&c->ep_rdma_sm_bytes_s, t->nnodes) / nic;
-        if (cap < rdma) rdma = cap;
-    }
-    sim_flows_begin(f, c->ep_nvlink_efficiency, rdma, ep ? &ep->efficiency : NULL);
     *fixed_s = sim_algo_base_s(c, op, a->n);
     if (!t) return 0;
     f->reverse = op->transpose != 0;

@@ -1,14 +1,11 @@
 /* NCCL send/recv between the two ranks of a directed pair (sim_algo.h): the sender's bytes to its
- * peer, with the measured send curve's base and efficiency at that size where there is one. */
+ * peer, with the measured send curve's base (and its efficiency at that size: sim_algo_efficiency)
+ * where there is one. */
 #include "sim_algo.h"
 
 double sim_algo_p2p(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
     const sim_calib *c = a->c;
     const ep_op *op = a->ops[0];
-    const sim_coll_curve *curve = sim_calib_nccl_curve(c, op->kind, a->n);
-    sim_flows_begin(f, curve ? sim_table_eval(&curve->efficiency, op->bytes)
-                             : c->nccl_nvlink_efficiency,
-                    c->nccl_ib_efficiency, NULL);
     *fixed_s = sim_algo_base_s(c, op, a->n);
     double payload = 0;
     for (int i = 0; i < a->n; i++)

@@ -35,11 +35,6 @@ static int members_by_node(const sim_platform *p, const int *ranks, int n, int *
 double sim_algo_ring(sim_flows *f, const sim_algo_args *a, double *fixed_s) {
     const sim_calib *c = a->c;
     const ep_op *op = a->ops[0];
-    const sim_coll_curve *curve = sim_calib_nccl_curve(c, op->kind, a->n);
-    /* measured: its base, and its efficiency at this size */
-    sim_flows_begin(f, curve ? sim_table_eval(&curve->efficiency, op->bytes)
-                             : c->nccl_nvlink_efficiency,
-                    c->nccl_ib_efficiency, NULL);
     *fixed_s = sim_algo_base_s(c, op, a->n);
     int n = a->n;
     if (n < 2) return 0;

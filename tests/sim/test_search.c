@@ -263,46 +263,62 @@ static void test_estimate_orders_steps(void) {
     "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --num-experts 16 "            \
     "--moe-router-topk 2 --moe-token-dispatcher-type alltoall --expert-model-parallel-size 16"
 
-/* The estimate counts what compute and transfers running together cost each other (the
- * calibration's interference factors, as the simulation applies them) and the bound does not:
- * with the factors at 1 every layout keeps its bound and no estimate rises; with the measured ones
- * the layouts whose all-to-alls run beside compute (EP overlap) are estimated longer. */
-static void test_estimate_counts_interference(void) {
-    char calib[512], plain[512], shared[512], cmd[2048], args[2048];
-    tmp_path(calib, sizeof calib, "search_nointerf.json");
-    tmp_path(plain, sizeof plain, "search_nointerf.csv");
-    tmp_path(shared, sizeof shared, "search_interf.csv");
-    snprintf(cmd, sizeof cmd,
-             "sed -E 's/\"(comm_flops_slowdown|comm_wait_slowdown|nccl_compute_slowdown)\":"
-             "[0-9.]+/\"\\1\":1/' %s/traces/calib/h100-megatron.json > %s",
+/* Searches WIDE16 with h100-megatron.json as `sed_expr` changes it (`lowered`) and as committed
+ * (`ref`); every layout must keep its bound and no estimate may be lower with the committed file.
+ * Returns how many layouts the committed file estimates longer (of them, with EP overlap alone
+ * when overlap_only), -1 when the layouts differ. */
+static int estimates_risen(const char *sed_expr, const char *name, int overlap_only) {
+    char calib[512], plain[512], ref[512], cmd[2048], args[2048];
+    tmp_path(calib, sizeof calib, name);
+    tmp_path(plain, sizeof plain, "search_changed.csv");
+    tmp_path(ref, sizeof ref, "search_ref.csv");
+    snprintf(cmd, sizeof cmd, "sed -E '%s' %s/traces/calib/h100-megatron.json > %s", sed_expr,
              EP_SOURCE_DIR, calib);
-    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    if (system(cmd) != 0) return -1;
     snprintf(args, sizeof args, "search " WIDE16 " --budget 1 --jobs 2 --calib %s --out %s", calib,
              plain);
-    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+    if (epsim_exec(args, NULL, NULL) != 0) return -1;
     snprintf(args, sizeof args,
              "search " WIDE16 " --budget 1 --jobs 2 --calib %s/traces/calib/h100-megatron.json "
              "--out %s",
-             EP_SOURCE_DIR, shared);
-    CU_ASSERT_EQUAL_FATAL(epsim_exec(args, NULL, NULL), 0);
+             EP_SOURCE_DIR, ref);
+    if (epsim_exec(args, NULL, NULL) != 0) return -1;
     static char ia[64][64], ib[64][64], la[64][64], lb[64][64], ea[64][64], eb[64][64], ov[64][64];
     int n = csv_col(plain, 1, ia, 64);
-    CU_ASSERT_FATAL(n >= 12 && csv_col(shared, 1, ib, 64) == n);
-    csv_col(plain, 27, la, 64), csv_col(shared, 27, lb, 64);
-    csv_col(plain, 28, ea, 64), csv_col(shared, 28, eb, 64);
-    csv_col(shared, 9, ov, 64); /* ep_overlap */
+    if (n < 12 || csv_col(ref, 1, ib, 64) != n) return -1;
+    csv_col(plain, 27, la, 64), csv_col(ref, 27, lb, 64);
+    csv_col(plain, 28, ea, 64), csv_col(ref, 28, eb, 64);
+    csv_col(ref, 9, ov, 64); /* ep_overlap */
     int rose = 0, matched = 0;
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++) {
             if (strcmp(ia[i], ib[j]) != 0) continue;
             matched++;
-            CU_ASSERT(strcmp(la[i], lb[j]) == 0); /* the bound: standalone costs */
+            CU_ASSERT(strcmp(la[i], lb[j]) == 0); /* the bound: standalone, at full bandwidth */
             CU_ASSERT(atof(eb[j]) >= atof(ea[i]) * (1 - 1e-9));
-            rose += strcmp(ov[j], "on") == 0 && atof(eb[j]) > atof(ea[i]) * 1.001;
+            rose +=
+                (!overlap_only || strcmp(ov[j], "on") == 0) && atof(eb[j]) > atof(ea[i]) * 1.001;
         }
-    CU_ASSERT_EQUAL(matched, n);
-    CU_ASSERT(rose > 0);
-    remove(calib), remove(plain), remove(shared);
+    remove(calib), remove(plain), remove(ref);
+    return matched == n ? rose : -1;
+}
+
+/* The estimate counts what compute and transfers running together cost each other (the
+ * calibration's interference factors, as the simulation applies them) and the bound does not:
+ * with the factors at 1 every layout keeps its bound and no estimate rises; with the measured ones
+ * the layouts whose all-to-alls run beside compute (EP overlap) are estimated longer. */
+static void test_estimate_counts_interference(void) {
+    CU_ASSERT(estimates_risen("s/\"(comm_flops_slowdown|comm_wait_slowdown|nccl_compute_slowdown)"
+                              "\":[0-9.]+/\"\\1\":1/",
+                              "search_nointerf.json", 1) > 0);
+}
+
+/* The estimate moves a transfer at its algorithm's efficiencies (sim_algo_efficiency), the bound
+ * at full bandwidth: with NCCL over the NICs at efficiency 1 instead of the measured 0.9, every
+ * layout keeps its bound, and those whose all-to-alls cross the two nodes are estimated shorter. */
+static void test_estimate_counts_efficiency(void) {
+    CU_ASSERT(estimates_risen("s/\"nccl_ib_efficiency\":[0-9.]+/\"nccl_ib_efficiency\":1/",
+                              "search_fulleff.json", 0) > 0);
 }
 
 static void test_bound_is_a_lower_bound(void) {
@@ -356,6 +372,8 @@ void ep_suite_search(void) {
     CU_add_test(s, "the search's bound is below every layout's step", test_bound_is_a_lower_bound);
     CU_add_test(s, "the estimate counts interference, the bound does not",
                 test_estimate_counts_interference);
+    CU_add_test(s, "the estimate moves transfers at their efficiencies, the bound does not",
+                test_estimate_counts_efficiency);
     CU_add_test(s, "the estimate orders the simulations better than the bound",
                 test_estimate_orders_steps);
     CU_add_test(s, "bad input: one line, exit 2, no CSV", test_search_bad_input);
