@@ -443,6 +443,7 @@ int bench_calib(bench *b, const char *out_dir, const char *models, const char *p
         (calib_has_part(parts, "interference") || calib_has_part(parts, "waiting")))
         calib_interference(b, &lists[3], calib_has_part(parts, "interference"),
                            calib_has_part(parts, "waiting"));
+    if (!rc && W >= 2 && calib_has_part(parts, "nccl-issue")) calib_nccl_issue(b, &lists[2]);
     if (!rc && W >= 2 && calib_has_part(parts, "interference-shapes"))
         calib_interference_shapes(b, &lists[3]);
     if (!rc && calib_has_part(parts, "corun")) calib_corun(b, &lists[4]);

@@ -1,7 +1,8 @@
 /* bench_calib: `epref bench calib`, the raw calibration files of docs/calibration.md.
  *   compute.json      every compute op kind alone, through the executor's own launch (exec_gpu)
  *   comm.json         NCCL operations over all launched ranks, the executor's calls
- *   host.json         launch, NCCL launch, host sync and per-kernel GPU overhead
+ *   host.json         launch, NCCL launch, host sync and per-kernel GPU overhead; with --parts
+ *                     nccl-issue, an NCCL send/recv after a host sync against queued
  *   interference.json a GEMM beside an NCCL all-to-all or an NVLink store kernel, and back; with
  *                     --parts interference-shapes, a grid of victim shapes beside both
  *   corun.json        a GEMM and a memory kernel beside each other on two streams of one GPU
@@ -95,6 +96,10 @@ void calib_interference(bench *b, calib_list *out, int moving, int waiting);
 void calib_corun(bench *b, calib_list *out);
 /* Interference by victim shape (bench_calib_victims.c, --parts interference-shapes). */
 void calib_interference_shapes(bench *b, calib_list *out);
+
+/* An NCCL send/recv issued after a host sync against queued behind work (bench_calib_issue.c,
+ * --parts nccl-issue, host.json). */
+void calib_nccl_issue(bench *b, calib_list *out);
 /* What compute ops draw toward the power cap (draw.json; bench_calib_draw.c); wide_only: only
  * the grouped GEMMs of the lattice's widest FFN (--parts draw-wide). */
 void calib_draw(bench *b, calib_list *out, int wide_only);

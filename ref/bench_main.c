@@ -157,7 +157,9 @@ static const ep_opt *bench_table(bench *b) {
                  "not in the default; about 8 minutes on one GPU); draw-wide:\n"
                  "only its grouped GEMMs of the widest FFN;\n"
                  "interference-shapes: a grid of ops beside the NCCL all-to-all\n"
-                 "and NVLink stores (interference.json, 2+ ranks, not in the default)"},
+                 "and NVLink stores (interference.json, 2+ ranks, not in the default);\n"
+                 "nccl-issue: an NCCL send/recv after a host sync against queued\n"
+                 "(host.json, 2+ ranks, not in the default)"},
         {.name = "--l2-flush",
          .takes = EP_OPT_VALUE,
          .kind = EP_OPT_CALL,
