@@ -3,7 +3,7 @@
  * calib --parts nccl-issue`, host.json records "nccl_issue"; docs/calibration.md).
  *
  * Why: in epref's runs the token all-to-all that follows the alltoall dispatcher's count sync is
- * 7-27% longer between its events than the same bytes moved elsewhere in the step. After a host
+ * 3-27% longer between its events than the same bytes moved elsewhere in the step. After a host
  * sync the stream is idle, so its start event fires as the host records it, before the NCCL calls;
  * whatever the host and NCCL do until the transfer moves then lies inside the op. Measured on
  * 2 x H200 that is 3-12 us at every size, as epsim's engine charges it: the runs' extra time comes
