@@ -90,6 +90,11 @@ extern const int calib_store_sms[CALIB_STORE_NSMS];
 void *calib_stores_open(bench *b, ep_nvl *nvl);
 void calib_stores_close(ep_nvl *nvl, void *src);
 
+/* A grouped ncclSend/ncclRecv of `bytes` with the partner `peer` on st: what `nccl_launch` and
+ * `nccl_issue` (host.json) time. */
+void calib_pair_send_recv(void *snd, void *rcv, size_t bytes, int peer, ncclComm_t c,
+                          cudaStream_t st);
+
 /* Host costs (host.json) and interference (interference.json); need b->barrier. */
 void calib_host(bench *b, calib_list *out);
 void calib_interference(bench *b, calib_list *out, int moving, int waiting);

@@ -17,14 +17,8 @@
 #include "ref_check.h"
 
 enum { ISSUE_REPS = 21, ISSUE_NEXT = 200 };
-
-static void pair_send_recv(void *snd, void *rcv, size_t bytes, int peer, ncclComm_t c,
-                           cudaStream_t st) {
-    NCCL_CHECK(ncclGroupStart());
-    NCCL_CHECK(ncclSend(snd, bytes, ncclUint8, peer, c, st));
-    NCCL_CHECK(ncclRecv(rcv, bytes, ncclUint8, peer, c, st));
-    NCCL_CHECK(ncclGroupEnd());
-}
+/* the buffers of the queued-behind kernel: 8 x through them is 2 GB of HBM, about 0.5 ms */
+#define ISSUE_WORK ((size_t)256 << 20)
 
 /* How the send/recv is issued, one timing each per repetition. */
 enum {
@@ -49,15 +43,14 @@ typedef struct {
 /* One timing of `mode` at `bytes` per peer: the op between its events, us; *call: the host's time
  * in the NCCL calls, *wake: the sync's event to the start event (idle modes). */
 static double issue_once(issue_ctx *x, int mode, size_t bytes, double *call, double *wake) {
-    const size_t work = (size_t)256 << 20; /* 2 GB through HBM, about 0.5 ms */
     NCCL_CHECK(ncclAllReduce(x->one, x->one, 1, ncclFloat, ncclSum, x->c, x->st));
     CUDA_CHECK(cudaStreamSynchronize(x->st));
     cudaStream_t on = mode == AS_EXECUTOR ? x->s2 : x->st;
     if (mode == QUEUED) {
-        CUDA_CHECK(exec_mem_rw(x->src, x->dst, work, 8.0 * work, x->st));
+        CUDA_CHECK(exec_mem_rw(x->src, x->dst, ISSUE_WORK, 8.0 * ISSUE_WORK, x->st));
     } else {
         if (mode == AS_EXECUTOR) /* the count exchange: 96 bytes with the peer */
-            pair_send_recv(x->snd, x->rcv, 96, x->peer, x->c, x->st);
+            calib_pair_send_recv(x->snd, x->rcv, 96, x->peer, x->c, x->st);
         else
             CUDA_CHECK(exec_mem_rw(x->src, x->dst, (size_t)1 << 20, 2.0 * (1 << 20), x->st));
         CUDA_CHECK(cudaEventRecord(x->evs, x->st));
@@ -66,7 +59,7 @@ static double issue_once(issue_ctx *x, int mode, size_t bytes, double *call, dou
     }
     CUDA_CHECK(cudaEventRecord(x->ev0, on));
     double t0 = bench_now_us();
-    pair_send_recv(x->snd, x->rcv, bytes, x->peer, mode == AS_EXECUTOR ? x->c2 : x->c, on);
+    calib_pair_send_recv(x->snd, x->rcv, bytes, x->peer, mode == AS_EXECUTOR ? x->c2 : x->c, on);
     *call = bench_now_us() - t0;
     CUDA_CHECK(cudaEventRecord(x->ev1, on));
     if (mode == ISSUING || mode == AS_EXECUTOR) { /* the next ops wait for this one */
@@ -93,8 +86,8 @@ void calib_nccl_issue(bench *b, calib_list *out) {
     issue_ctx x = {.st = b->ctx->stream, .c = b->ctx->nccl, .peer = me ^ 1};
     CUDA_CHECK(cudaMalloc(&x.snd, most));
     CUDA_CHECK(cudaMalloc(&x.rcv, most));
-    CUDA_CHECK(cudaMalloc(&x.src, (size_t)256 << 20));
-    CUDA_CHECK(cudaMalloc(&x.dst, (size_t)256 << 20));
+    CUDA_CHECK(cudaMalloc(&x.src, ISSUE_WORK));
+    CUDA_CHECK(cudaMalloc(&x.dst, ISSUE_WORK));
     CUDA_CHECK(cudaMalloc(&x.one, sizeof(float)));
     CUDA_CHECK(cudaMemset(x.snd, 1, most));
     CUDA_CHECK(cudaStreamCreateWithFlags(&x.s2, cudaStreamNonBlocking));

@@ -12,6 +12,14 @@
 
 #define HOST_REPS 200
 
+void calib_pair_send_recv(void *snd, void *rcv, size_t bytes, int peer, ncclComm_t c,
+                          cudaStream_t st) {
+    NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(ncclSend(snd, bytes, ncclUint8, peer, c, st));
+    NCCL_CHECK(ncclRecv(rcv, bytes, ncclUint8, peer, c, st));
+    NCCL_CHECK(ncclGroupEnd());
+}
+
 void calib_host(bench *b, calib_list *out) {
     cudaStream_t st = b->ctx->stream;
     const size_t big = (size_t)1 << 30;
@@ -104,10 +112,7 @@ void calib_host(bench *b, calib_list *out) {
     if (W >= 2 && W % 2 == 0) { /* host time of a grouped 4-byte send/recv with the partner */
         for (int r = 0; r < HOST_REPS; r++, nn++) {
             double t0 = bench_now_us();
-            NCCL_CHECK(ncclGroupStart());
-            NCCL_CHECK(ncclSend(src, 4, ncclUint8, peer, b->ctx->nccl, st));
-            NCCL_CHECK(ncclRecv(dst, 4, ncclUint8, peer, b->ctx->nccl, st));
-            NCCL_CHECK(ncclGroupEnd());
+            calib_pair_send_recv(src, dst, 4, peer, b->ctx->nccl, st);
             nccl[r] = bench_now_us() - t0;
             CUDA_CHECK(cudaStreamSynchronize(st));
         }

@@ -263,8 +263,8 @@ static void test_estimate_orders_steps(void) {
     "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --num-experts 16 "            \
     "--moe-router-topk 2 --moe-token-dispatcher-type alltoall --expert-model-parallel-size 16"
 
-/* Searches WIDE16 with h100-megatron.json as `sed_expr` changes it (`lowered`) and as committed
- * (`ref`); every layout must keep its bound and no estimate may be lower with the committed file.
+/* Searches WIDE16 with h100-megatron.json as `sed_expr` changes it and as committed; every layout
+ * must keep its bound and no estimate may be lower with the committed file.
  * Returns how many layouts the committed file estimates longer (of them, with EP overlap alone
  * when overlap_only), -1 when the layouts differ. */
 static int estimates_risen(const char *sed_expr, const char *name, int overlap_only) {
